@@ -1,0 +1,41 @@
+//! Error kinds shared by every engine module.
+//!
+//! Each module has its own `thiserror` enum; each of those knows its [`ErrorKind`]. The
+//! server turns a kind into an HTTP status in exactly one `match` (`src/error.rs`). Nothing
+//! here knows about HTTP.
+
+/// What kind of failure an error is, independent of where it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The caller sent something unreadable or invalid.
+    InvalidInput,
+    /// No credential, or one that is unknown.
+    Unauthorized,
+    /// A valid credential without the right to do this.
+    Forbidden,
+    NotFound,
+    Conflict,
+    /// A request or payload over a documented limit.
+    TooLarge,
+    /// The service cannot do it now (disk full, fsync failed, shutting down).
+    Unavailable,
+    Internal,
+}
+
+/// Implemented by every engine error so the server can map it without knowing the module.
+pub trait HasKind {
+    fn kind(&self) -> ErrorKind;
+    /// A stable machine-readable code (PostHog's `code` field), e.g. `invalid_api_key`.
+    fn code(&self) -> &'static str {
+        match self.kind() {
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::Unauthorized => "authentication_failed",
+            ErrorKind::Forbidden => "permission_denied",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Internal => "error",
+        }
+    }
+}

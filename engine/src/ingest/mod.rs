@@ -1,0 +1,86 @@
+//! Ingestion: from a decoded capture payload to durable, ordered events.
+//!
+//! Owns normalization (pure functions, no I/O), the write-ahead log and the ingest pipeline
+//! that feeds storage in WAL order. It knows nothing of HTTP: the server hands it a
+//! [`payload::CapturePayload`] already decoded from the wire.
+
+pub mod decode;
+pub mod normalize;
+pub mod payload;
+pub mod pipeline;
+pub mod wal;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::{ErrorKind, HasKind};
+
+/// A project's numeric id (PostHog's `team_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TeamId(pub i64);
+
+impl std::fmt::Display for TeamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One event after normalization: what the WAL records and storage keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub uuid: Uuid,
+    pub event: String,
+    pub distinct_id: String,
+    /// When the event happened, after sent_at/offset skew correction and the 23 h clamp.
+    #[serde(with = "chrono::serde::ts_microseconds")]
+    pub timestamp: DateTime<Utc>,
+    /// When hedgerow received it.
+    #[serde(with = "chrono::serde::ts_microseconds")]
+    pub created_at: DateTime<Utc>,
+    /// Properties, with top-level `$set`/`$set_once` already lifted in.
+    pub properties: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One accepted request: the unit the WAL writes, fsyncs and replays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IngestBatch {
+    pub team_id: TeamId,
+    /// Sent with `historical_migration: true`.
+    #[serde(default)]
+    pub historical: bool,
+    pub events: Vec<Event>,
+}
+
+/// Why a capture request, or one event of it, was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("{0}")]
+    InvalidPayload(String),
+    #[error("{0}")]
+    InvalidToken(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("could not make the events durable: {0}")]
+    Unavailable(String),
+}
+
+impl HasKind for CaptureError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            CaptureError::InvalidPayload(_) => ErrorKind::InvalidInput,
+            CaptureError::InvalidToken(_) => ErrorKind::Unauthorized,
+            CaptureError::TooLarge(_) => ErrorKind::TooLarge,
+            CaptureError::Unavailable(_) => ErrorKind::Unavailable,
+        }
+    }
+    fn code(&self) -> &'static str {
+        match self {
+            CaptureError::InvalidPayload(_) => "invalid_payload",
+            CaptureError::InvalidToken(_) => "invalid_api_key",
+            CaptureError::TooLarge(_) => "payload_too_large",
+            CaptureError::Unavailable(_) => "unavailable",
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The ingest pipeline: the one consumer of the WAL.
+//!
+//! Takes durable records in WAL order, appends their events to the Arrow buffer, and flushes
+//! the buffer to the events table when it is big or old enough. A flush runs in its own task
+//! so consumption goes on meanwhile; only one runs at a time, and a failed one is retried
+//! with the same rows (the WAL still holds them). After a commit, WAL segments it covers are
+//! deleted. Compaction runs here too, between flushes' commits, on its own timer.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{error, info, warn};
+
+use super::IngestBatch;
+use super::wal::Wal;
+use crate::metrics::Metrics;
+use crate::storage::buffer::{EventBuffer, Part};
+use crate::storage::schema::events_to_batch;
+use crate::storage::table::{AppendStats, EventsTable, StorageError};
+
+/// When the buffer is written out. Any one condition triggers a flush.
+#[derive(Debug, Clone)]
+pub struct FlushConfig {
+    pub max_rows: usize,
+    pub max_bytes: usize,
+    pub max_age: Duration,
+    /// Above this many buffered bytes (active + being flushed) the pipeline stops taking
+    /// records until the flush finishes; the WAL writer, then capture, wait in turn.
+    pub hard_limit_bytes: usize,
+    pub compaction_interval: Duration,
+    pub compaction_min_files: usize,
+    /// Files removed by compaction are deleted once no snapshot this young needs them.
+    pub vacuum_retention: Duration,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        Self {
+            max_rows: 500_000,
+            max_bytes: 256 << 20,
+            max_age: Duration::from_secs(10),
+            hard_limit_bytes: 1 << 30,
+            compaction_interval: Duration::from_secs(300),
+            compaction_min_files: 8,
+            vacuum_retention: Duration::from_secs(3600),
+        }
+    }
+}
+
+pub type Record = (u64, Arc<IngestBatch>);
+
+pub struct Pipeline {
+    pub buffer: Arc<EventBuffer>,
+    pub table: Arc<EventsTable>,
+    pub wal: Wal<Arc<IngestBatch>>,
+    pub metrics: Arc<Metrics>,
+    pub cfg: FlushConfig,
+    /// Set while this process may commit (the writer lease is held).
+    pub may_commit: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// Applies one WAL record to the buffer.
+pub fn apply(buffer: &EventBuffer, seq: u64, batch: &IngestBatch) {
+    if batch.events.is_empty() {
+        buffer.note_seq(seq);
+        return;
+    }
+    let rb = events_to_batch(batch.events.iter().map(|e| (batch.team_id, e)));
+    buffer.append(batch.team_id, rb, seq);
+}
+
+impl Pipeline {
+    fn update_gauges(&self) {
+        let s = self.buffer.stats();
+        self.metrics
+            .buffer_rows
+            .store((s.rows + s.frozen_rows) as i64, Ordering::Relaxed);
+        self.metrics
+            .buffer_bytes
+            .store((s.bytes + s.frozen_bytes) as i64, Ordering::Relaxed);
+    }
+
+    fn due(&self) -> bool {
+        let s = self.buffer.stats();
+        s.rows >= self.cfg.max_rows
+            || s.bytes >= self.cfg.max_bytes
+            || s.age.is_some_and(|a| a >= self.cfg.max_age)
+    }
+
+    fn start_flush(
+        &self,
+        committed: u64,
+    ) -> Option<JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>> {
+        if !(self.may_commit)() {
+            warn!("not flushing: this process no longer holds the table's writer lease");
+            return None;
+        }
+        let part = self.buffer.freeze(committed)?;
+        let table = self.table.clone();
+        Some(tokio::spawn(async move {
+            let res = match part.concat() {
+                Ok(batch) => table.append(batch, part.last_seq).await,
+                Err(e) => Err(e.into()),
+            };
+            (part, res)
+        }))
+    }
+
+    fn finish_flush(
+        &self,
+        part: &Part,
+        res: Result<AppendStats, StorageError>,
+        committed: &mut u64,
+    ) -> bool {
+        match res {
+            Ok(stats) => {
+                self.buffer.flushed();
+                *committed = part.last_seq;
+                let m = &self.metrics;
+                m.flushes.fetch_add(1, Ordering::Relaxed);
+                m.flushed_rows.fetch_add(stats.rows, Ordering::Relaxed);
+                m.bytes_written.fetch_add(stats.bytes, Ordering::Relaxed);
+                m.files_written.fetch_add(stats.files, Ordering::Relaxed);
+                m.committed_seq.store(part.last_seq, Ordering::Relaxed);
+                info!(
+                    rows = stats.rows,
+                    files = stats.files,
+                    bytes = stats.bytes,
+                    version = stats.version,
+                    wal_seq = part.last_seq,
+                    "flushed"
+                );
+                if let Err(e) = self.wal.truncate_through(part.last_seq) {
+                    warn!(error = %e, "could not delete covered WAL segments; will retry after the next flush");
+                }
+                true
+            }
+            Err(e) => {
+                self.metrics.flush_failures.fetch_add(1, Ordering::Relaxed);
+                error!(error = %e, rows = part.rows, "flush failed; the rows stay buffered and in the WAL, retrying");
+                false
+            }
+        }
+    }
+
+    /// Runs until `shutdown` turns true or the WAL side hangs up, then writes everything
+    /// left. `committed` is the WAL position the table already covers.
+    pub async fn run(
+        self,
+        mut rx: mpsc::Receiver<Record>,
+        mut shutdown: watch::Receiver<bool>,
+        mut committed: u64,
+    ) {
+        let tick_every =
+            (self.cfg.max_age / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let mut tick = tokio::time::interval(tick_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut compact_tick = tokio::time::interval(self.cfg.compaction_interval);
+        compact_tick.tick().await;
+        let mut flush: Option<JoinHandle<_>> = None;
+        let mut compaction: Option<JoinHandle<()>> = None;
+        let mut backoff = Duration::ZERO;
+        let mut retry_at = tokio::time::Instant::now();
+        loop {
+            let s = self.buffer.stats();
+            let full = s.bytes + s.frozen_bytes >= self.cfg.hard_limit_bytes;
+            tokio::select! {
+                rec = rx.recv(), if !full => match rec {
+                    Some((seq, batch)) => {
+                        apply(&self.buffer, seq, &batch);
+                        self.update_gauges();
+                        if flush.is_none() && self.due() && tokio::time::Instant::now() >= retry_at {
+                            flush = self.start_flush(committed);
+                        }
+                    }
+                    None => break,
+                },
+                done = async { flush.as_mut().expect("guarded").await }, if flush.is_some() => {
+                    flush = None;
+                    match done {
+                        Ok((part, res)) => {
+                            if self.finish_flush(&part, res, &mut committed) {
+                                backoff = Duration::ZERO;
+                            } else {
+                                backoff = (backoff * 2).clamp(Duration::from_millis(200), Duration::from_secs(30));
+                                retry_at = tokio::time::Instant::now() + backoff;
+                            }
+                        }
+                        Err(e) => error!(error = %e, "flush task panicked"),
+                    }
+                    self.update_gauges();
+                }
+                _ = tick.tick() => {
+                    if flush.is_none() && tokio::time::Instant::now() >= retry_at
+                        && (self.due() || self.buffer.stats().frozen_rows > 0)
+                    {
+                        flush = self.start_flush(committed);
+                    }
+                }
+                _ = compact_tick.tick() => {
+                    if compaction.as_ref().is_none_or(|c| c.is_finished()) && (self.may_commit)() {
+                        compaction = Some(self.spawn_compaction());
+                    }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        // Shutdown: take what is already durable, then write it all.
+        while let Ok((seq, batch)) = rx.try_recv() {
+            apply(&self.buffer, seq, &batch);
+        }
+        if let Some(c) = compaction {
+            c.abort();
+        }
+        for attempt in 0..5 {
+            if let Some(f) = flush.take() {
+                if let Ok((part, res)) = f.await {
+                    self.finish_flush(&part, res, &mut committed);
+                }
+            }
+            flush = self.start_flush(committed);
+            if flush.is_none() {
+                break;
+            }
+            if attempt == 4 {
+                warn!("giving up flushing at shutdown; the WAL keeps the rows for the next start");
+            }
+        }
+        self.update_gauges();
+    }
+
+    fn spawn_compaction(&self) -> JoinHandle<()> {
+        let table = self.table.clone();
+        let metrics = self.metrics.clone();
+        let min_files = self.cfg.compaction_min_files;
+        let retention = self.cfg.vacuum_retention;
+        tokio::spawn(async move {
+            match table.compact(min_files).await {
+                Ok(s) if s.partitions > 0 => {
+                    metrics
+                        .compactions
+                        .fetch_add(s.partitions, Ordering::Relaxed);
+                    metrics
+                        .compaction_files_removed
+                        .fetch_add(s.files_removed, Ordering::Relaxed);
+                    info!(
+                        partitions = s.partitions,
+                        removed = s.files_removed,
+                        added = s.files_added,
+                        "compacted"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "compaction failed; will try again"),
+            }
+            let retention =
+                chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::hours(1));
+            if let Err(e) = table.vacuum(retention).await {
+                warn!(error = %e, "vacuum failed; will try again");
+            }
+        })
+    }
+}

@@ -1,0 +1,393 @@
+//! hedgerow's engine: everything that is not HTTP.
+//!
+//! One facade, [`Engine`], owns the metadata store (projects, keys), the write-ahead log,
+//! the ingest pipeline, the Arrow buffer and the events table. The binary's HTTP layer
+//! decodes requests, calls one method here, and encodes the answer; nothing in this crate
+//! knows about axum, hyper or HTTP statuses (errors carry an [`error::ErrorKind`]).
+
+pub mod clock;
+pub mod error;
+pub mod ingest;
+pub mod meta;
+pub mod metrics;
+pub mod storage;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use url::Url;
+
+use crate::clock::SharedClock;
+use crate::error::{ErrorKind, HasKind};
+use crate::ingest::normalize::{NormalizeContext, Outcome, normalize_event};
+use crate::ingest::payload::CapturePayload;
+use crate::ingest::pipeline::{FlushConfig, Pipeline, apply};
+use crate::ingest::wal::{Wal, WalConfig, WalError};
+use crate::ingest::{CaptureError, IngestBatch};
+use crate::meta::{MetaError, MetaStore, Project};
+use crate::metrics::Metrics;
+use crate::storage::buffer::EventBuffer;
+use crate::storage::lease::WriterLease;
+use crate::storage::table::{EventsTable, StorageError, TableConfig};
+
+/// How old an event of a `historical_migration` batch must be (spec §4.4 rule 3).
+pub const HISTORICAL_MIN_AGE: TimeDelta = TimeDelta::hours(48);
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Local directory for SQLite, the WAL and (by default) the events table.
+    pub data_dir: PathBuf,
+    /// Where the events table lives; `None` is `<data_dir>/events` on local disk.
+    pub table_url: Option<Url>,
+    /// object_store options for `table_url` (S3 endpoint, region, credentials…).
+    pub storage_options: HashMap<String, String>,
+    pub wal_segment_bytes: u64,
+    pub flush: FlushConfig,
+    pub row_group_rows: usize,
+    pub target_file_bytes: u64,
+    /// A writer lease older than this is taken over.
+    pub lease_ttl: Duration,
+}
+
+impl EngineConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            table_url: None,
+            storage_options: HashMap::new(),
+            wal_segment_bytes: 64 << 20,
+            flush: FlushConfig::default(),
+            row_group_rows: 128 * 1024,
+            target_file_bytes: 128 << 20,
+            lease_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    #[error("{0}")]
+    Io(String),
+    #[error("{0}")]
+    Locked(String),
+}
+
+impl HasKind for EngineError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::Meta(e) => e.kind(),
+            EngineError::Storage(e) => e.kind(),
+            EngineError::Wal(e) => e.kind(),
+            EngineError::Io(_) => ErrorKind::Internal,
+            EngineError::Locked(_) => ErrorKind::Conflict,
+        }
+    }
+}
+
+/// What a capture call accepted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CaptureReceipt {
+    pub accepted: usize,
+    pub skipped: usize,
+    /// WAL sequence of the record, when anything was written.
+    pub seq: Option<u64>,
+}
+
+pub struct Engine {
+    cfg: EngineConfig,
+    clock: SharedClock,
+    meta: MetaStore,
+    metrics: Arc<Metrics>,
+    wal: Wal<Arc<IngestBatch>>,
+    buffer: Arc<EventBuffer>,
+    table: Arc<EventsTable>,
+    lease: Arc<WriterLease>,
+    tokens: RwLock<HashMap<String, Project>>,
+    shutdown: watch::Sender<bool>,
+    pipeline: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    _dir_lock: File,
+}
+
+fn io(what: &str, e: std::io::Error) -> EngineError {
+    EngineError::Io(format!("{what}: {e}"))
+}
+
+/// The data directory's stable id, made on first use: the table lease's owner.
+fn writer_id(data_dir: &std::path::Path) -> Result<String, EngineError> {
+    let path = data_dir.join("writer-id");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_owned()),
+        _ => {
+            let id = uuid::Uuid::new_v4().to_string();
+            std::fs::write(&path, &id).map_err(|e| io("cannot write writer-id", e))?;
+            Ok(id)
+        }
+    }
+}
+
+impl Engine {
+    /// Opens the data directory: takes its lock and the table's writer lease, opens
+    /// SQLite, the table and the WAL, replays what the table does not cover yet, and starts
+    /// the ingest pipeline.
+    pub async fn open(cfg: EngineConfig, clock: SharedClock) -> Result<Self, EngineError> {
+        std::fs::create_dir_all(&cfg.data_dir)
+            .map_err(|e| io("cannot create the data directory", e))?;
+        let data_dir = cfg
+            .data_dir
+            .canonicalize()
+            .map_err(|e| io("cannot resolve the data directory", e))?;
+        let lock = File::create(data_dir.join("LOCK")).map_err(|e| io("cannot create LOCK", e))?;
+        if lock.try_lock().is_err() {
+            return Err(EngineError::Locked(format!(
+                "{} is in use by another hedgerow process",
+                data_dir.display()
+            )));
+        }
+        let meta = MetaStore::open(&data_dir.join("meta.sqlite"))?;
+        let table_url = match &cfg.table_url {
+            Some(u) => u.clone(),
+            None => Url::from_directory_path(data_dir.join("events"))
+                .map_err(|_| EngineError::Io("bad data directory path".into()))?,
+        };
+        let writer_id = writer_id(&data_dir)?;
+        let lease = Arc::new(
+            WriterLease::acquire(&writer_id, &table_url, &cfg.storage_options, cfg.lease_ttl)
+                .await?,
+        );
+        let mut tcfg = TableConfig::new(table_url);
+        tcfg.options = cfg.storage_options.clone();
+        tcfg.row_group_rows = cfg.row_group_rows;
+        tcfg.target_file_bytes = cfg.target_file_bytes;
+        let table = Arc::new(EventsTable::open(tcfg).await?);
+        let committed = table.committed_seq().await?;
+        let metrics = Arc::new(Metrics::default());
+        metrics.committed_seq.store(committed, Ordering::Relaxed);
+
+        let (tx, rx) = mpsc::channel(1024);
+        let wal_cfg = WalConfig {
+            dir: data_dir.join("wal"),
+            segment_bytes: cfg.wal_segment_bytes,
+            ..WalConfig::default()
+        };
+        let (wal, replay) = Wal::open(wal_cfg, committed, tx)?;
+        let buffer = Arc::new(EventBuffer::default());
+        let mut replayed = 0usize;
+        for rec in &replay {
+            let batch: IngestBatch = serde_json::from_slice(&rec.payload).map_err(|e| {
+                EngineError::Io(format!("WAL record {} does not decode: {e}", rec.seq))
+            })?;
+            replayed += batch.events.len();
+            apply(&buffer, rec.seq, &batch);
+        }
+        if !replay.is_empty() {
+            info!(
+                records = replay.len(),
+                events = replayed,
+                from_seq = committed + 1,
+                "replayed the WAL"
+            );
+        }
+
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let pipeline = {
+            let lease = lease.clone();
+            Pipeline {
+                buffer: buffer.clone(),
+                table: table.clone(),
+                wal: wal.clone(),
+                metrics: metrics.clone(),
+                cfg: cfg.flush.clone(),
+                may_commit: Arc::new(move || lease.is_held()),
+            }
+        };
+        let handle = tokio::spawn(pipeline.run(rx, shutdown_rx, committed));
+        Ok(Self {
+            cfg: EngineConfig { data_dir, ..cfg },
+            clock,
+            meta,
+            metrics,
+            wal,
+            buffer,
+            table,
+            lease,
+            tokens: RwLock::new(HashMap::new()),
+            shutdown,
+            pipeline: tokio::sync::Mutex::new(Some(handle)),
+            _dir_lock: lock,
+        })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+    pub fn meta(&self) -> &MetaStore {
+        &self.meta
+    }
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+    pub fn table(&self) -> &Arc<EventsTable> {
+        &self.table
+    }
+    pub fn buffer(&self) -> &Arc<EventBuffer> {
+        &self.buffer
+    }
+
+    /// Refreshes WAL counters into the metrics and renders them.
+    pub fn render_metrics(&self) -> String {
+        let s = self.wal.stats();
+        self.metrics.wal_fsyncs.store(s.fsyncs, Ordering::Relaxed);
+        self.metrics
+            .wal_bytes
+            .store(s.bytes_written, Ordering::Relaxed);
+        self.metrics.wal_records.store(s.records, Ordering::Relaxed);
+        self.metrics.render()
+    }
+
+    /// The project a capture token belongs to (cached; a miss asks SQLite).
+    pub fn project_for_token(&self, token: &str) -> Result<Option<Project>, MetaError> {
+        if let Some(p) = self
+            .tokens
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+        {
+            return Ok(Some(p.clone()));
+        }
+        let found = self.meta.project_by_token(token)?;
+        if let Some(p) = &found {
+            self.tokens
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(token.to_owned(), p.clone());
+        }
+        Ok(found)
+    }
+
+    /// Forgets cached tokens (after a project's token changed).
+    pub fn forget_tokens(&self) {
+        self.tokens
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Normalizes a decoded capture request and makes it durable. Returns once the events
+    /// are fsynced in the WAL: the caller may then acknowledge them.
+    pub async fn capture(&self, payload: CapturePayload) -> Result<CaptureReceipt, CaptureError> {
+        let project = self
+            .project_for_token(&payload.token)
+            .map_err(|e| CaptureError::Unavailable(e.to_string()))?
+            .ok_or_else(|| {
+                self.metrics.reject("invalid_api_key", 1);
+                CaptureError::InvalidToken(
+                    "Project API key invalid: no project has this token. Find your project API key in the project's settings (GET /api/projects/).".into(),
+                )
+            })?;
+        let now = self.clock.now();
+        let ctx = NormalizeContext {
+            team_id: project.id,
+            now,
+            sent_at: payload.sent_at,
+        };
+        let mut events = Vec::with_capacity(payload.events.len());
+        let mut skipped = 0usize;
+        for raw in payload.events {
+            match normalize_event(raw, &ctx) {
+                Ok(Outcome::Event(e)) => events.push(e),
+                Ok(Outcome::Skipped(reason)) => {
+                    skipped += 1;
+                    self.metrics.reject(reason.as_str(), 1);
+                }
+                Err(e) => {
+                    self.metrics.reject("invalid_payload", 1);
+                    return Err(e);
+                }
+            }
+        }
+        if payload.historical_migration {
+            let too_recent = events
+                .iter()
+                .filter(|e| now - e.timestamp < HISTORICAL_MIN_AGE)
+                .count();
+            if too_recent > 0 {
+                // Kept, as live events: refusing them would lose data the caller was told
+                // is stored; the counter and the log say it happened.
+                self.metrics
+                    .historical_too_recent
+                    .fetch_add(too_recent as u64, Ordering::Relaxed);
+                warn!(
+                    team_id = project.id.0,
+                    events = too_recent,
+                    "historical_migration events younger than 48 h, ingested as live events"
+                );
+            }
+        }
+        if events.is_empty() {
+            return Ok(CaptureReceipt {
+                accepted: 0,
+                skipped,
+                seq: None,
+            });
+        }
+        let accepted = events.len();
+        let batch = IngestBatch {
+            team_id: project.id,
+            historical: payload.historical_migration,
+            events,
+        };
+        let bytes =
+            serde_json::to_vec(&batch).map_err(|e| CaptureError::InvalidPayload(e.to_string()))?;
+        let seq = self
+            .wal
+            .append(bytes, Arc::new(batch))
+            .await
+            .map_err(|e| match e {
+                e @ WalError::TooLarge(_) => CaptureError::TooLarge(e.to_string()),
+                other => {
+                    self.metrics.reject("unavailable", accepted as u64);
+                    CaptureError::Unavailable(other.to_string())
+                }
+            })?;
+        self.metrics
+            .events_accepted
+            .fetch_add(accepted as u64, Ordering::Relaxed);
+        self.metrics
+            .requests_accepted
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(CaptureReceipt {
+            accepted,
+            skipped,
+            seq: Some(seq),
+        })
+    }
+
+    /// Stops taking events, writes everything buffered to the table, gives up the lease.
+    pub async fn shutdown(&self) {
+        // Closing joins the WAL writer thread after it drains: keep it off the runtime.
+        let wal = self.wal.clone();
+        let _ = tokio::task::spawn_blocking(move || wal.close()).await;
+        let _ = self.shutdown.send(true);
+        if let Some(h) = self.pipeline.lock().await.take() {
+            let _ = h.await;
+        }
+        self.lease.release().await;
+    }
+}

@@ -1,0 +1,251 @@
+//! Command-line flags. Every setting is a flag and a `HEDGEROW_*` environment variable;
+//! sizes read as `64MiB`, durations as `10s` or `500ms`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use hedgerow_engine::EngineConfig;
+use hedgerow_engine::ingest::pipeline::FlushConfig;
+use url::Url;
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("'{s}' is not a size like 64MiB: {e}"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration like 10s: {e}"))
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hedgerow",
+    version,
+    about = "PostHog-compatible product analytics in one binary. With no subcommand, runs `serve`.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service (the default).
+    Serve(ServeArgs),
+    /// Manage personal API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Print the events table's Arrow schema as JSON (the contract in schemas/).
+    Schema,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Make a personal API key; prints the secret once.
+    Create {
+        /// Comma-separated scopes, e.g. `person:read,query:read`; `*` for all.
+        #[arg(long, value_delimiter = ',', required = true)]
+        scopes: Vec<String>,
+        /// Comma-separated project ids the key may use; all projects when omitted.
+        #[arg(long, value_delimiter = ',')]
+        projects: Vec<i64>,
+        #[arg(long, default_value = "cli")]
+        label: String,
+        #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
+        data_dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, env = "HEDGEROW_ADDR", default_value = "127.0.0.1:8000")]
+    pub addr: SocketAddr,
+    /// Local directory for SQLite, the write-ahead log and, by default, the events table.
+    #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
+    pub data_dir: PathBuf,
+    /// Where the events table lives: `s3://bucket/prefix` or `file:///path`. The table is
+    /// `<url>/events`. Default: `<data-dir>/events` on local disk.
+    #[arg(long, env = "HEDGEROW_STORAGE_URL")]
+    pub storage_url: Option<Url>,
+    #[command(flatten)]
+    pub s3: S3Args,
+    /// Fix project 1's project API key (`phc_…`) instead of generating one.
+    #[arg(long, env = "HEDGEROW_PROJECT_API_KEY")]
+    pub project_api_key: Option<String>,
+    /// Make sure this personal API key (`phx_…`) exists, with every scope.
+    #[arg(long, env = "HEDGEROW_PERSONAL_API_KEY", hide_env_values = true)]
+    pub personal_api_key: Option<String>,
+    /// Flush the buffer to Parquet when it holds this many rows.
+    #[arg(long, env = "HEDGEROW_FLUSH_ROWS", default_value_t = 500_000)]
+    pub flush_rows: usize,
+    /// … or this many bytes of Arrow data.
+    #[arg(long, env = "HEDGEROW_FLUSH_BYTES", default_value = "256MiB", value_parser = parse_size)]
+    pub flush_bytes: u64,
+    /// … or when its oldest event is this old.
+    #[arg(long, env = "HEDGEROW_FLUSH_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub flush_interval: Duration,
+    /// Buffered bytes above which ingestion waits for a flush (back-pressure).
+    #[arg(long, env = "HEDGEROW_BUFFER_LIMIT", default_value = "1GiB", value_parser = parse_size)]
+    pub buffer_limit: u64,
+    /// Size at which the write-ahead log starts a new segment file.
+    #[arg(long, env = "HEDGEROW_WAL_SEGMENT_SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub wal_segment_size: u64,
+    /// Rows per Parquet row group.
+    #[arg(long, env = "HEDGEROW_ROW_GROUP_ROWS", default_value_t = 128 * 1024)]
+    pub row_group_rows: usize,
+    /// Compaction's target Parquet file size.
+    #[arg(long, env = "HEDGEROW_TARGET_FILE_SIZE", default_value = "128MiB", value_parser = parse_size)]
+    pub target_file_size: u64,
+    /// How often small files are looked for and compacted.
+    #[arg(long, env = "HEDGEROW_COMPACTION_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    pub compaction_interval: Duration,
+    /// A partition is compacted once it has this many small files.
+    #[arg(long, env = "HEDGEROW_COMPACTION_MIN_FILES", default_value_t = 8)]
+    pub compaction_min_files: usize,
+    /// Files replaced by compaction are deleted after this long (readers of older
+    /// snapshots need them until then).
+    #[arg(long, env = "HEDGEROW_VACUUM_RETENTION", default_value = "1h", value_parser = parse_duration)]
+    pub vacuum_retention: Duration,
+    /// Largest capture request body, after decompression.
+    #[arg(long, env = "HEDGEROW_MAX_BODY_SIZE", default_value = "20MiB", value_parser = parse_size)]
+    pub max_body_size: u64,
+    /// The table's writer lease is taken over after this long without a heartbeat.
+    #[arg(long, env = "HEDGEROW_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
+    pub lease_ttl: Duration,
+    /// Log filter (tracing's env-filter syntax).
+    #[arg(long, env = "HEDGEROW_LOG", default_value = "info")]
+    pub log: String,
+}
+
+/// S3-compatible object store settings, used with an `s3://` storage URL.
+#[derive(Debug, Clone, Args)]
+pub struct S3Args {
+    /// e.g. `http://127.0.0.1:3900`; AWS when omitted.
+    #[arg(long, env = "HEDGEROW_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    #[arg(long, env = "HEDGEROW_S3_REGION")]
+    pub s3_region: Option<String>,
+    #[arg(long, env = "HEDGEROW_S3_ACCESS_KEY_ID")]
+    pub s3_access_key_id: Option<String>,
+    #[arg(long, env = "HEDGEROW_S3_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub s3_secret_access_key: Option<String>,
+    /// Allow plain http to the endpoint.
+    #[arg(long, env = "HEDGEROW_S3_ALLOW_HTTP")]
+    pub s3_allow_http: bool,
+    /// Use virtual-hosted-style requests (bucket in the host name) instead of path style.
+    #[arg(long, env = "HEDGEROW_S3_VIRTUAL_HOSTED")]
+    pub s3_virtual_hosted: bool,
+}
+
+impl ServeArgs {
+    pub fn engine_config(&self) -> Result<EngineConfig, String> {
+        let mut cfg = EngineConfig::new(&self.data_dir);
+        if let Some(url) = &self.storage_url {
+            let mut table = url.clone();
+            if !table.path().ends_with('/') {
+                table.set_path(&format!("{}/", table.path()));
+            }
+            let table = table
+                .join("events")
+                .map_err(|e| format!("bad storage URL {url}: {e}"))?;
+            match table.scheme() {
+                "s3" | "s3a" | "file" => {}
+                other => {
+                    return Err(format!(
+                        "storage URL scheme '{other}' is not supported: use s3:// or file://"
+                    ));
+                }
+            }
+            cfg.table_url = Some(table);
+            cfg.storage_options = self.s3.options();
+        }
+        cfg.wal_segment_bytes = self.wal_segment_size;
+        cfg.row_group_rows = self.row_group_rows;
+        cfg.target_file_bytes = self.target_file_size;
+        cfg.lease_ttl = self.lease_ttl;
+        cfg.flush = FlushConfig {
+            max_rows: self.flush_rows,
+            max_bytes: self.flush_bytes as usize,
+            max_age: self.flush_interval,
+            hard_limit_bytes: self.buffer_limit as usize,
+            compaction_interval: self.compaction_interval,
+            compaction_min_files: self.compaction_min_files,
+            vacuum_retention: self.vacuum_retention,
+        };
+        Ok(cfg)
+    }
+}
+
+impl S3Args {
+    /// object_store's option names for these settings.
+    pub fn options(&self) -> HashMap<String, String> {
+        let mut o = HashMap::new();
+        let mut put = |k: &str, v: &Option<String>| {
+            if let Some(v) = v {
+                o.insert(k.to_owned(), v.clone());
+            }
+        };
+        put("aws_endpoint", &self.s3_endpoint);
+        put("aws_region", &self.s3_region);
+        put("aws_access_key_id", &self.s3_access_key_id);
+        put("aws_secret_access_key", &self.s3_secret_access_key);
+        o.insert("aws_allow_http".into(), self.s3_allow_http.to_string());
+        o.insert(
+            "aws_virtual_hosted_style_request".into(),
+            self.s3_virtual_hosted.to_string(),
+        );
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_invocation_is_serve_with_defaults() {
+        let cli = Cli::try_parse_from(["hedgerow"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.serve.addr.to_string(), "127.0.0.1:8000");
+        assert_eq!(cli.serve.flush_interval, Duration::from_secs(10));
+        assert_eq!(cli.serve.max_body_size, 20 * 1024 * 1024);
+    }
+
+    #[test]
+    fn storage_url_and_sizes() {
+        let cli = Cli::try_parse_from([
+            "hedgerow",
+            "serve",
+            "--storage-url",
+            "s3://bucket/pre",
+            "--s3-endpoint",
+            "http://127.0.0.1:3900",
+            "--s3-allow-http",
+            "--flush-bytes",
+            "8MiB",
+            "--flush-interval",
+            "250ms",
+        ])
+        .unwrap();
+        let Some(Command::Serve(args)) = cli.command else {
+            panic!("serve")
+        };
+        let cfg = args.engine_config().unwrap();
+        assert_eq!(cfg.table_url.unwrap().as_str(), "s3://bucket/pre/events");
+        assert_eq!(cfg.storage_options["aws_endpoint"], "http://127.0.0.1:3900");
+        assert_eq!(cfg.storage_options["aws_allow_http"], "true");
+        assert_eq!(cfg.flush.max_bytes, 8 << 20);
+        assert_eq!(cfg.flush.max_age, Duration::from_millis(250));
+        assert!(Cli::try_parse_from(["hedgerow", "--flush-bytes", "lots"]).is_err());
+        let bad = Cli::try_parse_from(["hedgerow", "--storage-url", "gs://b/x"]).unwrap();
+        assert!(bad.serve.engine_config().is_err());
+    }
+}

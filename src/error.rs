@@ -1,0 +1,80 @@
+//! The one place an error becomes an HTTP status and PostHog's error body.
+//!
+//! Every engine error knows its [`ErrorKind`]; [`ApiError`] carries kind, code and detail,
+//! and `IntoResponse` turns the kind into a status in a single `match`.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hedgerow_engine::error::{ErrorKind, HasKind};
+use serde_json::json;
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub code: &'static str,
+    pub detail: String,
+    pub attr: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(kind: ErrorKind, code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            code,
+            detail: detail.into(),
+            attr: None,
+        }
+    }
+    pub fn invalid(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidInput, code, detail)
+    }
+    pub fn with_attr(mut self, attr: impl Into<String>) -> Self {
+        self.attr = Some(attr.into());
+        self
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, "not_found", detail)
+    }
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        Self::new(ErrorKind::Internal, "error", detail.to_string())
+    }
+}
+
+impl<E: HasKind + std::fmt::Display> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        Self::new(e.kind(), e.code(), e.to_string())
+    }
+}
+
+/// Status and PostHog's `type` for each kind.
+pub fn status_of(kind: ErrorKind) -> (StatusCode, &'static str) {
+    match kind {
+        ErrorKind::InvalidInput => (StatusCode::BAD_REQUEST, "validation_error"),
+        ErrorKind::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication_error"),
+        ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "permission_denied"),
+        ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+        ErrorKind::Conflict => (StatusCode::CONFLICT, "validation_error"),
+        ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "validation_error"),
+        ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+        ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, ty) = status_of(self.kind);
+        if status.is_server_error() {
+            tracing::error!(code = self.code, detail = %self.detail, "request failed");
+        }
+        let body = json!({"type": ty, "code": self.code, "detail": self.detail, "attr": self.attr});
+        let mut resp = (status, Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("5"),
+            );
+        }
+        resp
+    }
+}

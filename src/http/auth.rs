@@ -1,0 +1,134 @@
+//! Authentication and scopes for everything under `/api/`, as one layer.
+//!
+//! A route declares its scope with [`scoped`]; the layer reads `Authorization: Bearer
+//! <personal key>`, checks the scope and, when the path names a project, that the key may
+//! see it (an unseen project is a 404, as PostHog answers). Handlers get a [`Caller`].
+
+use axum::extract::{RawPathParams, Request, State};
+use axum::http::header;
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use axum::routing::MethodRouter;
+use hedgerow_engine::error::ErrorKind;
+use hedgerow_engine::ingest::TeamId;
+use hedgerow_engine::meta::KeyGrant;
+
+use super::App;
+use crate::error::ApiError;
+
+/// Who is calling, and the project the path names (if any), already checked.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub grant: KeyGrant,
+    pub team: Option<TeamId>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("route has no scope declared"))
+    }
+}
+
+impl Caller {
+    /// The project of a `/api/projects/{project_id}/…` route.
+    pub fn team(&self) -> Result<TeamId, ApiError> {
+        self.team
+            .ok_or_else(|| ApiError::internal("route has no project in its path"))
+    }
+}
+
+/// Wraps a method router so each request needs a personal key with `scope`.
+pub fn scoped(app: &App, scope: &'static str, route: MethodRouter<App>) -> MethodRouter<App> {
+    route.route_layer(from_fn_with_state((app.clone(), scope), check))
+}
+
+fn unauthorized(code: &'static str, detail: &str) -> ApiError {
+    ApiError::new(ErrorKind::Unauthorized, code, detail)
+}
+
+async fn check(
+    State((app, scope)): State<(App, &'static str)>,
+    params: RawPathParams,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .map(str::trim);
+    let secret = match header {
+        None => {
+            return Err(unauthorized(
+                "not_authenticated",
+                "Authentication credentials were not provided: send Authorization: Bearer <personal API key>.",
+            ));
+        }
+        Some(h) => match h.split_once(' ') {
+            Some((scheme, key))
+                if scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty() =>
+            {
+                key.trim()
+            }
+            _ => {
+                return Err(unauthorized(
+                    "authentication_failed",
+                    "The Authorization header must be 'Bearer <personal API key>'.",
+                ));
+            }
+        },
+    };
+    let grant = app
+        .engine
+        .meta()
+        .key_grant(secret)
+        .map_err(ApiError::from)?
+        .ok_or_else(|| {
+            unauthorized(
+                "authentication_failed",
+                "Personal API key found in request Authorization header is invalid.",
+            )
+        })?;
+    if !grant.allows(scope) {
+        return Err(ApiError::new(
+            ErrorKind::Forbidden,
+            "permission_denied",
+            format!("API key missing required scope '{scope}'"),
+        )
+        .with_attr("scopes"));
+    }
+    let mut team = None;
+    if let Some((_, raw)) = params.iter().find(|(k, _)| *k == "project_id") {
+        let id = if raw == "@current" {
+            grant
+                .projects
+                .as_ref()
+                .and_then(|p| p.first().copied())
+                .unwrap_or(TeamId(1))
+        } else {
+            raw.parse::<i64>()
+                .map(TeamId)
+                .map_err(|_| ApiError::not_found(format!("no project '{raw}'")))?
+        };
+        let exists = app
+            .engine
+            .meta()
+            .project(id)
+            .map_err(ApiError::from)?
+            .is_some();
+        if !exists || !grant.sees(id) {
+            return Err(ApiError::not_found(format!("no project {id}")));
+        }
+        team = Some(id);
+    }
+    req.extensions_mut().insert(Caller { grant, team });
+    Ok(next.run(req).await)
+}

@@ -1,0 +1,120 @@
+//! The HTTP API (axum): the route table, shared state and small wire helpers.
+
+mod auth;
+mod capture;
+mod projects;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use hedgerow_engine::Engine;
+
+use crate::error::ApiError;
+pub use auth::Caller;
+use auth::scoped;
+
+#[derive(Clone)]
+pub struct App {
+    pub engine: Arc<Engine>,
+    /// Largest capture body, after decompression.
+    pub max_body: usize,
+}
+
+impl App {
+    pub fn new(engine: Arc<Engine>, max_body: usize) -> Self {
+        Self { engine, max_body }
+    }
+}
+
+/// Every route, on one screen. Management routes declare the scope they need; the auth
+/// layer checks the key, the scope and the project in one place.
+pub fn router(app: App) -> Router {
+    let capture = post(capture::capture)
+        .get(capture::capture)
+        .options(capture::preflight);
+    let mut r = Router::new();
+    for path in ["/i/v0/e", "/batch", "/e", "/capture", "/track", "/engage"] {
+        r = r
+            .route(path, capture.clone())
+            .route(&format!("{path}/"), capture.clone());
+    }
+    r.route("/_health", get(health))
+        .route("/metrics", get(metrics))
+        .route(
+            "/api/projects/",
+            scoped(&app, "project:read", get(projects::list)).merge(scoped(
+                &app,
+                "project:write",
+                post(projects::create),
+            )),
+        )
+        .route(
+            "/api/projects/{project_id}/",
+            scoped(&app, "project:read", get(projects::get)),
+        )
+        .fallback(not_found)
+        .with_state(app)
+}
+
+async fn health(axum::extract::State(app): axum::extract::State<App>) -> impl IntoResponse {
+    let committed = app
+        .engine
+        .metrics()
+        .committed_seq
+        .load(std::sync::atomic::Ordering::Relaxed);
+    axum::Json(serde_json::json!({"status": "ok", "committed_wal_seq": committed}))
+}
+
+async fn metrics(axum::extract::State(app): axum::extract::State<App>) -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.engine.render_metrics(),
+    )
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no endpoint at {}", uri.path()))
+}
+
+/// The absolute URL of `path_and_query` as the client addressed this server, for
+/// pagination links.
+pub fn absolute_url(headers: &HeaderMap, path_and_query: &str) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    let proto = headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("http");
+    format!("{proto}://{host}{path_and_query}")
+}
+
+/// `next` and `previous` links of a limit/offset page.
+pub fn page_links(
+    headers: &HeaderMap,
+    path: &str,
+    extra_query: &[(String, String)],
+    limit: usize,
+    offset: usize,
+    count: usize,
+) -> (Option<String>, Option<String>) {
+    let link = |off: usize| {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in extra_query {
+            if k != "limit" && k != "offset" {
+                q.append_pair(k, v);
+            }
+        }
+        q.append_pair("limit", &limit.to_string());
+        q.append_pair("offset", &off.to_string());
+        absolute_url(headers, &format!("{path}?{}", q.finish()))
+    };
+    let next = (offset + limit < count).then(|| link(offset + limit));
+    let previous = (offset > 0).then(|| link(offset.saturating_sub(limit)));
+    (next, previous)
+}

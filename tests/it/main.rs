@@ -1,0 +1,8 @@
+//! Black-box tests of the real `hedgerow` binary, booted on port 0.
+//!
+//! One test binary (each links DataFusion again); modules by area.
+
+mod auth;
+mod capture;
+mod durability;
+mod support;

@@ -1,0 +1,182 @@
+//! Starting the real binary and reading its table back.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::prelude::SessionContext;
+
+pub const TOKEN: &str = "phc_testtoken0000000000000000000000000000000";
+pub const KEY: &str = "phx_testpersonalkey000000000000000000000000";
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_hedgerow")
+}
+
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    pub fn start(extra: &[&str]) -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let mut s = Server::start_in(&dir, extra);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// Starts on an existing data directory (the caller keeps it alive).
+    pub fn start_in(dir: &Path, extra: &[&str]) -> Server {
+        Self::start_with(Command::new(bin()), dir, extra)
+    }
+
+    pub fn start_with(mut cmd: Command, dir: &Path, extra: &[&str]) -> Server {
+        cmd.args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+            .arg(dir)
+            .args(["--project-api-key", TOKEN, "--personal-api-key", KEY])
+            .args(["--log", "warn"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if !extra.contains(&"--flush-interval") {
+            cmd.args(["--flush-interval", "200ms"]);
+        }
+        let mut child = cmd.spawn().expect("spawn hedgerow");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("hedgerow listening on ") {
+                    let _ = tx.send(addr.to_owned());
+                }
+            }
+        });
+        let base = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(b) => b,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("hedgerow did not start: {:?}", child.wait());
+            }
+        };
+        Server {
+            child,
+            base,
+            data_dir: dir.to_path_buf(),
+            _tmp: None,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM and wait: a clean stop flushes everything.
+    pub fn stop(&mut self) {
+        unsafe_kill(self.child.id(), "TERM");
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "hedgerow exited with {status}");
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unsafe_kill(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .no_gzip()
+        .build()
+        .unwrap()
+}
+
+/// One stored event, as read back from the Delta table.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub uuid: String,
+    pub event: String,
+    pub distinct_id: String,
+    pub timestamp_us: i64,
+    pub team_id: i64,
+    pub properties: serde_json::Value,
+}
+
+/// Reads every event of the table under `data_dir` (committed files only).
+pub async fn read_table(data_dir: &Path) -> Vec<Stored> {
+    let url =
+        url::Url::from_directory_path(data_dir.canonicalize().unwrap().join("events")).unwrap();
+    let table = deltalake::open_table(url).await.expect("open table");
+    let ctx = SessionContext::new();
+    ctx.register_table("events", table.table_provider().await.unwrap())
+        .unwrap();
+    let batches: Vec<RecordBatch> = ctx
+        .sql("SELECT uuid, event, distinct_id, CAST(timestamp AS BIGINT) AS ts, team_id, properties FROM events")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for b in batches {
+        let s = |i: usize| {
+            b.column(i)
+                .as_string_view_opt()
+                .map(|a| {
+                    (0..a.len())
+                        .map(|r| a.value(r).to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .or_else(|| {
+                    b.column(i)
+                        .as_string_opt::<i32>()
+                        .map(|a| (0..a.len()).map(|r| a.value(r).to_owned()).collect())
+                })
+                .expect("string column")
+        };
+        let (uuid, event, did, props) = (s(0), s(1), s(2), s(5));
+        let ts = b.column(3).as_primitive::<arrow::datatypes::Int64Type>();
+        let team = b.column(4).as_primitive::<arrow::datatypes::Int64Type>();
+        for r in 0..b.num_rows() {
+            out.push(Stored {
+                uuid: uuid[r].clone(),
+                event: event[r].clone(),
+                distinct_id: did[r].clone(),
+                timestamp_us: ts.value(r),
+                team_id: team.value(r),
+                properties: serde_json::from_str(&props[r]).unwrap(),
+            });
+        }
+    }
+    out
+}
+
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(bytes).unwrap();
+    enc.finish().unwrap()
+}
