@@ -16,7 +16,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         None => serve(cli.serve),
-        Some(Command::Serve(args)) => serve(args),
+        Some(Command::Serve(args)) => serve(*args),
         Some(Command::Keys(KeysCommand::Create {
             scopes,
             projects,
@@ -112,6 +112,8 @@ async fn run_server(args: ServeArgs) -> Result<(), String> {
     if let Some(k) = &boot.created_personal_key {
         println!("created a personal API key with every scope (shown once): {k}");
     }
+    // Handle SIGTERM from before the address is announced: a supervisor may stop us at once.
+    let stop = shutdown_signal()?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
@@ -123,7 +125,7 @@ async fn run_server(args: ServeArgs) -> Result<(), String> {
         args.max_body_size as usize,
     ));
     let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(stop)
         .await;
     info!("stopping: flushing buffered events");
     engine.shutdown().await;
@@ -131,11 +133,16 @@ async fn run_server(args: ServeArgs) -> Result<(), String> {
     served.map_err(|e| e.to_string())
 }
 
-async fn shutdown_signal() {
+fn shutdown_signal() -> Result<impl Future<Output = ()>, String> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    })
 }

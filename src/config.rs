@@ -38,7 +38,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage personal API keys.
     #[command(subcommand)]
     Keys(KeysCommand),

@@ -250,6 +250,11 @@ impl Engine {
         &self.buffer
     }
 
+    /// The highest WAL sequence made durable (acknowledged) so far.
+    pub fn last_wal_seq(&self) -> u64 {
+        self.wal.last_seq()
+    }
+
     /// Refreshes WAL counters into the metrics and renders them.
     pub fn render_metrics(&self) -> String {
         let s = self.wal.stats();

@@ -65,7 +65,10 @@ async fn health(axum::extract::State(app): axum::extract::State<App>) -> impl In
         .metrics()
         .committed_seq
         .load(std::sync::atomic::Ordering::Relaxed);
-    axum::Json(serde_json::json!({"status": "ok", "committed_wal_seq": committed}))
+    let last = app.engine.last_wal_seq();
+    axum::Json(
+        serde_json::json!({"status": "ok", "last_wal_seq": last, "committed_wal_seq": committed}),
+    )
 }
 
 async fn metrics(axum::extract::State(app): axum::extract::State<App>) -> impl IntoResponse {

@@ -63,7 +63,8 @@ async fn every_path_encoding_and_token_location_is_stored() {
         }
         json!([e])
     };
-    let locs: Vec<Box<dyn Fn(&str) -> Value>> = vec![
+    type Make = Box<dyn Fn(&str) -> Value>;
+    let locs: Vec<Make> = vec![
         Box::new(|u| json!({"token": TOKEN, "batch": [ev(u, "tok", "a")]})),
         Box::new(move |u| with(u, "api_key")),
         Box::new(move |u| with(u, "token")),
@@ -239,9 +240,27 @@ async fn every_path_encoding_and_token_location_is_stored() {
             "2024-05-01T10:00:00Z kept (no sent_at)"
         );
     }
+    let mut path_ids: Vec<&str> = Vec::new();
     for s in stored.iter().filter(|s| s.event == "path") {
         assert_eq!(s.properties["n"], json!(s.uuid));
+        path_ids.push(&s.distinct_id);
     }
+    path_ids.sort();
+    let mut want = vec![
+        "/i/v0/e/",
+        "/i/v0/e",
+        "/e/",
+        "/e",
+        "/capture/",
+        "/capture",
+        "/track/",
+        "/track",
+        "/batch/",
+        "/batch",
+        "/engage/",
+    ];
+    want.sort();
+    assert_eq!(path_ids, want, "distinct ids kept");
 }
 
 async fn status_and_body(r: reqwest::Response) -> (u16, Value) {

@@ -5,4 +5,5 @@
 mod auth;
 mod capture;
 mod durability;
+mod storage;
 mod support;

@@ -52,6 +52,9 @@ impl Default for FlushConfig {
 
 pub type Record = (u64, Arc<IngestBatch>);
 
+/// A running flush: the part being written and how the write went.
+type FlushTask = JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>;
+
 pub struct Pipeline {
     pub buffer: Arc<EventBuffer>,
     pub table: Arc<EventsTable>,
@@ -90,10 +93,7 @@ impl Pipeline {
             || s.age.is_some_and(|a| a >= self.cfg.max_age)
     }
 
-    fn start_flush(
-        &self,
-        committed: u64,
-    ) -> Option<JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>> {
+    fn start_flush(&self, committed: u64) -> Option<FlushTask> {
         if !(self.may_commit)() {
             warn!("not flushing: this process no longer holds the table's writer lease");
             return None;
@@ -133,9 +133,13 @@ impl Pipeline {
                     wal_seq = part.last_seq,
                     "flushed"
                 );
-                if let Err(e) = self.wal.truncate_through(part.last_seq) {
-                    warn!(error = %e, "could not delete covered WAL segments; will retry after the next flush");
-                }
+                // Deleting segments is blocking file I/O (and may wait on an fsync).
+                let (wal, seq) = (self.wal.clone(), part.last_seq);
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = wal.truncate_through(seq) {
+                        warn!(error = %e, "could not delete covered WAL segments; will retry after the next flush");
+                    }
+                });
                 true
             }
             Err(e) => {
@@ -160,7 +164,7 @@ impl Pipeline {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut compact_tick = tokio::time::interval(self.cfg.compaction_interval);
         compact_tick.tick().await;
-        let mut flush: Option<JoinHandle<_>> = None;
+        let mut flush: Option<FlushTask> = None;
         let mut compaction: Option<JoinHandle<()>> = None;
         let mut backoff = Duration::ZERO;
         let mut retry_at = tokio::time::Instant::now();
@@ -216,18 +220,20 @@ impl Pipeline {
             c.abort();
         }
         for attempt in 0..5 {
-            if let Some(f) = flush.take() {
-                if let Ok((part, res)) = f.await {
-                    self.finish_flush(&part, res, &mut committed);
-                }
+            if let Some(f) = flush.take()
+                && let Ok((part, res)) = f.await
+                && !self.finish_flush(&part, res, &mut committed)
+            {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
             }
             flush = self.start_flush(committed);
             if flush.is_none() {
                 break;
             }
-            if attempt == 4 {
-                warn!("giving up flushing at shutdown; the WAL keeps the rows for the next start");
-            }
+        }
+        if let Some(f) = flush {
+            f.abort();
+            warn!("giving up flushing at shutdown; the WAL keeps the rows for the next start");
         }
         self.update_gauges();
     }

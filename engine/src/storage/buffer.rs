@@ -75,15 +75,12 @@ impl EventBuffer {
         part.oldest.get_or_insert_with(Instant::now);
         let list = part.teams.entry(team).or_default();
         list.push(batch);
-        if list.len() >= COALESCE_AT {
-            if let Ok(one) = concat_batches(&events_schema(), list.iter()) {
-                part.bytes = part.bytes + one.get_array_memory_size()
-                    - list
-                        .iter()
-                        .map(RecordBatch::get_array_memory_size)
-                        .sum::<usize>();
-                *list = vec![one];
-            }
+        if list.len() >= COALESCE_AT
+            && let Ok(one) = concat_batches(&events_schema(), list.iter())
+        {
+            let before: usize = list.iter().map(RecordBatch::get_array_memory_size).sum();
+            part.bytes = part.bytes + one.get_array_memory_size() - before;
+            *list = vec![one];
         }
     }
 

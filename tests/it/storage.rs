@@ -1,0 +1,207 @@
+//! The table on disk: sorted, partitioned zstd Parquet with statistics; compaction that
+//! never shows an event twice or zero times; the WAL trimmed behind commits.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::*;
+
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(parquet_files(&p));
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_are_sorted_partitioned_and_compacted_without_gaps_or_doubles() {
+    let srv = Server::start(&[
+        "--flush-interval",
+        "50ms",
+        "--compaction-interval",
+        "1s",
+        "--compaction-min-files",
+        "4",
+    ]);
+    let c = client();
+    // Two projects' worth of days: events across 2 dates, sent in many small requests so
+    // each flush makes small files.
+    let mut sent = 0usize;
+    for k in 0..30 {
+        let events: Vec<_> = (0..20)
+            .map(|i| {
+                let n = k * 20 + i;
+                let name = ["b", "a", "c"][n % 3];
+                json!({"event": name, "distinct_id": format!("d{n}"), "uuid": format!("00000000-0000-4000-8000-{n:012}"),
+                       "timestamp": format!("2024-05-0{}T{:02}:00:00Z", 1 + n % 2, 23 - n % 24), "properties": {"$browser": "Firefox"}})
+            })
+            .collect();
+        let r = c
+            .post(srv.url("/batch/"))
+            .json(&json!({"api_key": TOKEN, "batch": events}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        sent += 20;
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    // Read continuously while compaction runs: the count only grows to `sent`, no doubles.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut compacted = false;
+    let mut reads = 0;
+    while Instant::now() < deadline {
+        // Rows committed before the read began must all be visible to it.
+        let m = c
+            .get(srv.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let committed_before = metric(&m, "hedgerow_flushed_rows_total") as usize;
+        let compactions_before = metric(&m, "hedgerow_compactions_total");
+        let stored = read_table(&srv.data_dir).await;
+        reads += 1;
+        let mut ids: Vec<_> = stored.iter().map(|s| s.uuid.as_str()).collect();
+        ids.sort();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "a reader saw an event twice");
+        assert!(
+            n >= committed_before,
+            "a reader saw {n} events, {committed_before} were committed"
+        );
+        if compactions_before > 0 && n == sent {
+            compacted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        compacted,
+        "compaction ran and every event is readable ({reads} reads)"
+    );
+
+    // Partitions by team and date, zstd, statistics and page index, sorted within a file.
+    let table = deltalake::open_table(
+        url::Url::from_directory_path(srv.data_dir.canonicalize().unwrap().join("events")).unwrap(),
+    )
+    .await
+    .unwrap();
+    let live: Vec<String> = table.get_file_uris().unwrap().collect();
+    assert!(
+        live.iter()
+            .all(|f| f.contains("team_id=1/event_date=2024-05-0")),
+        "{live:?}"
+    );
+    for uri in &live {
+        let path = url::Url::parse(uri)
+            .map(|u| u.to_file_path().unwrap())
+            .unwrap_or_else(|_| uri.into());
+        let file = std::fs::File::open(&path).unwrap();
+        let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).unwrap();
+        use parquet::file::reader::FileReader;
+        let meta = reader.metadata();
+        let rg = meta.row_group(0);
+        for col in rg.columns() {
+            assert!(
+                matches!(col.compression(), parquet::basic::Compression::ZSTD(_)),
+                "{}",
+                col.column_path()
+            );
+        }
+        let ev = rg
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == "event")
+            .unwrap();
+        assert!(ev.statistics().is_some(), "statistics written");
+        for col in rg.columns() {
+            assert!(
+                col.column_index_offset().is_some() && col.offset_index_offset().is_some(),
+                "page index of {}",
+                col.column_path()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_file_is_sorted_and_the_wal_is_trimmed() {
+    let mut srv = Server::start(&["--flush-interval", "1h", "--wal-segment-size", "4KiB"]);
+    let c = client();
+    let events: Vec<_> = (0..300)
+        .map(|n| (n, ["b", "a", "c"][n % 3]))
+        .map(|(n, name)| json!({"event": name, "distinct_id": "d", "timestamp": format!("2024-05-01T{:02}:{:02}:00Z", 23 - n % 24, n % 60)}))
+        .collect();
+    for chunk in events.chunks(30) {
+        let r = c
+            .post(srv.url("/batch/"))
+            .json(&json!({"api_key": TOKEN, "batch": chunk}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let wal = srv.data_dir.join("wal");
+    let segments = std::fs::read_dir(&wal).unwrap().count();
+    assert!(segments > 3, "small segments roll: {segments}");
+    srv.stop();
+    // After the commit, the covered segments are gone.
+    let left: u64 = std::fs::read_dir(&wal)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert_eq!(left, 0, "no covered WAL bytes left");
+    let files = parquet_files(&srv.data_dir.join("events"));
+    assert_eq!(files.len(), 1);
+    let bytes = bytes::Bytes::from(std::fs::read(&files[0]).unwrap());
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut rows: Vec<(String, i64)> = Vec::new();
+    for b in reader {
+        let b = b.unwrap();
+        use arrow::array::AsArray;
+        let ev = b.column_by_name("event").unwrap();
+        let ts = b
+            .column_by_name("timestamp")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+            .clone();
+        let ev: Vec<String> = match ev.as_string_opt::<i32>() {
+            Some(a) => a.iter().map(|v| v.unwrap().to_owned()).collect(),
+            None => ev
+                .as_string_view()
+                .iter()
+                .map(|v| v.unwrap().to_owned())
+                .collect(),
+        };
+        rows.extend(ev.into_iter().zip(ts.values().iter().copied()));
+    }
+    assert_eq!(rows.len(), 300);
+    let mut sorted = rows.clone();
+    sorted.sort();
+    assert_eq!(
+        rows, sorted,
+        "rows are sorted by (event, timestamp) within the file"
+    );
+}
