@@ -46,6 +46,8 @@ pub enum StorageError {
     ObjectStore(#[from] object_store::Error),
     #[error("{0}")]
     Config(String),
+    #[error("events table I/O: {0}")]
+    Io(String),
     #[error("{0}")]
     Lease(String),
 }
@@ -55,7 +57,7 @@ impl HasKind for StorageError {
         match self {
             StorageError::Config(_) => ErrorKind::InvalidInput,
             StorageError::Lease(_) => ErrorKind::Conflict,
-            StorageError::ObjectStore(_) => ErrorKind::Unavailable,
+            StorageError::ObjectStore(_) | StorageError::Io(_) => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
     }
@@ -275,16 +277,19 @@ impl EventsTable {
             )
             .await?;
         let after = file_sizes(&table)?;
-        let new: Vec<i64> = after
+        let new: Vec<(&String, i64)> = after
             .iter()
             .filter(|(p, _)| !before.contains_key(*p))
-            .map(|(_, s)| *s)
+            .map(|(p, s)| (p, *s))
             .collect();
+        let version = table.version().map_or(-1, |v| v as i64);
+        self.sync_local(new.iter().map(|(p, _)| p.as_str()), version)
+            .await?;
         let stats = AppendStats {
-            version: table.version().map_or(-1, |v| v as i64),
+            version,
             rows,
             files: new.len() as u64,
-            bytes: new.iter().sum::<i64>() as u64,
+            bytes: new.iter().map(|(_, s)| s).sum::<i64>() as u64,
         };
         debug!(
             ?stats,
@@ -293,6 +298,53 @@ impl EventsTable {
         );
         *guard = table;
         Ok(stats)
+    }
+
+    /// On local disk, fsyncs a commit's data files, its log entry and their directories.
+    /// The caller deletes WAL segments once a commit returns, so the commit must survive a
+    /// power cut, not only a process crash; object_store's local backend does not fsync.
+    /// (An S3 PUT that succeeded is durable by the store's contract.)
+    async fn sync_local<'a>(
+        &self,
+        files: impl Iterator<Item = &'a str>,
+        version: i64,
+    ) -> Result<(), StorageError> {
+        if self.cfg.url.scheme() != "file" {
+            return Ok(());
+        }
+        let root = self
+            .cfg
+            .url
+            .to_file_path()
+            .map_err(|_| StorageError::Config(format!("bad table path {}", self.cfg.url)))?;
+        let mut paths: Vec<std::path::PathBuf> = files
+            .map(|f| {
+                let decoded = percent_decode(f);
+                root.join(decoded)
+            })
+            .collect();
+        paths.push(root.join("_delta_log").join(format!("{version:020}.json")));
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            let mut dirs = std::collections::BTreeSet::new();
+            for p in &paths {
+                std::fs::File::open(p)?.sync_all()?;
+                let mut d = p.parent();
+                while let Some(dir) = d {
+                    if !dirs.insert(dir.to_path_buf()) || dir == root {
+                        break;
+                    }
+                    d = dir.parent();
+                }
+            }
+            dirs.insert(root.clone());
+            for d in dirs {
+                std::fs::File::open(&d)?.sync_all()?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| StorageError::Io(format!("fsync task failed: {e}")))?
+        .map_err(|e| StorageError::Io(format!("cannot fsync the committed files: {e}")))
     }
 
     /// Re-reads the log (another process may have compacted or vacuumed).
@@ -368,6 +420,14 @@ impl EventsTable {
         *guard = table;
         Ok(metrics.files_deleted.len())
     }
+}
+
+/// Undoes the percent-encoding Delta uses in file paths (partition values).
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| s.to_owned())
 }
 
 fn file_sizes(table: &DeltaTable) -> Result<BTreeMap<String, i64>, StorageError> {
