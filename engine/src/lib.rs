@@ -110,7 +110,7 @@ pub struct CaptureReceipt {
 pub struct Engine {
     cfg: EngineConfig,
     clock: SharedClock,
-    meta: MetaStore,
+    meta: Arc<MetaStore>,
     metrics: Arc<Metrics>,
     wal: Wal<Arc<IngestBatch>>,
     buffer: Arc<EventBuffer>,
@@ -157,7 +157,7 @@ impl Engine {
                 data_dir.display()
             )));
         }
-        let meta = MetaStore::open(&data_dir.join("meta.sqlite"))?;
+        let meta = Arc::new(MetaStore::open(&data_dir.join("meta.sqlite"))?);
         let table_url = match &cfg.table_url {
             Some(u) => u.clone(),
             None => Url::from_directory_path(data_dir.join("events"))
@@ -191,7 +191,7 @@ impl Engine {
                 EngineError::Io(format!("WAL record {} does not decode: {e}", rec.seq))
             })?;
             replayed += batch.events.len();
-            apply(&buffer, rec.seq, &batch);
+            apply(&buffer, &meta, rec.seq, &batch);
         }
         if !replay.is_empty() {
             info!(
@@ -207,6 +207,7 @@ impl Engine {
             let lease = lease.clone();
             Pipeline {
                 buffer: buffer.clone(),
+                meta: meta.clone(),
                 table: table.clone(),
                 wal: wal.clone(),
                 metrics: metrics.clone(),

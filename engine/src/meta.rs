@@ -93,8 +93,13 @@ pub struct Bootstrap {
     pub created_personal_key: Option<String>,
 }
 
+/// A project has at most this many group types (`$group_0..4`).
+pub const MAX_GROUP_TYPES: u8 = 5;
+
 pub struct MetaStore {
     conn: Mutex<Connection>,
+    /// Group type → index, per project. Mappings never change once made, so a hit is final.
+    group_types: Mutex<std::collections::HashMap<(TeamId, String), Option<u8>>>,
 }
 
 const SCHEMA: &str = "
@@ -105,6 +110,14 @@ CREATE TABLE IF NOT EXISTS projects (
     api_token TEXT NOT NULL UNIQUE,
     timezone TEXT NOT NULL,
     created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS group_types (
+    team_id INTEGER NOT NULL,
+    group_type TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (team_id, group_type),
+    UNIQUE (team_id, idx)
 );
 CREATE TABLE IF NOT EXISTS personal_api_keys (
     id INTEGER PRIMARY KEY,
@@ -159,6 +172,7 @@ impl MetaStore {
         conn.execute_batch(SCHEMA)?;
         Ok(Self {
             conn: Mutex::new(conn),
+            group_types: Mutex::new(Default::default()),
         })
     }
 
@@ -363,6 +377,60 @@ impl MetaStore {
         })
     }
 
+    /// The index (0–4) of a project's group type, assigned in order of first use. `None`
+    /// once the project has five other group types.
+    pub fn group_type_index(
+        &self,
+        team: TeamId,
+        group_type: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u8>> {
+        let key = (team, group_type.to_owned());
+        if let Some(hit) = self
+            .group_types
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(*hit);
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let existing: Option<u8> = tx
+            .query_row(
+                "SELECT idx FROM group_types WHERE team_id = ?1 AND group_type = ?2",
+                params![team.0, group_type],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let idx = match existing {
+            Some(i) => Some(i),
+            None => {
+                let used: u8 = tx.query_row(
+                    "SELECT count(*) FROM group_types WHERE team_id = ?1",
+                    params![team.0],
+                    |r| r.get(0),
+                )?;
+                if used >= MAX_GROUP_TYPES {
+                    None
+                } else {
+                    tx.execute(
+                        "INSERT INTO group_types (team_id, group_type, idx, created_at) VALUES (?1, ?2, ?3, ?4)",
+                        params![team.0, group_type, used, ts(now)],
+                    )?;
+                    Some(used)
+                }
+            }
+        };
+        tx.commit()?;
+        drop(conn);
+        self.group_types
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, idx);
+        Ok(idx)
+    }
+
     /// Makes a new personal API key; the secret is returned once and stored only hashed.
     pub fn create_key(
         &self,
@@ -491,5 +559,32 @@ mod tests {
         assert!(s.create_project("Bad tz", "Mars/Olympus", now).is_err());
         assert!(s.create_project("  ", "UTC", now).is_err());
         assert!(s.key_grant("phx_nope").unwrap().is_none());
+    }
+
+    #[test]
+    fn group_types_in_order_of_first_use_at_most_five() {
+        let (dir, s) = store();
+        let now = Utc::now();
+        let t = TeamId(1);
+        assert_eq!(s.group_type_index(t, "company", now).unwrap(), Some(0));
+        assert_eq!(s.group_type_index(t, "team", now).unwrap(), Some(1));
+        assert_eq!(s.group_type_index(t, "company", now).unwrap(), Some(0));
+        assert_eq!(
+            s.group_type_index(TeamId(2), "team", now).unwrap(),
+            Some(0),
+            "per project"
+        );
+        for (i, ty) in ["a", "b", "c"].iter().enumerate() {
+            assert_eq!(s.group_type_index(t, ty, now).unwrap(), Some(i as u8 + 2));
+        }
+        assert_eq!(s.group_type_index(t, "sixth", now).unwrap(), None);
+        drop(s);
+        let s = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        assert_eq!(
+            s.group_type_index(t, "team", now).unwrap(),
+            Some(1),
+            "kept across restarts"
+        );
+        assert_eq!(s.group_type_index(t, "sixth", now).unwrap(), None);
     }
 }

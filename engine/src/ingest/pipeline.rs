@@ -16,6 +16,7 @@ use tracing::{error, info, warn};
 
 use super::IngestBatch;
 use super::wal::Wal;
+use crate::meta::MetaStore;
 use crate::metrics::Metrics;
 use crate::storage::buffer::{EventBuffer, Part};
 use crate::storage::schema::events_to_batch;
@@ -57,6 +58,7 @@ type FlushTask = JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>;
 
 pub struct Pipeline {
     pub buffer: Arc<EventBuffer>,
+    pub meta: Arc<MetaStore>,
     pub table: Arc<EventsTable>,
     pub wal: Wal<Arc<IngestBatch>>,
     pub metrics: Arc<Metrics>,
@@ -65,13 +67,24 @@ pub struct Pipeline {
     pub may_commit: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
-/// Applies one WAL record to the buffer.
-pub fn apply(buffer: &EventBuffer, seq: u64, batch: &IngestBatch) {
+/// Applies one WAL record to the buffer. Runs in WAL order, so group type indexes are
+/// assigned in order of first use, and a replay finds the ones already made.
+pub fn apply(buffer: &EventBuffer, meta: &MetaStore, seq: u64, batch: &IngestBatch) {
     if batch.events.is_empty() {
         buffer.note_seq(seq);
         return;
     }
-    let rb = events_to_batch(batch.events.iter().map(|e| (batch.team_id, e)));
+    let now = batch.events[0].created_at;
+    let rb = events_to_batch(
+        batch.events.iter().map(|e| (batch.team_id, e)),
+        |team, ty| match meta.group_type_index(team, ty, now) {
+            Ok(i) => i.map(usize::from),
+            Err(e) => {
+                error!(error = %e, team_id = team.0, group_type = ty, "cannot read or make a group type; the event keeps its $groups property only");
+                None
+            }
+        },
+    );
     buffer.append(batch.team_id, rb, seq);
 }
 
@@ -174,7 +187,7 @@ impl Pipeline {
             tokio::select! {
                 rec = rx.recv(), if !full => match rec {
                     Some((seq, batch)) => {
-                        apply(&self.buffer, seq, &batch);
+                        apply(&self.buffer, &self.meta, seq, &batch);
                         self.update_gauges();
                         if flush.is_none() && self.due() && tokio::time::Instant::now() >= retry_at {
                             flush = self.start_flush(committed);
@@ -214,7 +227,7 @@ impl Pipeline {
         }
         // Shutdown: take what is already durable, then write it all.
         while let Ok((seq, batch)) = rx.try_recv() {
-            apply(&self.buffer, seq, &batch);
+            apply(&self.buffer, &self.meta, seq, &batch);
         }
         if let Some(c) = compaction {
             c.abort();

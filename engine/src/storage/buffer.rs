@@ -151,7 +151,7 @@ mod tests {
                 properties: Default::default(),
             })
             .collect();
-        events_to_batch(events.iter().map(|e| (TeamId(1), e)))
+        events_to_batch(events.iter().map(|e| (TeamId(1), e)), |_, _| None)
     }
 
     #[test]

@@ -155,8 +155,12 @@ pub fn date32_of_micros(micros: i64) -> i32 {
 }
 
 /// Builds one record batch (in the order given) from events of possibly several projects.
-/// Consumes `$elements` (turned into `elements_chain`, as PostHog does).
-pub fn events_to_batch<'a>(events: impl IntoIterator<Item = (TeamId, &'a Event)>) -> RecordBatch {
+/// Consumes `$elements` (turned into `elements_chain`, as PostHog does). `group_index`
+/// gives a project's index (0–4) of a group type, for `$groups` → `$group_N`.
+pub fn events_to_batch<'a>(
+    events: impl IntoIterator<Item = (TeamId, &'a Event)>,
+    mut group_index: impl FnMut(TeamId, &str) -> Option<usize>,
+) -> RecordBatch {
     let events: Vec<(TeamId, &Event)> = events.into_iter().collect();
     let n = events.len();
     let str_builder = || StringBuilder::with_capacity(n, n * 16);
@@ -211,8 +215,16 @@ pub fn events_to_batch<'a>(events: impl IntoIterator<Item = (TeamId, &'a Event)>
         person_properties.append_null();
         session_id.append_option(str_prop(props, "$session_id"));
         window_id.append_option(str_prop(props, "$window_id"));
-        for g in groups.iter_mut() {
-            g.append_null();
+        let mut group_keys: [Option<String>; 5] = Default::default();
+        if let Some(Value::Object(gs)) = props.get("$groups") {
+            for (ty, key) in gs {
+                if let Some(i) = group_index(team, ty).filter(|i| *i < 5) {
+                    group_keys[i] = property_as_string(Some(key));
+                }
+            }
+        }
+        for (b, key) in groups.iter_mut().zip(group_keys) {
+            b.append_option(key);
         }
         for (b, key) in shredded.iter_mut().zip(SHREDDED_PROPERTIES) {
             b.append_option(property_as_string(props.get(*key)));
@@ -303,10 +315,10 @@ mod tests {
     fn batch_columns_and_shredding() {
         let e = ev(json!({
             "$browser": "Firefox", "$os": "", "$device_type": null, "$current_url": 5,
-            "$session_id": "s1", "$pathname": {"a": 1},
+            "$session_id": "s1", "$pathname": {"a": 1}, "$groups": {"company": "acme", "unknown": "x"},
             "$elements": [{"tag_name": "a", "classes": ["btn", "x"], "$el_text": "Go \"now\"", "attr__href": "/go", "nth_child": 1}]
         }));
-        let b = events_to_batch([(TeamId(7), &e)]);
+        let b = events_to_batch([(TeamId(7), &e)], |_, ty| (ty == "company").then_some(3));
         assert_eq!(b.schema(), events_schema());
         let col = |name: &str| b.column_by_name(name).unwrap().as_string::<i32>().clone();
         assert_eq!(col("mat_$browser").value(0), "Firefox");
@@ -323,6 +335,10 @@ mod tests {
         assert_eq!(col("mat_$pathname").value(0), r#"{"a":1}"#);
         assert!(col("mat_$host").is_null(0), "missing key reads as NULL");
         assert_eq!(col("$session_id").value(0), "s1");
+        assert_eq!(col("$group_3").value(0), "acme");
+        for i in [0, 1, 2, 4] {
+            assert!(col(&format!("$group_{i}")).is_null(0));
+        }
         assert!(col("$window_id").is_null(0));
         assert_eq!(
             col("elements_chain").value(0),
