@@ -436,3 +436,58 @@ async fn sent_at_skew_and_historical_migration() {
         "young historical event kept"
     );
 }
+
+/// Junk never panics the server or gets a 5xx: each answer is a 2xx or a 4xx in PostHog's
+/// shape, and the server still takes good events afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_input_is_refused_cleanly() {
+    use rand::{Rng, SeedableRng};
+    let srv = Server::start(&["--max-body-size", "1MiB"]);
+    let c = client();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let deep = format!("{}1{}", "[".repeat(5000), "]".repeat(5000));
+    let mut bodies: Vec<(Vec<u8>, Option<&str>)> = vec![
+        (deep.into_bytes(), None),
+        (b"\x00\x01\x02\xff\xfe".to_vec(), None),
+        (vec![0x1f, 0x8b], Some("gzip")),
+        (b"data=%%%".to_vec(), None),
+        (b"data=!!!!".to_vec(), None),
+        (br#"{"api_key": "phc_x", "batch": [null, 1, "s"]}"#.to_vec(), None),
+        (br#"{"api_key": 5, "batch": []}"#.to_vec(), None),
+        (br#"{"api_key": "phc_x", "batch": [{"event": "e", "distinct_id": "d", "timestamp": "99999-99-99"}]}"#.to_vec(), None),
+        (format!(r#"{{"api_key": "{TOKEN}", "batch": [{{"event": "e", "distinct_id": "d", "offset": 1e300, "timestamp": 1e300}}]}}"#).into_bytes(), None),
+        (format!(r#"{{"api_key": "{TOKEN}", "batch": [{{"event": {{"a": 1}}, "distinct_id": ["x"]}}]}}"#).into_bytes(), None),
+        (format!(r#"{{"api_key": "{TOKEN}", "batch": [{{"event": "e", "distinct_id": "d", "properties": [1, 2]}}]}}"#).into_bytes(), None),
+        (b"{\"api_key\": \"\xc3\x28\"}".to_vec(), None),
+    ];
+    for _ in 0..40 {
+        let n = rng.random_range(0..2000);
+        bodies.push(((0..n).map(|_| rng.random::<u8>()).collect(), None));
+    }
+    for (body, enc) in bodies {
+        for path in ["/batch/", "/e/", "/i/v0/e/"] {
+            let mut r = c.post(srv.url(path)).body(body.clone());
+            if let Some(e) = enc {
+                r = r.header("Content-Encoding", e);
+            }
+            let r = r.send().await.unwrap();
+            let st = r.status().as_u16();
+            assert!(
+                (200..500).contains(&st),
+                "{path}: {st} for {:?}",
+                String::from_utf8_lossy(&body[..body.len().min(80)])
+            );
+            if st >= 400 {
+                let b: Value = r.json().await.expect("error body is JSON");
+                assert!(b["type"].is_string() && b["detail"].is_string(), "{b}");
+            }
+        }
+    }
+    let r = c
+        .post(srv.url("/i/v0/e/"))
+        .json(&json!({"api_key": TOKEN, "event": "after", "distinct_id": "d"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
