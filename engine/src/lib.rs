@@ -29,7 +29,7 @@ use crate::clock::SharedClock;
 use crate::error::{ErrorKind, HasKind};
 use crate::ingest::normalize::{NormalizeContext, Outcome, normalize_event};
 use crate::ingest::payload::CapturePayload;
-use crate::ingest::pipeline::{FlushConfig, Pipeline, apply};
+use crate::ingest::pipeline::{FlushConfig, Ingested, Pipeline, apply, to_arrow};
 use crate::ingest::wal::{Wal, WalConfig, WalError};
 use crate::ingest::{CaptureError, IngestBatch};
 use crate::meta::{MetaError, MetaStore, Project};
@@ -112,7 +112,7 @@ pub struct Engine {
     clock: SharedClock,
     meta: Arc<MetaStore>,
     metrics: Arc<Metrics>,
-    wal: Wal<Arc<IngestBatch>>,
+    wal: Wal<Ingested>,
     buffer: Arc<EventBuffer>,
     table: Arc<EventsTable>,
     lease: Arc<WriterLease>,
@@ -191,7 +191,7 @@ impl Engine {
                 EngineError::Io(format!("WAL record {} does not decode: {e}", rec.seq))
             })?;
             replayed += batch.events.len();
-            apply(&buffer, &meta, rec.seq, &batch);
+            apply(&buffer, rec.seq, to_arrow(&meta, &batch));
         }
         if !replay.is_empty() {
             info!(
@@ -207,7 +207,6 @@ impl Engine {
             let lease = lease.clone();
             Pipeline {
                 buffer: buffer.clone(),
-                meta: meta.clone(),
                 table: table.clone(),
                 wal: wal.clone(),
                 metrics: metrics.clone(),
@@ -361,9 +360,11 @@ impl Engine {
         };
         let bytes =
             serde_json::to_vec(&batch).map_err(|e| CaptureError::InvalidPayload(e.to_string()))?;
+        // Arrow conversion runs here, on the request's worker, so it spreads over all cores.
+        let ingested = to_arrow(&self.meta, &batch);
         let seq = self
             .wal
-            .append(bytes, Arc::new(batch))
+            .append(bytes, ingested)
             .await
             .map_err(|e| match e {
                 e @ WalError::TooLarge(_) => CaptureError::TooLarge(e.to_string()),

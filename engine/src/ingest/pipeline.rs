@@ -14,8 +14,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use super::IngestBatch;
+use arrow::array::RecordBatch;
+
 use super::wal::Wal;
+use super::{IngestBatch, TeamId};
 use crate::meta::MetaStore;
 use crate::metrics::Metrics;
 use crate::storage::buffer::{EventBuffer, Part};
@@ -51,28 +53,39 @@ impl Default for FlushConfig {
     }
 }
 
-pub type Record = (u64, Arc<IngestBatch>);
+/// A WAL record's events, already in Arrow form: capture builds it on the request's own
+/// thread, so the single pipeline only appends (the conversion is the costly part).
+#[derive(Debug, Clone)]
+pub struct Ingested {
+    pub team_id: TeamId,
+    /// `None` for a record with no events.
+    pub batch: Option<RecordBatch>,
+}
+
+pub type Record = (u64, Ingested);
 
 /// A running flush: the part being written and how the write went.
 type FlushTask = JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>;
 
 pub struct Pipeline {
     pub buffer: Arc<EventBuffer>,
-    pub meta: Arc<MetaStore>,
     pub table: Arc<EventsTable>,
-    pub wal: Wal<Arc<IngestBatch>>,
+    pub wal: Wal<Ingested>,
     pub metrics: Arc<Metrics>,
     pub cfg: FlushConfig,
     /// Set while this process may commit (the writer lease is held).
     pub may_commit: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
-/// Applies one WAL record to the buffer. Runs in WAL order, so group type indexes are
-/// assigned in order of first use, and a replay finds the ones already made.
-pub fn apply(buffer: &EventBuffer, meta: &MetaStore, seq: u64, batch: &IngestBatch) {
+/// Turns a WAL record's events into Arrow. Group type indexes are assigned here, in order
+/// of first use; they are stored before the record is acknowledged, so a replay finds the
+/// same ones.
+pub fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
     if batch.events.is_empty() {
-        buffer.note_seq(seq);
-        return;
+        return Ingested {
+            team_id: batch.team_id,
+            batch: None,
+        };
     }
     let now = batch.events[0].created_at;
     let rb = events_to_batch(
@@ -85,7 +98,18 @@ pub fn apply(buffer: &EventBuffer, meta: &MetaStore, seq: u64, batch: &IngestBat
             }
         },
     );
-    buffer.append(batch.team_id, rb, seq);
+    Ingested {
+        team_id: batch.team_id,
+        batch: Some(rb),
+    }
+}
+
+/// Applies one durable WAL record to the buffer.
+pub fn apply(buffer: &EventBuffer, seq: u64, rec: Ingested) {
+    match rec.batch {
+        Some(rb) => buffer.append(rec.team_id, rb, seq),
+        None => buffer.note_seq(seq),
+    }
 }
 
 impl Pipeline {
@@ -187,7 +211,7 @@ impl Pipeline {
             tokio::select! {
                 rec = rx.recv(), if !full => match rec {
                     Some((seq, batch)) => {
-                        apply(&self.buffer, &self.meta, seq, &batch);
+                        apply(&self.buffer, seq, batch);
                         self.update_gauges();
                         if flush.is_none() && self.due() && tokio::time::Instant::now() >= retry_at {
                             flush = self.start_flush(committed);
@@ -227,7 +251,7 @@ impl Pipeline {
         }
         // Shutdown: take what is already durable, then write it all.
         while let Ok((seq, batch)) = rx.try_recv() {
-            apply(&self.buffer, &self.meta, seq, &batch);
+            apply(&self.buffer, seq, batch);
         }
         if let Some(c) = compaction {
             c.abort();
