@@ -85,64 +85,99 @@ async fn every_path_encoding_and_token_location_is_stored() {
 
     let batch_of =
         |u: &str, name: &str| json!({"api_key": TOKEN, "batch": [ev(u, name, "enc")]}).to_string();
-    // gzip announced by header.
+    // Every transport encoding: (name, path, headers, body, expected status).
+    type Case = (
+        &'static str,
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        Vec<u8>,
+        u16,
+    );
+    let mut cases: Vec<(String, Case)> = Vec::new();
+    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
     let u = next();
-    let r = c
-        .post(srv.url("/batch/"))
-        .header("Content-Encoding", "gzip")
-        .body(gzip(batch_of(&u, "gz-header").as_bytes()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    expect.push((u, "gz-header"));
+    // gzip announced by header.
+    cases.push((
+        u.clone(),
+        (
+            "gz-header",
+            "/batch/",
+            vec![("Content-Encoding", "gzip")],
+            gzip(batch_of(&u, "gz-header").as_bytes()),
+            200,
+        ),
+    ));
     // gzip with no hint at all (posthog-node): recognised by its magic bytes.
     let u = next();
-    let r = c
-        .post(srv.url("/batch/"))
-        .header("Content-Type", "application/json")
-        .body(gzip(batch_of(&u, "gz-magic").as_bytes()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    expect.push((u, "gz-magic"));
+    cases.push((
+        u.clone(),
+        (
+            "gz-magic",
+            "/batch/",
+            vec![("Content-Type", "application/json")],
+            gzip(batch_of(&u, "gz-magic").as_bytes()),
+            200,
+        ),
+    ));
     // gzip announced by ?compression=gzip-js (posthog-js).
     let u = next();
-    let r = c
-        .post(srv.url("/e/?compression=gzip-js&ver=1.0"))
-        .header("Content-Type", "text/plain")
-        .body(gzip(batch_of(&u, "gz-js").as_bytes()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    expect.push((u, "gz-js"));
+    cases.push((
+        u.clone(),
+        (
+            "gz-js",
+            "/e/?compression=gzip-js&ver=1.0",
+            vec![("Content-Type", "text/plain")],
+            gzip(batch_of(&u, "gz-js").as_bytes()),
+            200,
+        ),
+    ));
     // Form body data=<base64 JSON>.
     let u = next();
-    let b64 = base64::engine::general_purpose::STANDARD.encode(batch_of(&u, "form"));
     let form = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("data", &b64)
+        .append_pair("data", &b64(batch_of(&u, "form")))
         .finish();
-    let r = c
-        .post(srv.url("/e/"))
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    expect.push((u, "form"));
+    cases.push((
+        u.clone(),
+        (
+            "form",
+            "/e/",
+            vec![("Content-Type", "application/x-www-form-urlencoded")],
+            form.into_bytes(),
+            200,
+        ),
+    ));
     // A base64 body.
     let u = next();
-    let r = c
-        .post(srv.url("/batch/?compression=base64"))
-        .body(base64::engine::general_purpose::STANDARD.encode(batch_of(&u, "b64")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    expect.push((u, "b64"));
+    cases.push((
+        u.clone(),
+        (
+            "b64",
+            "/batch/?compression=base64",
+            vec![],
+            b64(batch_of(&u, "b64")).into_bytes(),
+            200,
+        ),
+    ));
+    // beacon=1 answers 204 and still stores.
+    let u = next();
+    cases.push((
+        u.clone(),
+        (
+            "beacon",
+            "/e/?beacon=1",
+            vec![],
+            batch_of(&u, "beacon").into_bytes(),
+            204,
+        ),
+    ));
+    for (u, (name, path, headers, body, status)) in cases {
+        let mut r = c.post(srv.url(path)).body(body);
+        for (k, v) in headers {
+            r = r.header(k, v);
+        }
+        assert_eq!(r.send().await.unwrap().status(), status, "{name}");
+        expect.push((u, name));
+    }
     // A bare array of events, each with its token.
     let (u1, u2) = (next(), next());
     let mut a = ev(&u1, "bare", "x");
@@ -169,16 +204,6 @@ async fn every_path_encoding_and_token_location_is_stored() {
         .unwrap();
     assert_eq!(r.status(), 200);
     expect.push((u, "get"));
-    // beacon=1 answers 204 and still stores.
-    let u = next();
-    let r = c
-        .post(srv.url("/e/?beacon=1"))
-        .body(batch_of(&u, "beacon"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
-    expect.push((u, "beacon"));
 
     // Skipped events: the request still gets 200, the other events are kept.
     let u = next();

@@ -180,3 +180,11 @@ pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     enc.write_all(bytes).unwrap();
     enc.finish().unwrap()
 }
+
+/// A value of a Prometheus series from `/metrics` text (0 when absent).
+pub fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
