@@ -187,6 +187,11 @@ fn metric(text: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+async fn get_metrics(http: &reqwest::Client, base: &str) -> String {
+    let r = http.get(format!("{base}/metrics")).send().await.unwrap();
+    r.text().await.unwrap()
+}
+
 #[tokio::main]
 async fn main() {
     let a = args();
@@ -272,14 +277,7 @@ async fn main() {
         requests += t.await.unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let m = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = get_metrics(&http, &base).await;
     let fsyncs = metric(&m, "hedgerow_wal_fsyncs_total");
     assert_eq!(
         metric(&m, "hedgerow_events_accepted_total") as usize,
@@ -320,14 +318,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let freshness = t0.elapsed().as_secs_f64();
-    let m = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = get_metrics(&http, &base).await;
     let rows = metric(&m, "hedgerow_flushed_rows_total");
     assert_eq!(
         rows as usize,
