@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod hogql;
 pub mod ingest;
 pub mod meta;
 pub mod metrics;

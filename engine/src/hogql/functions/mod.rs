@@ -1,0 +1,97 @@
+//! HogQL functions on DataFusion: each HogQL function name maps to a DataFusion expression
+//! (built-in functions where they give ClickHouse's answer, our own UDFs/UDAFs where not).
+//!
+//! The planner calls [`lookup`] to learn what a name is (scalar, aggregate, window) and
+//! [`translate`] to build the expression from already-translated arguments.
+
+use chrono::{DateTime, Utc};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::Expr;
+
+/// What kind of function a name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FnKind {
+    Scalar,
+    Aggregate,
+    /// Only valid with `OVER`: row_number, rank, lag, …
+    Window,
+}
+
+/// A function's entry in the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct FnInfo {
+    pub kind: FnKind,
+    pub min_args: usize,
+    /// None: variadic.
+    pub max_args: Option<usize>,
+    /// Parameters of parametric aggregates (`quantile(0.9)(x)`): (min, max).
+    pub params: (usize, usize),
+}
+
+/// First day of the week for `toStartOfWeek` and friends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeekStart {
+    #[default]
+    Sunday,
+    Monday,
+}
+
+/// What translation may need to know about the query it is in.
+pub struct FnContext<'a> {
+    /// The project's IANA time zone: DateTime functions compute in it, string literals are
+    /// read in it.
+    pub timezone: &'a str,
+    pub week_start: WeekStart,
+    /// `now()`/`today()` read this, so a query and its tests see one instant.
+    pub now: DateTime<Utc>,
+    /// Schema the argument expressions are typed against (`expr.get_type(schema)`).
+    pub schema: &'a DFSchema,
+}
+
+/// One argument as the planner hands it over.
+#[derive(Debug, Clone)]
+pub enum Arg {
+    Expr(Expr),
+    /// `x -> body`: each parameter is bound to the element type of the array argument at the
+    /// same position among the non-lambda arguments; `body` refers to parameters as
+    /// unqualified columns named after them and to nothing else.
+    Lambda {
+        params: Vec<(String, DataType)>,
+        body: Expr,
+    },
+}
+
+/// Why a call cannot be translated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FunctionError {
+    #[error("Unknown function `{0}`")]
+    Unknown(String),
+    #[error("{0}")]
+    Arity(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What `name` is, if HogQL knows it. Names are case-sensitive except the SQL-standard ones
+/// (`count`, `sum`, `min`, `max`, `avg`, `if`, `coalesce`, `lower`, `upper`, `concat`,
+/// `length`, `round`, …), which match in any case.
+pub fn lookup(name: &str) -> Option<FnInfo> {
+    let _ = name;
+    None
+}
+
+/// Builds the expression for `name(params)(args)`. `distinct` is `count(DISTINCT x)`.
+/// Aggregates come back as expressions containing `Expr::AggregateFunction` nodes (possibly
+/// wrapped, e.g. in a cast); window-only functions as `Expr::WindowFunction` with an empty
+/// window, which the planner fills from `OVER`.
+pub fn translate(
+    name: &str,
+    params: Vec<Expr>,
+    args: Vec<Arg>,
+    distinct: bool,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let _ = (params, args, distinct, ctx);
+    Err(FunctionError::Unknown(name.to_string()))
+}
