@@ -3,6 +3,13 @@
 //!
 //! The planner calls [`lookup`] to learn what a name is (scalar, aggregate, window) and
 //! [`translate`] to build the expression from already-translated arguments.
+//!
+//! `scalar`: date/time, conversion, string, URL, JSON, math, conditional functions and the
+//! operator forms (`equals`, `plus`, …). `aggregate`: aggregates (and their `-If` forms),
+//! window functions, array functions and lambdas.
+
+mod aggregate;
+mod scalar;
 
 use chrono::{DateTime, Utc};
 use datafusion::arrow::datatypes::DataType;
@@ -77,8 +84,7 @@ pub enum FunctionError {
 /// (`count`, `sum`, `min`, `max`, `avg`, `if`, `coalesce`, `lower`, `upper`, `concat`,
 /// `length`, `round`, …), which match in any case.
 pub fn lookup(name: &str) -> Option<FnInfo> {
-    let _ = name;
-    None
+    scalar::lookup(name).or_else(|| aggregate::lookup(name))
 }
 
 /// Builds the expression for `name(params)(args)`. `distinct` is `count(DISTINCT x)`.
@@ -92,6 +98,11 @@ pub fn translate(
     distinct: bool,
     ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
-    let _ = (params, args, distinct, ctx);
-    Err(FunctionError::Unknown(name.to_string()))
+    if scalar::lookup(name).is_some() {
+        scalar::translate(name, params, args, distinct, ctx)
+    } else if aggregate::lookup(name).is_some() {
+        aggregate::translate(name, params, args, distinct, ctx)
+    } else {
+        Err(FunctionError::Unknown(name.to_string()))
+    }
 }
