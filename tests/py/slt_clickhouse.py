@@ -25,7 +25,10 @@ tests/slt/fixture/events.jsonl (team 2's rows are not loaded: HogQL never sees t
 session time zone America/New_York. Property access in the query text (`properties.$x`,
 `e.properties.a.b`, `properties['x']`) is rewritten to `hogql_prop*(...)` calls, SQL functions
 created here that give HogQL's property semantics. The rewrite is also applied to
-`# clickhouse:` forms, so they can use the same sugar.
+`# clickhouse:` forms, so they can use the same sugar. HogQL function names that ClickHouse lacks
+and that PostHog compiles by a plain rename or cast exist here as SQL functions of the same name
+(HOGQL_RENAMES: toInt, toFloat, toIntOrZero, toFloatOrZero); every other HogQL-only behaviour is
+written out in the case's `# clickhouse:` form.
 
 Usage:
     python tests/py/slt_clickhouse.py                      check every tests/slt/*.slt
@@ -79,6 +82,16 @@ EVENTS_COLUMNS = [
 # HogQL property semantics: missing key, JSON null and "" are NULL; strings are themselves
 # (JSON escapes decoded); numbers, booleans, objects and arrays are their JSON text.
 MAX_PROP_DEPTH = 4
+
+
+# HogQL-only names PostHog compiles to a ClickHouse call (posthog/hogql/functions/clickhouse/
+# conversions.py): defined as SQL functions of the same name in the chdb session.
+HOGQL_RENAMES = {
+    "toInt": "(x) -> accurateCastOrNull(x, 'Int64')",
+    "toFloat": "(x) -> accurateCastOrNull(x, 'Float64')",
+    "toIntOrZero": "(x) -> toInt64OrZero(x)",
+    "toFloatOrZero": "(x) -> toFloat64OrZero(x)",
+}
 
 
 def _prop_function(depth: int) -> str:
@@ -464,6 +477,9 @@ class ClickHouse:
             name = "hogql_prop" if depth == 1 else f"hogql_prop{depth}"
             self.s.query(f"DROP FUNCTION IF EXISTS {name}")
             self.s.query(_prop_function(depth))
+        for name, body in HOGQL_RENAMES.items():
+            self.s.query(f"DROP FUNCTION IF EXISTS {name}")
+            self.s.query(f"CREATE FUNCTION {name} AS {body}")
         self.s.query("DROP TABLE IF EXISTS events")
         cols = ", ".join(f"`{n}` {t}" for n, t in EVENTS_COLUMNS)
         self.s.query(f"CREATE TABLE events ({cols}) ENGINE = Memory")
