@@ -247,7 +247,7 @@ fn nulls_of(ty: &DataType) -> Nulls {
     }
 }
 
-fn const_int(e: &Expr) -> Option<i64> {
+pub(crate) fn const_int(e: &Expr) -> Option<i64> {
     match e {
         Expr::Literal(v, _) => match v {
             ScalarValue::Int8(Some(x)) => Some(*x as i64),

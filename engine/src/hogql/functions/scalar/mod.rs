@@ -373,10 +373,6 @@ pub(crate) fn type_of(e: &Expr, ctx: &FnContext<'_>) -> Result<DataType, Functio
         .map_err(|err| invalid(format!("Cannot type argument `{e}`: {err}")))
 }
 
-pub(crate) fn is_nullable(e: &Expr, ctx: &FnContext<'_>) -> bool {
-    e.nullable(ctx.schema).unwrap_or(true)
-}
-
 pub(crate) fn is_string(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }

@@ -203,6 +203,13 @@ pub(crate) fn show(a: &ArrayRef, r: usize) -> String {
                 _ => format!("{base}.{:06}", micros.rem_euclid(MICROS)),
             }
         }
+        DataType::Float64 => {
+            let v = ScalarValue::try_from_array(a, r).unwrap();
+            let ScalarValue::Float64(Some(x)) = v else {
+                unreachable!()
+            };
+            super::convert::format_float(x)
+        }
         DataType::Boolean => {
             let v = ScalarValue::try_from_array(a, r).unwrap();
             if v == ScalarValue::Boolean(Some(true)) {
@@ -225,11 +232,6 @@ pub(crate) fn show(a: &ArrayRef, r: usize) -> String {
 /// Evaluates one expression over the table's rows.
 pub(crate) fn rows(e: Expr) -> Vec<String> {
     eval(vec![e]).remove(0).1
-}
-
-/// Evaluates one constant expression (first row).
-pub(crate) fn one(e: Expr) -> String {
-    rows(e).remove(0)
 }
 
 pub(crate) fn typ(e: Expr) -> DataType {

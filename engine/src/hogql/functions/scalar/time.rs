@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use chrono::{
-    DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Timelike,
-    Utc,
+    DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Utc,
 };
 use chrono_tz::Tz;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Date32Array, TimestampSecondArray};
@@ -111,11 +110,6 @@ where
     T: datafusion::arrow::datatypes::ArrowPrimitiveType<Native = i64>,
 {
     a.as_primitive::<T>().iter().map(|v| v.map(&f)).collect()
-}
-
-/// Whether an array holds calendar dates (no time of day).
-pub(crate) fn is_date(t: &DataType) -> bool {
-    matches!(t, DataType::Date32 | DataType::Date64)
 }
 
 pub(crate) fn seconds_array(v: Vec<Option<i64>>, tz: &str) -> ArrayRef {
@@ -286,14 +280,6 @@ pub(crate) fn parse_best_effort(s: &str, tz: Tz) -> Option<i64> {
 /// without moving it between zones.
 pub(crate) fn parse_date(s: &str) -> Option<NaiveDate> {
     local(Tz::UTC, parse_best_effort(s, Tz::UTC)?).map(|n| n.date())
-}
-
-pub(crate) fn ymd(n: &NaiveDateTime) -> (i32, u32, u32) {
-    (n.year(), n.month(), n.day())
-}
-
-pub(crate) fn hms(n: &NaiveDateTime) -> (u32, u32, u32) {
-    (n.hour(), n.minute(), n.second())
 }
 
 /// Adds months to a local time, clamping the day to the month's last (ClickHouse).
