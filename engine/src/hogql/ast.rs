@@ -78,9 +78,17 @@ pub struct Select {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cte {
     /// `WITH name AS (SELECT …)`
-    Subquery { name: String, query: Box<Query>, span: Span },
+    Subquery {
+        name: String,
+        query: Box<Query>,
+        span: Span,
+    },
     /// `WITH expr AS name`
-    Expr { name: String, expr: Expr, span: Span },
+    Expr {
+        name: String,
+        expr: Expr,
+        span: Span,
+    },
 }
 
 /// `FROM first [JOIN …]*`
@@ -107,7 +115,10 @@ pub enum TableSource {
     Table(Vec<String>),
     Subquery(Box<Query>),
     /// `name(args)` in FROM. Parsed so the error can be precise; never executed.
-    Function { name: String, args: Vec<Expr> },
+    Function {
+        name: String,
+        args: Vec<Expr>,
+    },
     /// `{name}` in FROM.
     Placeholder(String),
 }
@@ -324,9 +335,15 @@ pub enum ExprKind {
     /// `*` (None) or `t.*` (Some(["t"])).
     Star(Option<Vec<String>>),
     /// `base[index]`, including `properties['$browser']`.
-    Index { base: Box<Expr>, index: Box<Expr> },
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+    },
     /// `t.1`: 1-based tuple element.
-    TupleElement { base: Box<Expr>, index: u64 },
+    TupleElement {
+        base: Box<Expr>,
+        index: u64,
+    },
     /// `name(args)`, `name(params)(args)` (parametric aggregates such as `quantile(0.9)(x)`),
     /// `count(DISTINCT x)`, `count(*)` (args = [Star(None)]), optionally `OVER …`.
     Call {
@@ -337,12 +354,34 @@ pub enum ExprKind {
         over: Option<Over>,
     },
     /// `x -> body`, `(x, y) -> body`
-    Lambda { params: Vec<String>, body: Box<Expr> },
-    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr> },
-    Unary { op: UnaryOp, expr: Box<Expr> },
-    Between { expr: Box<Expr>, low: Box<Expr>, high: Box<Expr>, negated: bool },
-    In { expr: Box<Expr>, list: InList, negated: bool },
-    IsNull { expr: Box<Expr>, negated: bool },
+    Lambda {
+        params: Vec<String>,
+        body: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    Unary {
+        op: UnaryOp,
+        expr: Box<Expr>,
+    },
+    Between {
+        expr: Box<Expr>,
+        low: Box<Expr>,
+        high: Box<Expr>,
+        negated: bool,
+    },
+    In {
+        expr: Box<Expr>,
+        list: InList,
+        negated: bool,
+    },
+    IsNull {
+        expr: Box<Expr>,
+        negated: bool,
+    },
     /// `CASE [operand] WHEN … THEN … [ELSE …] END`
     Case {
         operand: Option<Box<Expr>>,
@@ -350,17 +389,30 @@ pub enum ExprKind {
         else_: Option<Box<Expr>>,
     },
     /// `CAST(x AS T)` and `x::T`; `ty` is the type as written, e.g. `Nullable(String)`.
-    Cast { expr: Box<Expr>, ty: String },
+    Cast {
+        expr: Box<Expr>,
+        ty: String,
+    },
     /// `INTERVAL 1 DAY`, `INTERVAL '1 day'`
-    Interval { value: Box<Expr>, unit: IntervalUnit },
+    Interval {
+        value: Box<Expr>,
+        unit: IntervalUnit,
+    },
     /// `a ? b : c`
-    Ternary { cond: Box<Expr>, then: Box<Expr>, else_: Box<Expr> },
+    Ternary {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        else_: Box<Expr>,
+    },
     /// `[a, b]`
     Array(Vec<Expr>),
     /// `(a, b)` and `tuple(a, b)`
     Tuple(Vec<Expr>),
     /// `expr AS name` (ClickHouse allows it anywhere an expression stands).
-    Alias { expr: Box<Expr>, name: String },
+    Alias {
+        expr: Box<Expr>,
+        name: String,
+    },
     /// `{name}`: filled from the request's `values` before resolution.
     Placeholder(String),
     /// `(SELECT …)` used as a value.

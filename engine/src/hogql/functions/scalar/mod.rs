@@ -1,11 +1,296 @@
 //! HogQL functions: scalar part. See `super` for the contract.
+//!
+//! Every name is in [`FUNCTIONS`] with its arity and whether it matches in any case (the
+//! SQL-standard names and ClickHouse's case-insensitive aliases). Translation goes to one
+//! of the group modules; functions DataFusion's built-ins answer like ClickHouse use those,
+//! the rest are `udf::KernelUdf` kernels.
 
-use super::{Arg, FnContext, FnInfo, FunctionError};
-use datafusion::logical_expr::Expr;
+mod conditional;
+mod convert;
+mod datetime;
+mod json;
+mod math;
+mod strings;
+mod time;
+mod udf;
+mod url;
+
+#[cfg(test)]
+mod tests;
+
+use super::{Arg, FnContext, FnInfo, FnKind, FunctionError};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Expr, ExprSchemable};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    DateTime,
+    Convert,
+    Conditional,
+    Strings,
+    Url,
+    Json,
+    Math,
+}
+
+use Group::*;
+
+/// (name, min args, max args (None: variadic), case-insensitive, group)
+const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
+    // Date and time.
+    ("now", 0, Some(1), true, DateTime),
+    ("today", 0, Some(0), true, DateTime),
+    ("yesterday", 0, Some(0), false, DateTime),
+    ("toStartOfDay", 1, Some(2), false, DateTime),
+    ("toStartOfWeek", 1, Some(3), false, DateTime),
+    ("toStartOfMonth", 1, Some(2), false, DateTime),
+    ("toStartOfQuarter", 1, Some(2), false, DateTime),
+    ("toStartOfYear", 1, Some(2), false, DateTime),
+    ("toStartOfHour", 1, Some(2), false, DateTime),
+    ("toStartOfMinute", 1, Some(2), false, DateTime),
+    ("toStartOfSecond", 1, Some(2), false, DateTime),
+    ("toStartOfFiveMinutes", 1, Some(2), false, DateTime),
+    ("toStartOfFiveMinute", 1, Some(2), false, DateTime),
+    ("toStartOfTenMinutes", 1, Some(2), false, DateTime),
+    ("toStartOfFifteenMinutes", 1, Some(2), false, DateTime),
+    ("toStartOfInterval", 2, Some(3), false, DateTime),
+    ("toMonday", 1, Some(2), false, DateTime),
+    ("dateTrunc", 2, Some(3), false, DateTime),
+    ("date_trunc", 2, Some(3), true, DateTime),
+    ("toDate", 1, Some(2), false, DateTime),
+    ("to_date", 1, Some(2), false, DateTime),
+    ("DATE", 1, Some(2), true, DateTime),
+    ("toDateTime", 1, Some(2), false, DateTime),
+    ("toDateTime64", 1, Some(3), false, DateTime),
+    ("toTimeZone", 2, Some(2), false, DateTime),
+    ("toTimezone", 2, Some(2), false, DateTime),
+    ("dateDiff", 3, Some(4), true, DateTime),
+    ("date_diff", 3, Some(4), true, DateTime),
+    ("timestampDiff", 3, Some(4), true, DateTime),
+    ("dateAdd", 2, Some(3), true, DateTime),
+    ("date_add", 2, Some(3), true, DateTime),
+    ("dateSub", 2, Some(3), true, DateTime),
+    ("date_sub", 2, Some(3), true, DateTime),
+    ("addSeconds", 2, Some(2), false, DateTime),
+    ("addMinutes", 2, Some(2), false, DateTime),
+    ("addHours", 2, Some(2), false, DateTime),
+    ("addDays", 2, Some(2), false, DateTime),
+    ("addWeeks", 2, Some(2), false, DateTime),
+    ("addMonths", 2, Some(2), false, DateTime),
+    ("addQuarters", 2, Some(2), false, DateTime),
+    ("addYears", 2, Some(2), false, DateTime),
+    ("subtractSeconds", 2, Some(2), false, DateTime),
+    ("subtractMinutes", 2, Some(2), false, DateTime),
+    ("subtractHours", 2, Some(2), false, DateTime),
+    ("subtractDays", 2, Some(2), false, DateTime),
+    ("subtractWeeks", 2, Some(2), false, DateTime),
+    ("subtractMonths", 2, Some(2), false, DateTime),
+    ("subtractQuarters", 2, Some(2), false, DateTime),
+    ("subtractYears", 2, Some(2), false, DateTime),
+    ("toIntervalSecond", 1, Some(1), false, DateTime),
+    ("toIntervalMinute", 1, Some(1), false, DateTime),
+    ("toIntervalHour", 1, Some(1), false, DateTime),
+    ("toIntervalDay", 1, Some(1), false, DateTime),
+    ("toIntervalWeek", 1, Some(1), false, DateTime),
+    ("toIntervalMonth", 1, Some(1), false, DateTime),
+    ("toIntervalQuarter", 1, Some(1), false, DateTime),
+    ("toIntervalYear", 1, Some(1), false, DateTime),
+    ("toYear", 1, Some(2), false, DateTime),
+    ("YEAR", 1, Some(2), true, DateTime),
+    ("toQuarter", 1, Some(2), false, DateTime),
+    ("QUARTER", 1, Some(2), true, DateTime),
+    ("toMonth", 1, Some(2), false, DateTime),
+    ("MONTH", 1, Some(2), true, DateTime),
+    ("toDayOfMonth", 1, Some(2), false, DateTime),
+    ("DAYOFMONTH", 1, Some(2), true, DateTime),
+    ("DAY", 1, Some(2), true, DateTime),
+    ("toDayOfYear", 1, Some(2), false, DateTime),
+    ("DAYOFYEAR", 1, Some(2), true, DateTime),
+    ("toHour", 1, Some(2), false, DateTime),
+    ("HOUR", 1, Some(2), true, DateTime),
+    ("toMinute", 1, Some(2), false, DateTime),
+    ("MINUTE", 1, Some(2), true, DateTime),
+    ("toSecond", 1, Some(2), false, DateTime),
+    ("SECOND", 1, Some(2), true, DateTime),
+    ("toDayOfWeek", 1, Some(3), false, DateTime),
+    ("DAYOFWEEK", 1, Some(3), true, DateTime),
+    ("toYYYYMM", 1, Some(2), false, DateTime),
+    ("toYYYYMMDD", 1, Some(2), false, DateTime),
+    ("toUnixTimestamp", 1, Some(2), false, DateTime),
+    ("fromUnixTimestamp", 1, Some(2), false, DateTime),
+    ("FROM_UNIXTIME", 1, Some(2), true, DateTime),
+    ("formatDateTime", 2, Some(3), false, DateTime),
+    ("DATE_FORMAT", 2, Some(3), true, DateTime),
+    ("parseDateTimeBestEffort", 1, Some(2), false, DateTime),
+    ("parseDateTimeBestEffortOrNull", 1, Some(2), false, DateTime),
+    ("parseDateTime64BestEffort", 1, Some(2), false, DateTime),
+    (
+        "parseDateTime64BestEffortOrNull",
+        1,
+        Some(2),
+        false,
+        DateTime,
+    ),
+    // Conversion.
+    ("toString", 1, Some(2), false, Convert),
+    ("toInt", 1, Some(1), false, Convert),
+    ("toFloat", 1, Some(1), false, Convert),
+    ("toIntOrZero", 1, Some(1), false, Convert),
+    ("toFloatOrZero", 1, Some(1), false, Convert),
+    ("toIntOrNull", 1, Some(1), false, Convert),
+    ("toFloatOrNull", 1, Some(1), false, Convert),
+    ("toInt8", 1, Some(1), false, Convert),
+    ("toInt16", 1, Some(1), false, Convert),
+    ("toInt32", 1, Some(1), false, Convert),
+    ("toInt64", 1, Some(1), false, Convert),
+    ("toUInt8", 1, Some(1), false, Convert),
+    ("toUInt16", 1, Some(1), false, Convert),
+    ("toUInt32", 1, Some(1), false, Convert),
+    ("toUInt64", 1, Some(1), false, Convert),
+    ("toFloat32", 1, Some(1), false, Convert),
+    ("toFloat64", 1, Some(1), false, Convert),
+    ("toInt64OrNull", 1, Some(1), false, Convert),
+    ("toInt64OrZero", 1, Some(1), false, Convert),
+    ("toFloat64OrNull", 1, Some(1), false, Convert),
+    ("toFloat64OrZero", 1, Some(1), false, Convert),
+    ("toBool", 1, Some(1), false, Convert),
+    ("toUUID", 1, Some(1), false, Convert),
+    ("toJSONString", 1, Some(1), false, Convert),
+    // Null handling and conditionals.
+    ("coalesce", 1, None, true, Conditional),
+    ("ifNull", 2, Some(2), true, Conditional),
+    ("nullIf", 2, Some(2), true, Conditional),
+    ("isNull", 1, Some(1), true, Conditional),
+    ("isNotNull", 1, Some(1), false, Conditional),
+    ("assumeNotNull", 1, Some(1), false, Conditional),
+    ("toNullable", 1, Some(1), false, Conditional),
+    ("if", 3, Some(3), true, Conditional),
+    ("multiIf", 3, None, false, Conditional),
+    ("transform", 3, Some(4), false, Conditional),
+    // Strings.
+    ("lower", 1, Some(1), true, Strings),
+    ("lcase", 1, Some(1), true, Strings),
+    ("lowerUTF8", 1, Some(1), false, Strings),
+    ("upper", 1, Some(1), true, Strings),
+    ("ucase", 1, Some(1), true, Strings),
+    ("upperUTF8", 1, Some(1), false, Strings),
+    ("concat", 1, None, true, Strings),
+    ("length", 1, Some(1), true, Strings),
+    ("lengthUTF8", 1, Some(1), false, Strings),
+    ("char_length", 1, Some(1), true, Strings),
+    ("character_length", 1, Some(1), true, Strings),
+    ("empty", 1, Some(1), false, Strings),
+    ("notEmpty", 1, Some(1), false, Strings),
+    ("substring", 2, Some(3), true, Strings),
+    ("substr", 2, Some(3), true, Strings),
+    ("mid", 2, Some(3), true, Strings),
+    ("substringUTF8", 2, Some(3), false, Strings),
+    ("left", 2, Some(2), true, Strings),
+    ("right", 2, Some(2), true, Strings),
+    ("trim", 1, Some(1), false, Strings),
+    ("ltrim", 1, Some(1), false, Strings),
+    ("rtrim", 1, Some(1), false, Strings),
+    ("trimBoth", 1, Some(1), false, Strings),
+    ("trimLeft", 1, Some(1), false, Strings),
+    ("trimRight", 1, Some(1), false, Strings),
+    ("replaceOne", 3, Some(3), false, Strings),
+    ("replaceAll", 3, Some(3), false, Strings),
+    ("replace", 3, Some(3), true, Strings),
+    ("replaceRegexpOne", 3, Some(3), false, Strings),
+    ("replaceRegexpAll", 3, Some(3), false, Strings),
+    ("regexp_replace", 3, Some(3), true, Strings),
+    ("extract", 2, Some(2), false, Strings),
+    ("extractAll", 2, Some(2), false, Strings),
+    ("match", 2, Some(2), false, Strings),
+    ("like", 2, Some(2), false, Strings),
+    ("ilike", 2, Some(2), false, Strings),
+    ("notLike", 2, Some(2), false, Strings),
+    ("notILike", 2, Some(2), false, Strings),
+    ("position", 2, Some(3), true, Strings),
+    ("locate", 2, Some(3), true, Strings),
+    ("positionCaseInsensitive", 2, Some(3), false, Strings),
+    ("positionUTF8", 2, Some(3), false, Strings),
+    ("startsWith", 2, Some(2), false, Strings),
+    ("endsWith", 2, Some(2), false, Strings),
+    ("splitByChar", 2, Some(3), false, Strings),
+    ("splitByString", 2, Some(3), false, Strings),
+    ("concatWithSeparator", 1, None, false, Strings),
+    ("concat_ws", 1, None, true, Strings),
+    ("reverse", 1, Some(1), true, Strings),
+    ("reverseUTF8", 1, Some(1), false, Strings),
+    ("repeat", 2, Some(2), true, Strings),
+    ("leftPad", 2, Some(3), false, Strings),
+    ("lpad", 2, Some(3), true, Strings),
+    ("rightPad", 2, Some(3), false, Strings),
+    ("rpad", 2, Some(3), true, Strings),
+    ("base64Encode", 1, Some(1), false, Strings),
+    ("base64Decode", 1, Some(1), false, Strings),
+    ("tryBase64Decode", 1, Some(1), false, Strings),
+    // URLs.
+    ("domain", 1, Some(1), false, Url),
+    ("domainWithoutWWW", 1, Some(1), false, Url),
+    ("topLevelDomain", 1, Some(1), false, Url),
+    ("path", 1, Some(1), false, Url),
+    ("pathFull", 1, Some(1), false, Url),
+    ("protocol", 1, Some(1), false, Url),
+    ("queryString", 1, Some(1), false, Url),
+    ("fragment", 1, Some(1), false, Url),
+    ("extractURLParameter", 2, Some(2), false, Url),
+    ("extractURLParameters", 1, Some(1), false, Url),
+    ("cutQueryString", 1, Some(1), false, Url),
+    // JSON.
+    ("JSONExtractString", 1, None, false, Json),
+    ("JSONExtractInt", 1, None, false, Json),
+    ("JSONExtractUInt", 1, None, false, Json),
+    ("JSONExtractFloat", 1, None, false, Json),
+    ("JSONExtractBool", 1, None, false, Json),
+    ("JSONExtractRaw", 1, None, false, Json),
+    ("JSONExtractArrayRaw", 1, None, false, Json),
+    ("JSONExtractKeys", 1, None, false, Json),
+    ("JSONHas", 1, None, false, Json),
+    ("JSONLength", 1, None, false, Json),
+    ("JSONExtract", 2, None, false, Json),
+    // Math.
+    ("round", 1, Some(2), true, Math),
+    ("floor", 1, Some(2), true, Math),
+    ("ceil", 1, Some(2), true, Math),
+    ("ceiling", 1, Some(2), true, Math),
+    ("abs", 1, Some(1), true, Math),
+    ("pow", 2, Some(2), true, Math),
+    ("power", 2, Some(2), true, Math),
+    ("sqrt", 1, Some(1), true, Math),
+    ("exp", 1, Some(1), true, Math),
+    ("log", 1, Some(1), true, Math),
+    ("ln", 1, Some(1), true, Math),
+    ("log2", 1, Some(1), true, Math),
+    ("log10", 1, Some(1), true, Math),
+    ("intDiv", 2, Some(2), false, Math),
+    ("intDivOrZero", 2, Some(2), false, Math),
+    ("modulo", 2, Some(2), false, Math),
+    ("mod", 2, Some(2), true, Math),
+    ("greatest", 1, None, true, Math),
+    ("least", 1, None, true, Math),
+    ("sign", 1, Some(1), true, Math),
+    ("e", 0, Some(0), false, Math),
+    ("pi", 0, Some(0), true, Math),
+];
+
+fn find(name: &str) -> Option<&'static (&'static str, usize, Option<usize>, bool, Group)> {
+    FUNCTIONS.iter().find(|f| f.0 == name).or_else(|| {
+        FUNCTIONS
+            .iter()
+            .find(|f| f.3 && f.0.eq_ignore_ascii_case(name))
+    })
+}
 
 pub fn lookup(name: &str) -> Option<FnInfo> {
-    let _ = name;
-    None
+    find(name).map(|&(_, min, max, _, _)| FnInfo {
+        kind: FnKind::Scalar,
+        min_args: min,
+        max_args: max,
+        params: (0, 0),
+    })
 }
 
 pub fn translate(
@@ -15,6 +300,79 @@ pub fn translate(
     distinct: bool,
     ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
-    let _ = (params, args, distinct, ctx);
-    Err(FunctionError::Unknown(name.to_string()))
+    let &(canonical, min, max, _, group) =
+        find(name).ok_or_else(|| FunctionError::Unknown(name.to_string()))?;
+    if !params.is_empty() {
+        return Err(invalid(format!("Function `{name}` is not parametric")));
+    }
+    if distinct {
+        return Err(invalid(format!(
+            "DISTINCT is only valid in aggregates, not in `{name}`"
+        )));
+    }
+    let n = args.len();
+    if n < min || max.is_some_and(|m| n > m) {
+        return Err(FunctionError::Arity(arity_message(name, min, max, n)));
+    }
+    let args = args
+        .into_iter()
+        .map(|a| match a {
+            Arg::Expr(e) => Ok(e),
+            Arg::Lambda { .. } => Err(invalid(format!(
+                "Function `{name}` does not take a lambda argument"
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match group {
+        DateTime => datetime::translate(canonical, args, ctx),
+        Convert => convert::translate(canonical, args, ctx),
+        Conditional => conditional::translate(canonical, args, ctx),
+        Strings => strings::translate(canonical, args, ctx),
+        Url => url::translate(canonical, args, ctx),
+        Json => json::translate(canonical, args, ctx),
+        Math => math::translate(canonical, args, ctx),
+    }
+}
+
+fn arity_message(name: &str, min: usize, max: Option<usize>, got: usize) -> String {
+    let plural = |n: usize| if n == 1 { "argument" } else { "arguments" };
+    let takes = match max {
+        Some(m) if m == min => format!("{min} {}", plural(min)),
+        Some(m) if m == min + 1 => format!("{min} or {m} arguments"),
+        Some(m) => format!("{min} to {m} arguments"),
+        None => format!("at least {min} {}", plural(min)),
+    };
+    format!("Function `{name}` takes {takes}, got {got}")
+}
+
+pub(crate) fn invalid(msg: impl Into<String>) -> FunctionError {
+    FunctionError::Invalid(msg.into())
+}
+
+/// The value of a constant string argument.
+pub(crate) fn lit_str(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)),
+            _,
+        ) => Some(s.clone()),
+        Expr::Cast(c) => lit_str(&c.expr),
+        Expr::Alias(a) => lit_str(&a.expr),
+        _ => None,
+    }
+}
+
+pub(crate) fn lit_i64(v: i64) -> Expr {
+    Expr::Literal(ScalarValue::Int64(Some(v)), None)
+}
+
+pub(crate) fn type_of(e: &Expr, ctx: &FnContext<'_>) -> Result<DataType, FunctionError> {
+    e.get_type(ctx.schema)
+        .map_err(|err| invalid(format!("Cannot type argument `{e}`: {err}")))
+}
+
+pub(crate) fn is_string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }

@@ -1,0 +1,220 @@
+//! NULL handling and conditionals, on DataFusion's own expressions (CASE, coalesce, nullif).
+//! Conditions that are not Boolean (ClickHouse's UInt8 0/1, other numbers) are true when
+//! non-zero.
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::functions::expr_fn as f;
+use datafusion::logical_expr::{Expr, ExprSchemable, when};
+
+use super::{FnContext, FunctionError, invalid, type_of};
+
+/// A condition as a Boolean: numbers are true when non-zero, NULL is false.
+fn condition(e: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    let ty = type_of(&e, ctx)?;
+    Ok(match ty {
+        DataType::Boolean => e,
+        DataType::Null => Expr::Literal(ScalarValue::Boolean(None), None),
+        t if t.is_numeric() => {
+            let zero = Expr::Literal(ScalarValue::Int64(Some(0)), None)
+                .cast_to(&t, ctx.schema)
+                .map_err(|e| invalid(e.to_string()))?;
+            e.not_eq(zero)
+        }
+        t => return Err(invalid(format!("Illegal type {t} of a condition"))),
+    })
+}
+
+/// The elements of a constant array argument (`[1, 2]`, as a List literal or make_array).
+fn array_items(e: &Expr) -> Option<Vec<Expr>> {
+    match e {
+        Expr::Literal(ScalarValue::List(arr), _) => {
+            if arr.is_empty() || arr.is_null(0) {
+                return Some(vec![]);
+            }
+            let values = arr.value(0);
+            (0..values.len())
+                .map(|i| {
+                    ScalarValue::try_from_array(&values, i)
+                        .ok()
+                        .map(|v| Expr::Literal(v, None))
+                })
+                .collect()
+        }
+        Expr::ScalarFunction(sf) if sf.name() == "make_array" => Some(sf.args.clone()),
+        Expr::Cast(c) => array_items(&c.expr),
+        _ => None,
+    }
+}
+
+use datafusion::arrow::array::Array as _;
+
+pub(super) fn translate(
+    name: &str,
+    mut args: Vec<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let build = |r: datafusion::common::Result<Expr>| r.map_err(|e| invalid(e.to_string()));
+    match name {
+        "coalesce" => Ok(f::coalesce(args)),
+        "ifNull" => Ok(f::coalesce(args)),
+        "nullIf" => {
+            let b = args.pop().expect("2 args");
+            let a = args.pop().expect("2 args");
+            Ok(f::nullif(a, b))
+        }
+        "isNull" => Ok(args.remove(0).is_null()),
+        "isNotNull" => Ok(args.remove(0).is_not_null()),
+        "assumeNotNull" | "toNullable" => Ok(args.remove(0)),
+        "if" => {
+            let else_ = args.pop().expect("3 args");
+            let then = args.pop().expect("3 args");
+            let cond = condition(args.pop().expect("3 args"), ctx)?;
+            build(when(cond, then).otherwise(else_))
+        }
+        "multiIf" => {
+            if args.len() % 2 == 0 {
+                return Err(FunctionError::Arity(format!(
+                    "Function `multiIf` takes an odd number of arguments, got {}",
+                    args.len()
+                )));
+            }
+            let else_ = args.pop().expect("odd count");
+            let mut it = args.into_iter();
+            let mut case = None::<datafusion::logical_expr::conditional_expressions::CaseBuilder>;
+            while let (Some(c), Some(v)) = (it.next(), it.next()) {
+                let c = condition(c, ctx)?;
+                case = Some(match case {
+                    None => when(c, v),
+                    Some(mut b) => b.when(c, v),
+                });
+            }
+            build(case.expect("at least one branch").otherwise(else_))
+        }
+        "transform" => {
+            let default = if args.len() == 4 { args.pop() } else { None };
+            let to = args.pop().expect("3 args");
+            let from = args.pop().expect("3 args");
+            let x = args.pop().expect("3 args");
+            let (from, to) = match (array_items(&from), array_items(&to)) {
+                (Some(a), Some(b)) if a.len() == b.len() => (a, b),
+                (Some(_), Some(_)) => {
+                    return Err(invalid(
+                        "The second and third arguments of `transform` must have the same size",
+                    ));
+                }
+                _ => {
+                    return Err(invalid(
+                        "The second and third arguments of `transform` must be constant arrays",
+                    ));
+                }
+            };
+            let otherwise = default.unwrap_or_else(|| x.clone());
+            if from.is_empty() {
+                return Ok(otherwise);
+            }
+            let mut case = None::<datafusion::logical_expr::conditional_expressions::CaseBuilder>;
+            for (k, v) in from.into_iter().zip(to) {
+                let c = x.clone().eq(k);
+                case = Some(match case {
+                    None => when(c, v),
+                    Some(mut b) => b.when(c, v),
+                });
+            }
+            build(case.expect("non-empty").otherwise(otherwise))
+        }
+        _ => Err(FunctionError::Unknown(name.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use datafusion::common::ScalarValue;
+    use datafusion::logical_expr::Expr;
+
+    fn list(items: Vec<ScalarValue>) -> Expr {
+        Expr::Literal(
+            ScalarValue::List(ScalarValue::new_list_nullable(
+                &items,
+                &items[0].data_type(),
+            )),
+            None,
+        )
+    }
+
+    #[test]
+    fn conditionals() {
+        check(vec![
+            (call("coalesce", vec![null(), s("b")]), "b"),
+            (call("ifNull", vec![null(), s("x")]), "x"),
+            (call("nullIf", vec![s("a"), s("a")]), "\\N"),
+            (call("nullIf", vec![s("a"), s("b")]), "a"),
+            (call("isNull", vec![null()]), "true"),
+            (call("isNotNull", vec![null()]), "false"),
+            (call("if", vec![i(1), s("y"), s("n")]), "y"),
+            (call("if", vec![i(0), s("y"), s("n")]), "n"),
+            (
+                call("if", vec![call("isNull", vec![null()]), i(1), i(2)]),
+                "1",
+            ),
+            (
+                call("multiIf", vec![i(0), s("a"), i(1), s("b"), s("c")]),
+                "b",
+            ),
+            (
+                call("multiIf", vec![i(0), s("a"), i(0), s("b"), s("c")]),
+                "c",
+            ),
+            (
+                call(
+                    "transform",
+                    vec![
+                        i(2),
+                        list(vec![
+                            ScalarValue::Int64(Some(1)),
+                            ScalarValue::Int64(Some(2)),
+                        ]),
+                        list(vec![ScalarValue::from("one"), ScalarValue::from("two")]),
+                        s("other"),
+                    ],
+                ),
+                "two",
+            ),
+            (
+                call(
+                    "transform",
+                    vec![
+                        i(3),
+                        list(vec![
+                            ScalarValue::Int64(Some(1)),
+                            ScalarValue::Int64(Some(2)),
+                        ]),
+                        list(vec![ScalarValue::from("one"), ScalarValue::from("two")]),
+                        s("other"),
+                    ],
+                ),
+                "other",
+            ),
+            (
+                call(
+                    "transform",
+                    vec![
+                        i(3),
+                        list(vec![ScalarValue::Int64(Some(1))]),
+                        list(vec![ScalarValue::Int64(Some(10))]),
+                    ],
+                ),
+                "3",
+            ),
+        ]);
+        assert_eq!(
+            rows(call("if", vec![c("i"), s("y"), s("n")])),
+            ["y", "y", "n", "n"]
+        );
+        assert_eq!(
+            rows(call("coalesce", vec![c("s"), s("z")])),
+            ["Hello", "", "héllo wörld", "z"]
+        );
+    }
+}

@@ -1,0 +1,470 @@
+//! Type conversions. PostHog's `toInt`/`toFloat` are ClickHouse's
+//! `accurateCastOrNull(x, 'Int64'|'Float64')`: a string must be exactly a number, a float
+//! must be integral to become an Int64, anything else is NULL.
+
+use std::sync::Arc;
+
+use chrono_tz::Tz;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit, UInt64Type};
+use datafusion::common::Result;
+use datafusion::logical_expr::{Cast, Expr, TryCast};
+
+use super::time::{MICROS, date_of_days, local};
+use super::udf::{Kernel, Nulls, call};
+use super::{FnContext, FunctionError, invalid, is_string, lit_str, type_of};
+
+fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
+    Arc::new(k)
+}
+
+/// A Float64 as ClickHouse prints it: shortest round-trip digits, exponent form below 1e-6
+/// and from 1e21 on, `inf`/`-inf`/`nan`.
+pub(crate) fn format_float(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let a = x.abs();
+    if a != 0.0 && !(1e-6..1e21).contains(&a) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// A string that is exactly an integer (`[+-]digits`), as accurateCastOrNull reads it.
+fn parse_int(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let digits = match b.first() {
+        Some(b'+' | b'-') => &b[1..],
+        _ => b,
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    s.strip_prefix('+').unwrap_or(s).parse().ok()
+}
+
+fn parse_float(s: &str) -> Option<f64> {
+    let t = s.strip_prefix('+').unwrap_or(s);
+    if t.is_empty() || t.starts_with(['+', '-']) && s.starts_with('+') {
+        return None;
+    }
+    match t.to_ascii_lowercase().as_str() {
+        "inf" | "infinity" => return Some(f64::INFINITY),
+        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
+        "nan" | "-nan" => return Some(f64::NAN),
+        _ => {}
+    }
+    if !t
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'-' | b'+'))
+    {
+        return None;
+    }
+    t.parse().ok()
+}
+
+/// Int64 conversion; `or_zero` turns failures (not NULL inputs) into 0.
+fn to_int(name: &str, a: Expr, or_zero: bool, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    let in_ty = ty.clone();
+    let k = kernel(move |arr, _| {
+        let x = &arr[0];
+        let fail = if or_zero { Some(0) } else { None };
+        let v: Int64Array = match &in_ty {
+            t if is_string(t) => {
+                let s = cast(x, &DataType::Utf8)?;
+                s.as_string::<i32>()
+                    .iter()
+                    .map(|s| s.map(|s| parse_int(s).or(fail)).unwrap_or(None))
+                    .collect()
+            }
+            DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+                let f = cast(x, &DataType::Float64)?;
+                f.as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|f| {
+                        let f = f?;
+                        if f.fract() == 0.0
+                            && f >= -9.223372036854776e18
+                            && f < 9.223372036854776e18
+                        {
+                            Some(f as i64)
+                        } else {
+                            fail
+                        }
+                    })
+                    .collect()
+            }
+            DataType::UInt64 => x
+                .as_primitive::<UInt64Type>()
+                .iter()
+                .map(|v| v.map(|v| i64::try_from(v).ok().or(fail)).unwrap_or(None))
+                .collect(),
+            DataType::Timestamp(..) => {
+                let m = super::time::instants(x, Tz::UTC)?;
+                m.into_iter()
+                    .map(|m| m.map(|m| m.div_euclid(MICROS)))
+                    .collect()
+            }
+            _ => {
+                let c = cast(x, &DataType::Int64)?;
+                c.as_primitive::<Int64Type>().iter().collect()
+            }
+        };
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    let nulls = if or_zero {
+        Nulls::FromFirst
+    } else {
+        Nulls::Always
+    };
+    Ok(call(
+        name,
+        format!("{or_zero}"),
+        DataType::Int64,
+        nulls,
+        vec![a],
+        k,
+    ))
+}
+
+fn to_float(
+    name: &str,
+    a: Expr,
+    or_zero: bool,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    let in_ty = ty.clone();
+    let k = kernel(move |arr, _| {
+        let x = &arr[0];
+        let fail = if or_zero { Some(0.0) } else { None };
+        let v: Float64Array = if is_string(&in_ty) {
+            let s = cast(x, &DataType::Utf8)?;
+            s.as_string::<i32>()
+                .iter()
+                .map(|s| s.map(|s| parse_float(s).or(fail)).unwrap_or(None))
+                .collect()
+        } else if let DataType::Timestamp(..) = in_ty {
+            let m = super::time::instants(x, Tz::UTC)?;
+            m.into_iter()
+                .map(|m| m.map(|m| m.div_euclid(MICROS) as f64))
+                .collect()
+        } else {
+            let c = cast(x, &DataType::Float64)?;
+            c.as_primitive::<Float64Type>().iter().collect()
+        };
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    let nulls = if or_zero {
+        Nulls::FromFirst
+    } else {
+        Nulls::Always
+    };
+    Ok(call(
+        name,
+        format!("{or_zero}"),
+        DataType::Float64,
+        nulls,
+        vec![a],
+        k,
+    ))
+}
+
+/// `toString(x[, tz])` as ClickHouse prints values: DateTime as `YYYY-MM-DD hh:mm:ss` in its
+/// zone (with the type's fraction digits), Date as `YYYY-MM-DD`, Bool as true/false,
+/// floats in ClickHouse's shortest form.
+pub(crate) fn to_string_expr(
+    a: Expr,
+    tz_arg: Option<&Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    if is_string(&ty) && !matches!(ty, DataType::Utf8) {
+        return Ok(Expr::Cast(Cast::new(Box::new(a), DataType::Utf8)));
+    }
+    if matches!(ty, DataType::Utf8) {
+        return Ok(a);
+    }
+    let tz_name = match (tz_arg, &ty) {
+        (Some(e), _) => {
+            lit_str(e).ok_or_else(|| invalid("The time zone argument must be a constant string"))?
+        }
+        (None, DataType::Timestamp(_, Some(tz))) => tz.to_string(),
+        _ => ctx.timezone.to_string(),
+    };
+    let tz: Tz = tz_name
+        .parse()
+        .map_err(|_| invalid(format!("Unknown time zone `{tz_name}`")))?;
+    let in_ty = ty.clone();
+    let k = kernel(move |arr, n| {
+        let x = &arr[0];
+        let v: StringArray = match &in_ty {
+            DataType::Timestamp(unit, _) => {
+                let m = super::time::instants(x, tz)?;
+                m.into_iter()
+                    .map(|m| {
+                        let m = m?;
+                        let l = local(tz, m)?;
+                        let base = l.format("%Y-%m-%d %H:%M:%S").to_string();
+                        let us = m.rem_euclid(MICROS);
+                        Some(match unit {
+                            TimeUnit::Second => base,
+                            TimeUnit::Millisecond => format!("{base}.{:03}", us / 1000),
+                            _ => format!("{base}.{us:06}"),
+                        })
+                    })
+                    .collect()
+            }
+            DataType::Date32 => x
+                .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                .iter()
+                .map(|d| {
+                    d.and_then(date_of_days)
+                        .map(|d| d.format("%Y-%m-%d").to_string())
+                })
+                .collect(),
+            DataType::Boolean => x
+                .as_boolean()
+                .iter()
+                .map(|b| b.map(|b| if b { "true" } else { "false" }.to_string()))
+                .collect(),
+            DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+                let f = cast(x, &DataType::Float64)?;
+                let f32_in = matches!(in_ty, DataType::Float32 | DataType::Float16);
+                f.as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| {
+                        v.map(|v| {
+                            if f32_in {
+                                let s = format_float((v as f32).to_string().parse().unwrap_or(v));
+                                s
+                            } else {
+                                format_float(v)
+                            }
+                        })
+                    })
+                    .collect()
+            }
+            DataType::Null => (0..n).map(|_| None::<String>).collect(),
+            _ => {
+                let c = cast(x, &DataType::Utf8)?;
+                c.as_string::<i32>().iter().collect()
+            }
+        };
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    Ok(call(
+        "toString",
+        tz_name,
+        DataType::Utf8,
+        Nulls::FromFirst,
+        vec![a],
+        k,
+    ))
+}
+
+fn to_bool(a: Expr) -> Expr {
+    let k = kernel(|arr, _| {
+        let x = &arr[0];
+        let v: BooleanArray = match x.data_type() {
+            DataType::Boolean => x.as_boolean().clone(),
+            t if is_string(t) => {
+                let s = cast(x, &DataType::Utf8)?;
+                s.as_string::<i32>()
+                    .iter()
+                    .map(|s| match s?.to_ascii_lowercase().as_str() {
+                        "true" | "1" | "yes" | "on" | "t" | "y" | "enable" | "enabled" => {
+                            Some(true)
+                        }
+                        "false" | "0" | "no" | "off" | "f" | "n" | "disable" | "disabled" => {
+                            Some(false)
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            }
+            _ => {
+                let f = cast(x, &DataType::Float64)?;
+                f.as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| v.map(|v| v != 0.0))
+                    .collect()
+            }
+        };
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    call(
+        "toBool",
+        "",
+        DataType::Boolean,
+        Nulls::FromFirst,
+        vec![a],
+        k,
+    )
+}
+
+/// UUIDs are strings here: a valid UUID in any accepted spelling becomes its canonical
+/// lowercase hyphenated form, anything else NULL.
+fn to_uuid(a: Expr) -> Expr {
+    let k = kernel(|arr, _| {
+        let s = cast(&arr[0], &DataType::Utf8)?;
+        let v: StringArray = s
+            .as_string::<i32>()
+            .iter()
+            .map(|s| {
+                uuid::Uuid::parse_str(s?.trim())
+                    .ok()
+                    .map(|u| u.hyphenated().to_string())
+            })
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    call("toUUID", "", DataType::Utf8, Nulls::Always, vec![a], k)
+}
+
+fn to_json_string(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    let numeric = ty.is_numeric();
+    let boolean = matches!(ty, DataType::Boolean);
+    let s = to_string_expr(a, None, ctx)?;
+    let k = kernel(move |arr, _| {
+        let s = cast(&arr[0], &DataType::Utf8)?;
+        let v: StringArray = s
+            .as_string::<i32>()
+            .iter()
+            .map(|s| {
+                Some(match s {
+                    None => "null".to_string(),
+                    Some(s) if numeric && !matches!(s, "nan" | "inf" | "-inf") => s.to_string(),
+                    Some(_) if numeric => "null".to_string(),
+                    Some(s) if boolean => s.to_string(),
+                    Some(s) => serde_json::to_string(s).unwrap_or_default(),
+                })
+            })
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    Ok(call(
+        "toJSONString",
+        format!("{numeric}/{boolean}"),
+        DataType::Utf8,
+        Nulls::Never,
+        vec![s],
+        k,
+    ))
+}
+
+pub(super) fn translate(
+    name: &str,
+    mut args: Vec<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let a = args.remove(0);
+    let numeric_cast = |t: DataType, a: Expr| -> Result<Expr, FunctionError> {
+        let ty = type_of(&a, ctx)?;
+        Ok(if is_string(&ty) {
+            Expr::TryCast(TryCast::new(Box::new(a), t))
+        } else {
+            Expr::Cast(Cast::new(Box::new(a), t))
+        })
+    };
+    match name {
+        "toString" => to_string_expr(a, args.first(), ctx),
+        "toInt" | "toIntOrNull" | "toInt64OrNull" => to_int(name, a, false, ctx),
+        "toIntOrZero" | "toInt64OrZero" => to_int(name, a, true, ctx),
+        "toFloat" | "toFloatOrNull" | "toFloat64OrNull" => to_float(name, a, false, ctx),
+        "toFloatOrZero" | "toFloat64OrZero" => to_float(name, a, true, ctx),
+        "toInt8" => numeric_cast(DataType::Int8, a),
+        "toInt16" => numeric_cast(DataType::Int16, a),
+        "toInt32" => numeric_cast(DataType::Int32, a),
+        "toInt64" => numeric_cast(DataType::Int64, a),
+        "toUInt8" => numeric_cast(DataType::UInt8, a),
+        "toUInt16" => numeric_cast(DataType::UInt16, a),
+        "toUInt32" => numeric_cast(DataType::UInt32, a),
+        "toUInt64" => numeric_cast(DataType::UInt64, a),
+        "toFloat32" => numeric_cast(DataType::Float32, a),
+        "toFloat64" => numeric_cast(DataType::Float64, a),
+        "toBool" => Ok(to_bool(a)),
+        "toUUID" => Ok(to_uuid(a)),
+        "toJSONString" => to_json_string(a, ctx),
+        _ => Err(FunctionError::Unknown(name.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use datafusion::arrow::datatypes::DataType;
+
+    #[test]
+    fn conversions() {
+        check(vec![
+            (call("toInt", vec![s("12")]), "12"),
+            (call("toInt", vec![s("12.5")]), "\\N"),
+            (call("toInt", vec![s(" 12")]), "\\N"),
+            (call("toInt", vec![s("+5")]), "5"),
+            (call("toInt", vec![s("")]), "\\N"),
+            (call("toInt", vec![fl(12.7)]), "\\N"),
+            (call("toInt", vec![fl(12.0)]), "12"),
+            (call("toIntOrZero", vec![s("x")]), "0"),
+            (call("toIntOrZero", vec![s("-5")]), "-5"),
+            (call("toFloat", vec![s("12.5")]), "12.5"),
+            (call("toFloat", vec![s("1e3")]), "1000"),
+            (call("toFloat", vec![s("abc")]), "\\N"),
+            (call("toFloatOrZero", vec![s("2.5x")]), "0"),
+            (call("toInt64", vec![s("12")]), "12"),
+            (call("toInt64", vec![fl(-12.7)]), "-12"),
+            (call("toBool", vec![s("true")]), "true"),
+            (call("toBool", vec![i(0)]), "false"),
+            (call("toString", vec![i(123)]), "123"),
+            (call("toString", vec![fl(-1.5)]), "-1.5"),
+            (call("toString", vec![fl(0.1 + 0.2)]), "0.30000000000000004"),
+            (call("toString", vec![fl(1e20)]), "100000000000000000000"),
+            (call("toString", vec![fl(1e21)]), "1e21"),
+            (call("toString", vec![fl(1e-7)]), "1e-7"),
+            (call("toString", vec![fl(0.00001)]), "0.00001"),
+            (call("toString", vec![fl(f64::INFINITY)]), "inf"),
+            (
+                call("toString", vec![ts_in("2024-03-05 17:00:00", "UTC")]),
+                "2024-03-05 17:00:00.000000",
+            ),
+            (
+                call(
+                    "toString",
+                    vec![call("toDateTime", vec![i(1709658000), s("UTC")])],
+                ),
+                "2024-03-05 17:00:00",
+            ),
+            (
+                call("toString", vec![call("toDate", vec![s("2024-03-05")])]),
+                "2024-03-05",
+            ),
+            (call("toJSONString", vec![s("a\"b")]), "\"a\\\"b\""),
+            (call("toJSONString", vec![fl(1.5)]), "1.5"),
+            (
+                call("toUUID", vec![s("550E8400-E29B-41D4-A716-446655440000")]),
+                "550e8400-e29b-41d4-a716-446655440000",
+            ),
+            (call("toUUID", vec![s("x")]), "\\N"),
+        ]);
+        assert_eq!(typ(call("toInt", vec![s("1")])), DataType::Int64);
+        assert_eq!(typ(call("toFloat", vec![s("1")])), DataType::Float64);
+        assert_eq!(
+            rows(call("toString", vec![c("ts")]))[0],
+            "2024-03-10 01:30:00.123456"
+        );
+        assert_eq!(
+            rows(call("toString", vec![c("f")])),
+            ["2.5", "-2.5", "0.1", "\\N"]
+        );
+    }
+}

@@ -1,0 +1,12 @@
+use datafusion::logical_expr::Expr;
+
+use super::{FnContext, FunctionError};
+
+pub(super) fn translate(
+    name: &str,
+    args: Vec<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let _ = (args, ctx);
+    Err(FunctionError::Unknown(name.to_string()))
+}

@@ -1,0 +1,400 @@
+//! Math functions. `round` rounds floats half to even on their shortest decimal form (so
+//! `round(2.675, 2)` is 2.68 and `round(2.5)` is 2, as ClickHouse) and integers half away
+//! from zero; `intDiv` truncates toward zero and fails on division by zero like ClickHouse,
+//! `intDivOrZero` gives 0 there; `modulo` takes the dividend's sign; `abs` of a signed
+//! integer is unsigned.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, AsArray, Float64Array, Int8Array, Int64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::functions::expr_fn as f;
+use datafusion::logical_expr::{Cast, Expr, Operator, binary_expr};
+
+use super::udf::{Kernel, Nulls, call};
+use super::{FnContext, FunctionError, invalid, type_of};
+
+fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
+    Arc::new(k)
+}
+
+fn float(e: Expr) -> Expr {
+    Expr::Cast(Cast::new(Box::new(e), DataType::Float64))
+}
+
+/// Rounds half to even at `n` decimals, reading `x` as its shortest decimal form.
+pub(crate) fn round_half_even(x: f64, n: i64) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return x;
+    }
+    let s = format!("{:e}", x.abs());
+    let (mant, exp) = s.split_once('e').expect("exponent form");
+    let exp: i64 = exp.parse().expect("exponent");
+    let digits: Vec<u8> = mant.bytes().filter(u8::is_ascii_digit).collect();
+    let keep = exp + 1 + n;
+    if keep >= digits.len() as i64 {
+        return x;
+    }
+    let sign = x.signum();
+    if keep < 0 {
+        return 0.0 * sign;
+    }
+    let keep = keep as usize;
+    let mut kept: u128 = digits[..keep]
+        .iter()
+        .fold(0, |a, d| a * 10 + (d - b'0') as u128);
+    let first = digits[keep];
+    let rest_nonzero = digits[keep + 1..].iter().any(|&d| d != b'0');
+    if first > b'5' || (first == b'5' && (rest_nonzero || kept % 2 == 1)) {
+        kept += 1;
+    }
+    let scale = exp + 1 - keep as i64;
+    let v: f64 = format!("{kept}e{scale}").parse().unwrap_or(x.abs());
+    v * sign
+}
+
+fn pow10(n: i64) -> i128 {
+    10i128.pow(n.unsigned_abs().min(38) as u32)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Rounding {
+    Round,
+    Floor,
+    Ceil,
+}
+
+fn round_int(x: i64, n: i64, mode: Rounding) -> i64 {
+    if n >= 0 {
+        return x;
+    }
+    let p = pow10(n);
+    let x = x as i128;
+    let q = x.div_euclid(p);
+    let r = x.rem_euclid(p);
+    let down = q * p;
+    let out = match mode {
+        Rounding::Floor => down,
+        Rounding::Ceil if r == 0 => down,
+        Rounding::Ceil => down + p,
+        Rounding::Round => {
+            // Half away from zero.
+            let twice = 2 * r;
+            if twice > p || (twice == p && x > 0) {
+                down + p
+            } else {
+                down
+            }
+        }
+    };
+    out.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+fn round_float(x: f64, n: i64, mode: Rounding) -> f64 {
+    match mode {
+        Rounding::Round => round_half_even(x, n),
+        Rounding::Floor | Rounding::Ceil => {
+            let p = 10f64.powi(n.clamp(-300, 300) as i32);
+            let y = x * p;
+            let y = if matches!(mode, Rounding::Floor) {
+                y.floor()
+            } else {
+                y.ceil()
+            };
+            y / p
+        }
+    }
+}
+
+fn rounding(
+    name: &str,
+    mut args: Vec<Expr>,
+    mode: Rounding,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let x = args.remove(0);
+    let n = match args.first() {
+        Some(e) => super::datetime::const_int(e).ok_or_else(|| {
+            invalid(format!(
+                "The scale argument of `{name}` must be a constant integer"
+            ))
+        })?,
+        None => 0,
+    };
+    let ty = type_of(&x, ctx)?;
+    let is_int = ty.is_integer();
+    if !is_int && !ty.is_floating() && !matches!(ty, DataType::Null) {
+        return Err(invalid(format!(
+            "Illegal type {ty} of argument of function `{name}`"
+        )));
+    }
+    let ret = if matches!(ty, DataType::Null) {
+        DataType::Float64
+    } else {
+        ty.clone()
+    };
+    let out = ret.clone();
+    let k = kernel(move |a, _| {
+        let r: ArrayRef = if is_int {
+            let v = cast(&a[0], &DataType::Int64)?;
+            let v: Int64Array = v
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|x| x.map(|x| round_int(x, n, mode)))
+                .collect();
+            Arc::new(v)
+        } else {
+            let v = cast(&a[0], &DataType::Float64)?;
+            let v: Float64Array = v
+                .as_primitive::<Float64Type>()
+                .iter()
+                .map(|x| x.map(|x| round_float(x, n, mode)))
+                .collect();
+            Arc::new(v)
+        };
+        Ok(cast(&r, &out)?)
+    });
+    Ok(call(
+        name,
+        format!("{mode:?}/{n}"),
+        ret,
+        Nulls::FromFirst,
+        vec![x],
+        k,
+    ))
+}
+
+fn int_div(
+    name: &str,
+    a: Expr,
+    b: Expr,
+    or_zero: bool,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let (ta, tb) = (type_of(&a, ctx)?, type_of(&b, ctx)?);
+    let floats = ta.is_floating() || tb.is_floating();
+    let k = kernel(move |arr, n| {
+        let out: Int64Array = if floats {
+            let x = cast(&arr[0], &DataType::Float64)?;
+            let y = cast(&arr[1], &DataType::Float64)?;
+            let (x, y) = (
+                x.as_primitive::<Float64Type>(),
+                y.as_primitive::<Float64Type>(),
+            );
+            let mut v = Vec::with_capacity(n);
+            for (x, y) in x.iter().zip(y.iter()) {
+                v.push(match (x, y) {
+                    (Some(x), Some(y)) => {
+                        let y = y.trunc();
+                        if y == 0.0 {
+                            if or_zero {
+                                Some(0)
+                            } else {
+                                return Err(DataFusionError::Execution("Division by zero".into()));
+                            }
+                        } else {
+                            Some((x / y).trunc() as i64)
+                        }
+                    }
+                    _ => None,
+                });
+            }
+            v.into_iter().collect()
+        } else {
+            let x = cast(&arr[0], &DataType::Int64)?;
+            let y = cast(&arr[1], &DataType::Int64)?;
+            let (x, y) = (x.as_primitive::<Int64Type>(), y.as_primitive::<Int64Type>());
+            let mut v = Vec::with_capacity(n);
+            for (x, y) in x.iter().zip(y.iter()) {
+                v.push(match (x, y) {
+                    (Some(_), Some(0)) if or_zero => Some(0),
+                    (Some(_), Some(0)) => {
+                        return Err(DataFusionError::Execution("Division by zero".into()));
+                    }
+                    (Some(x), Some(y)) => Some(x.wrapping_div(y)),
+                    _ => None,
+                });
+            }
+            v.into_iter().collect()
+        };
+        Ok(Arc::new(out) as ArrayRef)
+    });
+    Ok(call(
+        name,
+        format!("{or_zero}/{floats}"),
+        DataType::Int64,
+        Nulls::FromArgs,
+        vec![a, b],
+        k,
+    ))
+}
+
+fn abs(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    let unsigned = match ty {
+        DataType::Int8 => DataType::UInt8,
+        DataType::Int16 => DataType::UInt16,
+        DataType::Int32 => DataType::UInt32,
+        DataType::Int64 => DataType::UInt64,
+        _ => return Ok(f::abs(a)),
+    };
+    let out = unsigned.clone();
+    let k = kernel(move |arr, _| {
+        let v = cast(&arr[0], &DataType::Int64)?;
+        let v: datafusion::arrow::array::UInt64Array = v
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|x| x.map(i64::unsigned_abs))
+            .collect();
+        Ok(cast(&v, &out)?)
+    });
+    Ok(call("abs", "", unsigned, Nulls::FromFirst, vec![a], k))
+}
+
+fn sign(a: Expr) -> Expr {
+    let k = kernel(|arr, _| {
+        let v = cast(&arr[0], &DataType::Float64)?;
+        let v: Int8Array = v
+            .as_primitive::<Float64Type>()
+            .iter()
+            .map(|x| {
+                x.map(|x| {
+                    if x > 0.0 {
+                        1
+                    } else if x < 0.0 {
+                        -1
+                    } else {
+                        0
+                    }
+                })
+            })
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    call("sign", "", DataType::Int8, Nulls::FromFirst, vec![a], k)
+}
+
+pub(super) fn translate(
+    name: &str,
+    mut args: Vec<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let lit = |v: f64| Expr::Literal(ScalarValue::Float64(Some(v)), None);
+    Ok(match name {
+        "round" => rounding(name, args, Rounding::Round, ctx)?,
+        "floor" => rounding(name, args, Rounding::Floor, ctx)?,
+        "ceil" | "ceiling" => rounding("ceil", args, Rounding::Ceil, ctx)?,
+        "abs" => abs(args.remove(0), ctx)?,
+        "pow" | "power" => {
+            let b = args.pop().expect("2 args");
+            let a = args.pop().expect("2 args");
+            f::power(float(a), float(b))
+        }
+        "sqrt" => f::sqrt(float(args.remove(0))),
+        "exp" => f::exp(float(args.remove(0))),
+        "log" | "ln" => f::ln(float(args.remove(0))),
+        "log2" => f::log2(float(args.remove(0))),
+        "log10" => f::log10(float(args.remove(0))),
+        "intDiv" | "intDivOrZero" => {
+            let b = args.pop().expect("2 args");
+            let a = args.pop().expect("2 args");
+            int_div(name, a, b, name == "intDivOrZero", ctx)?
+        }
+        "modulo" | "mod" => {
+            let b = args.pop().expect("2 args");
+            let a = args.pop().expect("2 args");
+            binary_expr(a, Operator::Modulo, b)
+        }
+        "greatest" => f::greatest(args),
+        "least" => f::least(args),
+        "sign" => sign(args.remove(0)),
+        "e" => lit(std::f64::consts::E),
+        "pi" => lit(std::f64::consts::PI),
+        _ => return Err(FunctionError::Unknown(name.to_string())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use datafusion::arrow::datatypes::DataType;
+
+    #[test]
+    fn math_like_clickhouse() {
+        check(vec![
+            (call("round", vec![fl(2.5)]), "2"),
+            (call("round", vec![fl(3.5)]), "4"),
+            (call("round", vec![fl(-2.5)]), "-2"),
+            (call("round", vec![fl(2.675), i(2)]), "2.68"),
+            (call("round", vec![fl(0.125), i(2)]), "0.12"),
+            (call("round", vec![fl(0.375), i(2)]), "0.38"),
+            (call("round", vec![fl(1.005), i(2)]), "1"),
+            (call("round", vec![fl(1250.0), i(-2)]), "1200"),
+            (call("round", vec![fl(1350.0), i(-2)]), "1400"),
+            (call("round", vec![fl(12345.6789), i(-2)]), "12300"),
+            (call("round", vec![fl(-0.4)]), "-0"),
+            (call("round", vec![i(25), i(-1)]), "30"),
+            (call("round", vec![i(-25), i(-1)]), "-30"),
+            (call("round", vec![i(7)]), "7"),
+            (call("floor", vec![fl(-2.5)]), "-3"),
+            (call("floor", vec![fl(2.567), i(2)]), "2.56"),
+            (call("floor", vec![i(1234), i(-2)]), "1200"),
+            (call("ceil", vec![fl(2.1)]), "3"),
+            (call("ceil", vec![fl(-2.1)]), "-2"),
+            (call("ceiling", vec![fl(2.1)]), "3"),
+            (call("abs", vec![i(-5)]), "5"),
+            (call("abs", vec![fl(-2.5)]), "2.5"),
+            (call("pow", vec![i(2), i(10)]), "1024"),
+            (call("power", vec![fl(2.0), fl(0.5)]), "1.4142135623730951"),
+            (call("sqrt", vec![i(16)]), "4"),
+            (call("exp", vec![i(1)]), "2.718281828459045"),
+            (call("log", vec![call("e", vec![])]), "1"),
+            (call("ln", vec![i(1)]), "0"),
+            (call("log2", vec![i(8)]), "3"),
+            (call("log10", vec![i(1000)]), "3"),
+            (call("log", vec![i(0)]), "-inf"),
+            (call("log", vec![i(-1)]), "nan"),
+            (call("intDiv", vec![i(7), i(2)]), "3"),
+            (call("intDiv", vec![i(-7), i(2)]), "-3"),
+            (call("intDiv", vec![fl(7.9), i(2)]), "3"),
+            (call("intDivOrZero", vec![i(7), i(0)]), "0"),
+            (call("modulo", vec![i(-7), i(3)]), "-1"),
+            (call("modulo", vec![i(7), i(-3)]), "1"),
+            (call("modulo", vec![fl(-7.5), i(2)]), "-1.5"),
+            (call("greatest", vec![i(1), fl(2.5)]), "2.5"),
+            (
+                call(
+                    "greatest",
+                    vec![
+                        i(1),
+                        Expr::Literal(datafusion::common::ScalarValue::Int64(None), None),
+                    ],
+                ),
+                "1",
+            ),
+            (call("least", vec![i(3), i(1), i(2)]), "1"),
+            (call("greatest", vec![s("a"), s("b")]), "b"),
+            (call("sign", vec![i(-5)]), "-1"),
+            (call("sign", vec![fl(2.5)]), "1"),
+            (call("pi", vec![]), "3.141592653589793"),
+        ]);
+        assert_eq!(typ(call("abs", vec![i(-5)])), DataType::UInt64);
+        assert_eq!(typ(call("round", vec![i(5)])), DataType::Int64);
+        assert_eq!(typ(call("sign", vec![i(5)])), DataType::Int8);
+        assert_eq!(rows(call("round", vec![c("f")])), ["2", "-2", "0", "\\N"]);
+        assert_eq!(
+            rows(call("intDivOrZero", vec![c("i"), c("i")])),
+            ["1", "1", "0", "\\N"]
+        );
+    }
+
+    use datafusion::logical_expr::Expr;
+
+    #[test]
+    #[should_panic(expected = "Division by zero")]
+    fn int_div_by_zero_fails() {
+        rows(call("intDiv", vec![c("i"), i(0)]));
+    }
+}

@@ -1,0 +1,770 @@
+//! String functions with ClickHouse's semantics: positions are 1-based with 0 for "not
+//! found", `length`/`substring`/`left`/`position`/`reverse`/pads count bytes (the `UTF8`
+//! variants count characters), `lower`/`upper` change ASCII letters only, `concat` is NULL
+//! when any argument is, `trim` removes spaces only, regular expressions are RE2-like
+//! (Rust `regex`).
+
+use std::sync::Arc;
+
+use base64::Engine;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, ListBuilder, StringArray, StringBuilder, UInt64Array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::functions::expr_fn as f;
+use datafusion::logical_expr::{Expr, ExprSchemable};
+use regex::Regex;
+
+use super::udf::{Kernel, Nulls, call};
+use super::{FnContext, FunctionError, invalid, type_of};
+
+fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
+    Arc::new(k)
+}
+
+fn utf8(a: &ArrayRef) -> Result<ArrayRef> {
+    Ok(cast(a, &DataType::Utf8)?)
+}
+
+fn int64(a: &ArrayRef) -> Result<ArrayRef> {
+    Ok(cast(a, &DataType::Int64)?)
+}
+
+/// A per-row string function of one string and any number of integer arguments.
+fn str_ints(
+    name: &str,
+    args: Vec<Expr>,
+    ret_list: bool,
+    f: impl Fn(&str, &[Option<i64>]) -> Option<String> + Send + Sync + 'static,
+) -> Expr {
+    let _ = ret_list;
+    let k = kernel(move |a, _| {
+        let s = utf8(&a[0])?;
+        let s = s.as_string::<i32>();
+        let ints = a[1..].iter().map(int64).collect::<Result<Vec<_>>>()?;
+        let ints: Vec<_> = ints.iter().map(|x| x.as_primitive::<Int64Type>()).collect();
+        let out: StringArray = (0..s.len())
+            .map(|r| {
+                if s.is_null(r) {
+                    return None;
+                }
+                let vals: Vec<Option<i64>> = ints
+                    .iter()
+                    .map(|x| (!x.is_null(r)).then(|| x.value(r)))
+                    .collect();
+                if vals.iter().any(Option::is_none) {
+                    return None;
+                }
+                f(s.value(r), &vals)
+            })
+            .collect();
+        Ok(Arc::new(out) as ArrayRef)
+    });
+    call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+}
+
+/// A per-row function of string arguments (all cast to strings); NULL when any is.
+fn strs_fn<T: Send + Sync + 'static>(
+    name: &str,
+    key: String,
+    ret: DataType,
+    args: Vec<Expr>,
+    build: fn(Vec<Option<T>>) -> ArrayRef,
+    f: impl Fn(&[&str]) -> Option<T> + Send + Sync + 'static,
+) -> Expr {
+    let k = kernel(move |a, n| {
+        let cols = a.iter().map(utf8).collect::<Result<Vec<_>>>()?;
+        let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
+        let mut out = Vec::with_capacity(n);
+        let mut row: Vec<&str> = Vec::with_capacity(cols.len());
+        for r in 0..n {
+            row.clear();
+            if cols.iter().any(|c| c.is_null(r)) {
+                out.push(None);
+                continue;
+            }
+            row.extend(cols.iter().map(|c| c.value(r)));
+            out.push(f(&row));
+        }
+        Ok(build(out))
+    });
+    call(name, key, ret, Nulls::FromArgs, args, k)
+}
+
+fn build_str(v: Vec<Option<String>>) -> ArrayRef {
+    Arc::new(StringArray::from(v))
+}
+
+fn build_u64(v: Vec<Option<u64>>) -> ArrayRef {
+    Arc::new(UInt64Array::from(v))
+}
+
+fn build_bool(v: Vec<Option<bool>>) -> ArrayRef {
+    Arc::new(BooleanArray::from(v))
+}
+
+fn build_list(v: Vec<Option<Vec<String>>>) -> ArrayRef {
+    let mut b = ListBuilder::new(StringBuilder::new());
+    for row in v {
+        match row {
+            Some(items) => {
+                for i in items {
+                    b.values().append_value(i);
+                }
+                b.append(true);
+            }
+            None => b.append(false),
+        }
+    }
+    Arc::new(b.finish())
+}
+
+pub(crate) fn list_of_strings() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
+}
+
+/// Bytes `[start, end)` of `s` as a string (invalid UTF-8 at the cut is replaced).
+fn bytes_str(s: &str, start: usize, end: usize) -> String {
+    let b = &s.as_bytes()[start.min(s.len())..end.min(s.len()).max(start.min(s.len()))];
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// ClickHouse's substring window over `len` units: 1-based offset (negative counts from
+/// the end, 0 is empty), optional length (negative leaves that many off the end).
+fn window(len: i64, offset: i64, length: Option<i64>) -> (usize, usize) {
+    if offset == 0 {
+        return (0, 0);
+    }
+    let start = if offset > 0 { offset - 1 } else { len + offset };
+    let end = match length {
+        None => len,
+        Some(l) if l >= 0 => start.saturating_add(l),
+        Some(l) => len + l,
+    };
+    let (s, e) = (start.clamp(0, len), end.clamp(0, len));
+    if e <= s || start >= len {
+        (0, 0)
+    } else {
+        (s as usize, e as usize)
+    }
+}
+
+fn char_slice(s: &str, start: usize, end: usize) -> String {
+    s.chars()
+        .skip(start)
+        .take(end.saturating_sub(start))
+        .collect()
+}
+
+/// ClickHouse replacement strings: `\0`..`\9` are groups, `\\` a backslash.
+fn rust_replacement(r: &str) -> String {
+    let mut out = String::new();
+    let mut it = r.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\\' => match it.peek() {
+                Some(d) if d.is_ascii_digit() => {
+                    out.push_str(&format!("${{{d}}}"));
+                    it.next();
+                }
+                Some('\\') => {
+                    out.push('\\');
+                    it.next();
+                }
+                _ => out.push('\\'),
+            },
+            '$' => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn regex_of(p: &str) -> Result<Regex> {
+    Regex::new(p)
+        .map_err(|e| DataFusionError::Execution(format!("Invalid regular expression: {e}")))
+}
+
+/// Compiles constant patterns once; others per row.
+fn cached_regex(cache: &mut Option<(String, Regex)>, p: &str) -> Result<Regex> {
+    if let Some((k, r)) = cache
+        && k == p
+    {
+        return Ok(r.clone());
+    }
+    let r = regex_of(p)?;
+    *cache = Some((p.to_string(), r.clone()));
+    Ok(r)
+}
+
+fn regex_fn<T: Send + Sync + 'static>(
+    name: &str,
+    ret: DataType,
+    args: Vec<Expr>,
+    build: fn(Vec<Option<T>>) -> ArrayRef,
+    f: impl Fn(&Regex, &[&str]) -> Option<T> + Send + Sync + 'static,
+) -> Expr {
+    let k = kernel(move |a, n| {
+        let cols = a.iter().map(utf8).collect::<Result<Vec<_>>>()?;
+        let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
+        let mut cache = None;
+        let mut out = Vec::with_capacity(n);
+        for r in 0..n {
+            if cols.iter().any(|c| c.is_null(r)) {
+                out.push(None);
+                continue;
+            }
+            let row: Vec<&str> = cols.iter().map(|c| c.value(r)).collect();
+            let re = cached_regex(&mut cache, row[1])?;
+            out.push(f(&re, &row));
+        }
+        Ok(build(out))
+    });
+    call(name, "", ret, Nulls::FromArgs, args, k)
+}
+
+fn ascii_find(h: &str, n: &str, from: usize, ci: bool) -> Option<usize> {
+    if from > h.len() {
+        return None;
+    }
+    if n.is_empty() {
+        return Some(from);
+    }
+    let (hb, nb) = (h.as_bytes(), n.as_bytes());
+    (from..=hb.len().saturating_sub(nb.len())).find(|&i| {
+        i + nb.len() <= hb.len()
+            && if ci {
+                hb[i..i + nb.len()].eq_ignore_ascii_case(nb)
+            } else {
+                &hb[i..i + nb.len()] == nb
+            }
+    })
+}
+
+/// `position(haystack, needle[, start])`: 1-based byte (or character) position, 0 if absent.
+fn position(name: &str, args: Vec<Expr>, ci: bool, utf8_chars: bool) -> Expr {
+    let k = kernel(move |a, n| {
+        let h = utf8(&a[0])?;
+        let nd = utf8(&a[1])?;
+        let (h, nd) = (h.as_string::<i32>(), nd.as_string::<i32>());
+        let start = a.get(2).map(int64).transpose()?;
+        let start = start.as_ref().map(|s| s.as_primitive::<Int64Type>());
+        let out: UInt64Array = (0..n)
+            .map(|r| {
+                if h.is_null(r) || nd.is_null(r) || start.is_some_and(|s| s.is_null(r)) {
+                    return None;
+                }
+                let (hs, ns) = (h.value(r), nd.value(r));
+                let st = start.map(|s| s.value(r)).unwrap_or(1).max(1) as usize - 1;
+                Some(if utf8_chars {
+                    let from = hs
+                        .char_indices()
+                        .nth(st)
+                        .map(|(b, _)| b)
+                        .unwrap_or(hs.len());
+                    if st > hs.chars().count() {
+                        0
+                    } else {
+                        match ascii_find(hs, ns, from, ci) {
+                            Some(b) => hs[..b].chars().count() as u64 + 1,
+                            None => 0,
+                        }
+                    }
+                } else {
+                    ascii_find(hs, ns, st, ci)
+                        .map(|b| b as u64 + 1)
+                        .unwrap_or(0)
+                })
+            })
+            .collect();
+        Ok(Arc::new(out) as ArrayRef)
+    });
+    call(
+        name,
+        format!("{ci}/{utf8_chars}"),
+        DataType::UInt64,
+        Nulls::FromArgs,
+        args,
+        k,
+    )
+}
+
+fn split(name: &str, mut args: Vec<Expr>, by_char: bool) -> Result<Expr, FunctionError> {
+    let max = match args.len() {
+        3 => Some(
+            super::datetime::const_int(&args.pop().expect("3 args")).ok_or_else(|| {
+                invalid(format!(
+                    "The max_substrings argument of `{name}` must be a constant"
+                ))
+            })?,
+        ),
+        _ => None,
+    };
+    Ok(strs_fn(
+        name,
+        format!("{by_char}/{max:?}"),
+        list_of_strings(),
+        args,
+        build_list,
+        move |v| {
+            let (sep, s) = (v[0], v[1]);
+            let mut parts: Vec<String> = if sep.is_empty() {
+                s.chars().map(String::from).collect()
+            } else {
+                s.split(sep).map(String::from).collect()
+            };
+            if let Some(m) = max
+                && m > 0
+            {
+                parts.truncate(m as usize);
+            }
+            Some(parts)
+        },
+    ))
+}
+
+fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
+    let k = kernel(move |a, n| {
+        let s = utf8(&a[0])?;
+        let s = s.as_string::<i32>();
+        let l = int64(&a[1])?;
+        let l = l.as_primitive::<Int64Type>();
+        let p = a.get(2).map(utf8).transpose()?;
+        let p = p.as_ref().map(|p| p.as_string::<i32>());
+        let out: StringArray = (0..n)
+            .map(|r| {
+                if s.is_null(r) || l.is_null(r) || p.is_some_and(|p| p.is_null(r)) {
+                    return None;
+                }
+                let (sv, want) = (s.value(r).as_bytes(), l.value(r).max(0) as usize);
+                let pv = p.map(|p| p.value(r)).unwrap_or(" ").as_bytes();
+                if sv.len() >= want || pv.is_empty() {
+                    return Some(String::from_utf8_lossy(&sv[..want.min(sv.len())]).into_owned());
+                }
+                let fill: Vec<u8> = pv.iter().cycle().take(want - sv.len()).copied().collect();
+                let bytes = if left {
+                    [fill.as_slice(), sv].concat()
+                } else {
+                    [sv, fill.as_slice()].concat()
+                };
+                Some(String::from_utf8_lossy(&bytes).into_owned())
+            })
+            .collect();
+        Ok(Arc::new(out) as ArrayRef)
+    });
+    call(
+        name,
+        format!("{left}"),
+        DataType::Utf8,
+        Nulls::FromArgs,
+        args,
+        k,
+    )
+}
+
+pub(super) fn translate(
+    name: &str,
+    mut args: Vec<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let one = |args: &mut Vec<Expr>| args.remove(0);
+    Ok(match name {
+        "lower" | "lcase" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            Some(v[0].to_ascii_lowercase())
+        }),
+        "upper" | "ucase" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            Some(v[0].to_ascii_uppercase())
+        }),
+        "lowerUTF8" => f::lower(one(&mut args)),
+        "upperUTF8" => f::upper(one(&mut args)),
+        "concat" => {
+            let args = args
+                .into_iter()
+                .map(|a| super::convert::to_string_expr(a, None, ctx))
+                .collect::<Result<Vec<_>, _>>()?;
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(v.concat())
+            })
+        }
+        "concatWithSeparator" | "concat_ws" => {
+            let args = args
+                .into_iter()
+                .map(|a| super::convert::to_string_expr(a, None, ctx))
+                .collect::<Result<Vec<_>, _>>()?;
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(v[1..].join(v[0]))
+            })
+        }
+        "length" => {
+            let a = one(&mut args);
+            let ty = type_of(&a, ctx)?;
+            match ty {
+                DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
+                    Expr::Cast(datafusion::logical_expr::Cast::new(
+                        Box::new(datafusion::functions_nested::expr_fn::cardinality(a)),
+                        DataType::UInt64,
+                    ))
+                }
+                _ => strs_fn(
+                    name,
+                    String::new(),
+                    DataType::UInt64,
+                    vec![a],
+                    build_u64,
+                    |v| Some(v[0].len() as u64),
+                ),
+            }
+        }
+        "lengthUTF8" | "char_length" | "character_length" => strs_fn(
+            name,
+            String::new(),
+            DataType::UInt64,
+            args,
+            build_u64,
+            |v| Some(v[0].chars().count() as u64),
+        ),
+        "empty" | "notEmpty" => {
+            let a = one(&mut args);
+            let want_empty = name == "empty";
+            match type_of(&a, ctx)? {
+                DataType::List(_) | DataType::LargeList(_) => {
+                    let n = datafusion::functions_nested::expr_fn::cardinality(a);
+                    if want_empty {
+                        n.eq(super::lit_i64(0)
+                            .cast_to(&DataType::UInt64, ctx.schema)
+                            .map_err(|e| invalid(e.to_string()))?)
+                    } else {
+                        n.gt(super::lit_i64(0)
+                            .cast_to(&DataType::UInt64, ctx.schema)
+                            .map_err(|e| invalid(e.to_string()))?)
+                    }
+                }
+                _ => strs_fn(
+                    name,
+                    String::new(),
+                    DataType::Boolean,
+                    vec![a],
+                    build_bool,
+                    move |v| Some(v[0].is_empty() == want_empty),
+                ),
+            }
+        }
+        "substring" | "substr" | "mid" => str_ints(name, args, false, |s, v| {
+            let (a, b) = window(
+                s.len() as i64,
+                v[0].unwrap_or(1),
+                v.get(1).copied().flatten(),
+            );
+            Some(bytes_str(s, a, b))
+        }),
+        "substringUTF8" => str_ints(name, args, false, |s, v| {
+            let len = s.chars().count() as i64;
+            let (a, b) = window(len, v[0].unwrap_or(1), v.get(1).copied().flatten());
+            Some(char_slice(s, a, b))
+        }),
+        "left" => str_ints(name, args, false, |s, v| {
+            let n = v[0].unwrap_or(0);
+            let len = s.len() as i64;
+            let end = if n >= 0 { n.min(len) } else { (len + n).max(0) };
+            Some(bytes_str(s, 0, end as usize))
+        }),
+        "right" => str_ints(name, args, false, |s, v| {
+            let n = v[0].unwrap_or(0);
+            let len = s.len() as i64;
+            let start = if n >= 0 {
+                (len - n).max(0)
+            } else {
+                (-n).min(len)
+            };
+            Some(bytes_str(s, start as usize, len as usize))
+        }),
+        "trim" | "trimBoth" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            Some(v[0].trim_matches(' ').to_string())
+        }),
+        "ltrim" | "trimLeft" => {
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(v[0].trim_start_matches(' ').to_string())
+            })
+        }
+        "rtrim" | "trimRight" => {
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(v[0].trim_end_matches(' ').to_string())
+            })
+        }
+        "replaceOne" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            Some(if v[1].is_empty() {
+                v[0].to_string()
+            } else {
+                v[0].replacen(v[1], v[2], 1)
+            })
+        }),
+        "replaceAll" | "replace" => {
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(if v[1].is_empty() {
+                    v[0].to_string()
+                } else {
+                    v[0].replace(v[1], v[2])
+                })
+            })
+        }
+        "replaceRegexpOne" | "replaceRegexpAll" | "regexp_replace" => {
+            let all = name != "replaceRegexpOne";
+            regex_fn(name, DataType::Utf8, args, build_str, move |re, v| {
+                if re.as_str().is_empty() {
+                    return Some(v[0].to_string());
+                }
+                let rep = rust_replacement(v[2]);
+                Some(if all {
+                    re.replace_all(v[0], rep.as_str()).into_owned()
+                } else {
+                    re.replace(v[0], rep.as_str()).into_owned()
+                })
+            })
+        }
+        "extract" => regex_fn(name, DataType::Utf8, args, build_str, |re, v| {
+            Some(match re.captures(v[0]) {
+                Some(c) => c
+                    .get(if c.len() > 1 { 1 } else { 0 })
+                    .map(|m| m.as_str().to_string())
+                    .unwrap_or_default(),
+                None => String::new(),
+            })
+        }),
+        "extractAll" => regex_fn(name, list_of_strings(), args, build_list, |re, v| {
+            Some(
+                re.captures_iter(v[0])
+                    .map(|c| {
+                        c.get(if c.len() > 1 { 1 } else { 0 })
+                            .map(|m| m.as_str().to_string())
+                            .unwrap_or_default()
+                    })
+                    .collect(),
+            )
+        }),
+        "match" => regex_fn(name, DataType::Boolean, args, build_bool, |re, v| {
+            Some(re.is_match(v[0]))
+        }),
+        "like" | "ilike" | "notLike" | "notILike" => {
+            let pattern = args.pop().expect("2 args");
+            let expr = args.pop().expect("2 args");
+            let negated = name.starts_with("not");
+            let ci = name.to_ascii_lowercase().contains("ilike");
+            Expr::Like(datafusion::logical_expr::Like::new(
+                negated,
+                Box::new(expr),
+                Box::new(pattern),
+                Some('\\'),
+                ci,
+            ))
+        }
+        "position" => position(name, args, false, false),
+        "positionCaseInsensitive" => position(name, args, true, false),
+        "positionUTF8" => position(name, args, false, true),
+        "locate" => {
+            // MySQL order: locate(needle, haystack[, start]).
+            args.swap(0, 1);
+            position(name, args, false, false)
+        }
+        "startsWith" => strs_fn(
+            name,
+            String::new(),
+            DataType::Boolean,
+            args,
+            build_bool,
+            |v| Some(v[0].starts_with(v[1])),
+        ),
+        "endsWith" => strs_fn(
+            name,
+            String::new(),
+            DataType::Boolean,
+            args,
+            build_bool,
+            |v| Some(v[0].ends_with(v[1])),
+        ),
+        "splitByChar" => split(name, args, true)?,
+        "splitByString" => split(name, args, false)?,
+        "reverse" => {
+            let a = one(&mut args);
+            match type_of(&a, ctx)? {
+                DataType::List(_) | DataType::LargeList(_) => {
+                    datafusion::functions_nested::expr_fn::array_reverse(a)
+                }
+                _ => strs_fn(
+                    name,
+                    String::new(),
+                    DataType::Utf8,
+                    vec![a],
+                    build_str,
+                    |v| {
+                        let mut b = v[0].as_bytes().to_vec();
+                        b.reverse();
+                        Some(String::from_utf8_lossy(&b).into_owned())
+                    },
+                ),
+            }
+        }
+        "reverseUTF8" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            Some(v[0].chars().rev().collect())
+        }),
+        "repeat" => str_ints(name, args, false, |s, v| {
+            Some(s.repeat(v[0].unwrap_or(0).clamp(0, 1 << 20) as usize))
+        }),
+        "leftPad" | "lpad" => pad(name, args, true),
+        "rightPad" | "rpad" => pad(name, args, false),
+        "base64Encode" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            Some(base64::engine::general_purpose::STANDARD.encode(v[0]))
+        }),
+        "base64Decode" | "tryBase64Decode" => {
+            let strict = name == "base64Decode";
+            strs_fn(
+                name,
+                String::new(),
+                DataType::Utf8,
+                args,
+                build_str,
+                move |v| match base64::engine::general_purpose::STANDARD.decode(v[0]) {
+                    Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+                    Err(_) if strict => None,
+                    Err(_) => Some(String::new()),
+                },
+            )
+        }
+        _ => return Err(FunctionError::Unknown(name.to_string())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::common::ScalarValue;
+    use datafusion::logical_expr::Expr;
+
+    #[test]
+    fn strings_like_clickhouse() {
+        check(vec![
+            (call("substring", vec![s("hello"), i(2)]), "ello"),
+            (call("substring", vec![s("hello"), i(2), i(2)]), "el"),
+            (call("substring", vec![s("hello"), i(-3)]), "llo"),
+            (call("substring", vec![s("hello"), i(-3), i(2)]), "ll"),
+            (call("substring", vec![s("hello"), i(0)]), ""),
+            (call("substring", vec![s("hello"), i(10)]), ""),
+            (call("substring", vec![s("hello"), i(2), i(-1)]), "ell"),
+            (call("substring", vec![s("hello"), i(-10), i(3)]), ""),
+            (call("substringUTF8", vec![s("héllo"), i(2), i(2)]), "él"),
+            (call("left", vec![s("hello"), i(2)]), "he"),
+            (call("left", vec![s("hello"), i(-2)]), "hel"),
+            (call("right", vec![s("hello"), i(2)]), "lo"),
+            (call("right", vec![s("hello"), i(-2)]), "llo"),
+            (call("trim", vec![s("  a b \t")]), "a b \t"),
+            (call("ltrim", vec![s("  a ")]), "a "),
+            (call("rtrim", vec![s("  a ")]), "  a"),
+            (call("concat", vec![s("a"), null(), s("b")]), "\\N"),
+            (call("concat", vec![s("a"), i(1), fl(2.5)]), "a12.5"),
+            (
+                call("concatWithSeparator", vec![s("-"), s("a"), s("b")]),
+                "a-b",
+            ),
+            (call("position", vec![s("hello"), s("l")]), "3"),
+            (call("position", vec![s("hello"), s("")]), "1"),
+            (call("position", vec![s("hello"), s("l"), i(4)]), "4"),
+            (call("position", vec![s("hello"), s("z")]), "0"),
+            (call("locate", vec![s("l"), s("hello")]), "3"),
+            (
+                call("positionCaseInsensitive", vec![s("HELLO"), s("l")]),
+                "3",
+            ),
+            (call("position", vec![s("héllo"), s("l")]), "4"),
+            (call("positionUTF8", vec![s("héllo"), s("l")]), "3"),
+            (call("lower", vec![s("ÉA")]), "Éa"),
+            (call("lowerUTF8", vec![s("ÉA")]), "éa"),
+            (call("upper", vec![s("héllo")]), "HéLLO"),
+            (call("length", vec![s("héllo")]), "6"),
+            (call("lengthUTF8", vec![s("héllo")]), "5"),
+            (call("reverse", vec![s("abc")]), "cba"),
+            (call("leftPad", vec![s("abc"), i(5)]), "  abc"),
+            (call("leftPad", vec![s("abc"), i(2)]), "ab"),
+            (call("rightPad", vec![s("abc"), i(6), s("xy")]), "abcxyx"),
+            (call("replaceOne", vec![s("aaa"), s("a"), s("b")]), "baa"),
+            (call("replaceAll", vec![s("aaa"), s(""), s("b")]), "aaa"),
+            (call("replace", vec![s("aaa"), s("a"), s("b")]), "bbb"),
+            (
+                call(
+                    "replaceRegexpOne",
+                    vec![s("abc-abc"), s("(b)(c)"), s("\\2\\1")],
+                ),
+                "acb-abc",
+            ),
+            (
+                call("replaceRegexpAll", vec![s("abc-abc"), s("b"), s("[\\0]")]),
+                "a[b]c-a[b]c",
+            ),
+            (
+                call("replaceRegexpAll", vec![s("abc"), s(""), s("x")]),
+                "abc",
+            ),
+            (call("extract", vec![s("foo123bar456"), s("\\d+")]), "123"),
+            (call("extract", vec![s("foo123bar456"), s("o(\\d)")]), "1"),
+            (call("extract", vec![s("abc"), s("z")]), ""),
+            (
+                call("extractAll", vec![s("foo123bar456"), s("\\d+")]),
+                "[123, 456]",
+            ),
+            (
+                call("extractAll", vec![s("a1b2"), s("([a-z])\\d")]),
+                "[a, b]",
+            ),
+            (call("match", vec![s("abc"), s("^a")]), "true"),
+            (call("like", vec![s("abc"), s("a%")]), "true"),
+            (call("ilike", vec![s("ABC"), s("a%")]), "true"),
+            (call("notLike", vec![s("abc"), s("a%")]), "false"),
+            (call("notILike", vec![s("ABC"), s("b%")]), "true"),
+            (
+                call("splitByChar", vec![s(","), s("a,b,,c")]),
+                "[a, b, , c]",
+            ),
+            (
+                call("splitByChar", vec![s(","), s("a,b,c"), i(2)]),
+                "[a, b]",
+            ),
+            (
+                call("splitByString", vec![s(", "), s("a, b, c")]),
+                "[a, b, c]",
+            ),
+            (call("splitByString", vec![s(""), s("abc")]), "[a, b, c]"),
+            (call("repeat", vec![s("ab"), i(3)]), "ababab"),
+            (call("repeat", vec![s("ab"), i(0)]), ""),
+            (call("base64Encode", vec![s("hello")]), "aGVsbG8="),
+            (call("base64Decode", vec![s("aGVsbG8=")]), "hello"),
+            (call("tryBase64Decode", vec![s("!!")]), ""),
+            (call("empty", vec![s("")]), "true"),
+            (call("notEmpty", vec![s("a")]), "true"),
+            (call("startsWith", vec![s("abc"), s("")]), "true"),
+            (call("endsWith", vec![s("abc"), s("bc")]), "true"),
+        ]);
+        let arr = Expr::Literal(
+            ScalarValue::List(ScalarValue::new_list_nullable(
+                &[
+                    ScalarValue::Int64(Some(1)),
+                    ScalarValue::Int64(Some(2)),
+                    ScalarValue::Int64(Some(3)),
+                ],
+                &DataType::Int64,
+            )),
+            None,
+        );
+        check(vec![(call("length", vec![arr]), "3")]);
+        assert_eq!(typ(call("length", vec![s("a")])), DataType::UInt64);
+        assert_eq!(
+            rows(call("upper", vec![c("s")])),
+            ["HELLO", "", "HéLLO WöRLD", "\\N"]
+        );
+        assert_eq!(rows(call("length", vec![c("s")])), ["5", "0", "13", "\\N"]);
+        assert_eq!(
+            rows(call("concat", vec![c("s"), s("!")])),
+            ["Hello!", "!", "héllo wörld!", "\\N"]
+        );
+    }
+}

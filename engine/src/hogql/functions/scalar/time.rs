@@ -1,0 +1,347 @@
+//! Date and time helpers shared by the date/time functions: reading any date-like array as
+//! UTC instants, local-time conversions in a zone with ClickHouse's DST rules, and the
+//! best-effort string parser.
+
+use std::sync::Arc;
+
+use chrono::{
+    DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Utc,
+};
+use chrono_tz::Tz;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Date32Array, TimestampSecondArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Float64Type, Int64Type, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
+use datafusion::common::Result;
+
+pub(crate) const MICROS: i64 = 1_000_000;
+
+pub(crate) fn epoch() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date")
+}
+
+/// Days since 1970-01-01 of a date.
+pub(crate) fn days_of(d: NaiveDate) -> i32 {
+    (d - epoch()).num_days() as i32
+}
+
+pub(crate) fn date_of_days(days: i32) -> Option<NaiveDate> {
+    epoch().checked_add_signed(Duration::days(days as i64))
+}
+
+/// The local wall-clock time of a UTC instant (microseconds) in `tz`.
+pub(crate) fn local(tz: Tz, micros: i64) -> Option<NaiveDateTime> {
+    DateTime::<Utc>::from_timestamp_micros(micros).map(|d| d.with_timezone(&tz).naive_local())
+}
+
+/// Seconds east of UTC of `tz` at a UTC instant (microseconds).
+pub(crate) fn offset_at(tz: Tz, micros: i64) -> i64 {
+    DateTime::<Utc>::from_timestamp_micros(micros)
+        .map(|d| d.with_timezone(&tz).offset().fix().local_minus_utc() as i64)
+        .unwrap_or(0)
+}
+
+/// The UTC instant (microseconds) of a local wall-clock time in `tz`, as ClickHouse reads
+/// it: an ambiguous time (DST ends) is the earlier instant; a time in a DST gap is read with
+/// the offset in force after the gap.
+pub(crate) fn from_local(tz: Tz, n: NaiveDateTime) -> i64 {
+    use chrono::LocalResult;
+    match tz.from_local_datetime(&n) {
+        LocalResult::Single(d) => d.timestamp_micros(),
+        LocalResult::Ambiguous(a, b) => a.timestamp_micros().min(b.timestamp_micros()),
+        LocalResult::None => {
+            let as_utc = n.and_utc().timestamp_micros();
+            let first = as_utc - offset_at(tz, as_utc) * MICROS;
+            as_utc - offset_at(tz, first) * MICROS
+        }
+    }
+}
+
+pub(crate) fn midnight(d: NaiveDate) -> NaiveDateTime {
+    d.and_time(NaiveTime::MIN)
+}
+
+/// Reads a date/time-like array as UTC microseconds: timestamps as they are, dates as their
+/// midnight in `tz`, strings parsed best-effort in `tz` (unparsable: NULL), numbers as
+/// Unix seconds.
+pub(crate) fn instants(a: &ArrayRef, tz: Tz) -> Result<Vec<Option<i64>>> {
+    Ok(match a.data_type() {
+        DataType::Timestamp(unit, _) => match unit {
+            TimeUnit::Second => prim_map::<TimestampSecondType>(a, |v| v * MICROS),
+            TimeUnit::Millisecond => prim_map::<TimestampMillisecondType>(a, |v| v * 1000),
+            TimeUnit::Microsecond => prim_map::<TimestampMicrosecondType>(a, |v| v),
+            TimeUnit::Nanosecond => prim_map::<TimestampNanosecondType>(a, |v| v.div_euclid(1000)),
+        },
+        DataType::Date32 => a
+            .as_primitive::<Date32Type>()
+            .iter()
+            .map(|v| {
+                v.and_then(date_of_days)
+                    .map(|d| from_local(tz, midnight(d)))
+            })
+            .collect(),
+        DataType::Date64 => prim_map::<Date64Type>(a, |v| v * 1000),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            let s = cast(a, &DataType::Utf8)?;
+            s.as_string::<i32>()
+                .iter()
+                .map(|v| v.and_then(|s| parse_best_effort(s, tz)))
+                .collect()
+        }
+        DataType::Float32 | DataType::Float64 => {
+            let f = cast(a, &DataType::Float64)?;
+            f.as_primitive::<Float64Type>()
+                .iter()
+                .map(|v| v.map(|x| (x * MICROS as f64).floor() as i64))
+                .collect()
+        }
+        DataType::Null => vec![None; a.len()],
+        _ => {
+            let i = cast(a, &DataType::Int64)?;
+            prim_map::<Int64Type>(&i, |v| v.saturating_mul(MICROS))
+        }
+    })
+}
+
+fn prim_map<T>(a: &ArrayRef, f: impl Fn(i64) -> i64) -> Vec<Option<i64>>
+where
+    T: datafusion::arrow::datatypes::ArrowPrimitiveType<Native = i64>,
+{
+    a.as_primitive::<T>().iter().map(|v| v.map(&f)).collect()
+}
+
+pub(crate) fn seconds_array(v: Vec<Option<i64>>, tz: &str) -> ArrayRef {
+    Arc::new(TimestampSecondArray::from(v).with_timezone(tz))
+}
+
+pub(crate) fn date_array(v: Vec<Option<i32>>) -> ArrayRef {
+    Arc::new(Date32Array::from(v))
+}
+
+/// Builds a timestamp array of `unit` from microseconds.
+pub(crate) fn timestamp_array(v: Vec<Option<i64>>, unit: TimeUnit, tz: &str) -> ArrayRef {
+    use datafusion::arrow::array::{
+        TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
+    };
+    match unit {
+        TimeUnit::Second => Arc::new(
+            TimestampSecondArray::from(
+                v.into_iter()
+                    .map(|x| x.map(|m| m.div_euclid(MICROS)))
+                    .collect::<Vec<_>>(),
+            )
+            .with_timezone(tz),
+        ),
+        TimeUnit::Millisecond => Arc::new(
+            TimestampMillisecondArray::from(
+                v.into_iter()
+                    .map(|x| x.map(|m| m.div_euclid(1000)))
+                    .collect::<Vec<_>>(),
+            )
+            .with_timezone(tz),
+        ),
+        TimeUnit::Microsecond => Arc::new(TimestampMicrosecondArray::from(v).with_timezone(tz)),
+        TimeUnit::Nanosecond => Arc::new(
+            TimestampNanosecondArray::from(
+                v.into_iter()
+                    .map(|x| x.and_then(|m| m.checked_mul(1000)))
+                    .collect::<Vec<_>>(),
+            )
+            .with_timezone(tz),
+        ),
+    }
+}
+
+/// Parses a date or date-time the way ClickHouse's `parseDateTimeBestEffort` does for the
+/// forms seen in practice: `YYYY-MM-DD`, `YYYY-M-D`, `YYYY/MM/DD`, `YYYYMMDD`, with an
+/// optional time `hh:mm[:ss[.fraction]]` after a space or `T`, an optional `Z` or
+/// `±hh[:mm]` offset, and Unix timestamps (all digits, more than 8 of them). Local times are
+/// read in `tz`. Returns UTC microseconds.
+pub(crate) fn parse_best_effort(s: &str, tz: Tz) -> Option<i64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if s.len() > 8 && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse::<i64>().ok().map(|v| v * MICROS);
+    }
+    let b = s.as_bytes();
+    let mut i = 0;
+    let num = |i: &mut usize, max: usize| -> Option<u32> {
+        let start = *i;
+        while *i < b.len() && *i - start < max && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        if *i == start {
+            None
+        } else {
+            s[start..*i].parse().ok()
+        }
+    };
+    let (y, m, d);
+    if b.len() >= 8
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b.get(8).is_none_or(|c| !c.is_ascii_digit())
+    {
+        y = s[0..4].parse::<i32>().ok()?;
+        m = s[4..6].parse::<u32>().ok()?;
+        d = s[6..8].parse::<u32>().ok()?;
+        i = 8;
+    } else {
+        y = num(&mut i, 4)? as i32;
+        if i != 4 {
+            return None;
+        }
+        let sep = *b.get(i)?;
+        if !matches!(sep, b'-' | b'/' | b'.') {
+            return None;
+        }
+        i += 1;
+        m = num(&mut i, 2)?;
+        if b.get(i) != Some(&sep) {
+            return None;
+        }
+        i += 1;
+        d = num(&mut i, 2)?;
+    }
+    let date = NaiveDate::from_ymd_opt(y, m, d)?;
+    let mut time = NaiveTime::MIN;
+    let mut offset: Option<i64> = None;
+    if i < b.len() && (b[i] == b' ' || b[i] == b'T' || b[i] == b't') {
+        i += 1;
+        while i < b.len() && b[i] == b' ' {
+            i += 1;
+        }
+        let hh = num(&mut i, 2)?;
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i += 1;
+        let mm = num(&mut i, 2)?;
+        let mut ss = 0;
+        let mut micros = 0u32;
+        if b.get(i) == Some(&b':') {
+            i += 1;
+            ss = num(&mut i, 2)?;
+            if b.get(i) == Some(&b'.') || b.get(i) == Some(&b',') {
+                i += 1;
+                let start = i;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+                let frac = &s[start..i];
+                let mut digits: String = frac.chars().take(6).collect();
+                while digits.len() < 6 {
+                    digits.push('0');
+                }
+                micros = digits.parse().ok()?;
+            }
+        }
+        time = NaiveTime::from_hms_micro_opt(hh, mm, ss, micros)?;
+    }
+    while i < b.len() && b[i] == b' ' {
+        i += 1;
+    }
+    if i < b.len() {
+        match b[i] {
+            b'Z' | b'z' => {
+                offset = Some(0);
+                i += 1;
+            }
+            b'+' | b'-' => {
+                let sign = if b[i] == b'-' { -1 } else { 1 };
+                i += 1;
+                let hh = num(&mut i, 2)? as i64;
+                let mut mm = 0;
+                if b.get(i) == Some(&b':') {
+                    i += 1;
+                }
+                if i < b.len() {
+                    mm = num(&mut i, 2)? as i64;
+                }
+                offset = Some(sign * (hh * 3600 + mm * 60));
+            }
+            _ => return None,
+        }
+    }
+    if i != b.len() {
+        return None;
+    }
+    let n = date.and_time(time);
+    Some(match offset {
+        Some(off) => n.and_utc().timestamp_micros() - off * MICROS,
+        None => from_local(tz, n),
+    })
+}
+
+/// Parses a date (`toDateOrNull`): the date part of anything `parse_best_effort` reads,
+/// without moving it between zones.
+pub(crate) fn parse_date(s: &str) -> Option<NaiveDate> {
+    local(Tz::UTC, parse_best_effort(s, Tz::UTC)?).map(|n| n.date())
+}
+
+/// Adds months to a local time, clamping the day to the month's last (ClickHouse).
+pub(crate) fn add_months(n: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
+    let total = n.year() as i64 * 12 + n.month0() as i64 + months;
+    let y = total.div_euclid(12) as i32;
+    let m = total.rem_euclid(12) as u32 + 1;
+    let last = last_day(y, m)?;
+    let d = n.day().min(last);
+    Some(NaiveDate::from_ymd_opt(y, m, d)?.and_time(n.time()))
+}
+
+pub(crate) fn last_day(y: i32, m: u32) -> Option<u32> {
+    let first_next = if m == 12 {
+        NaiveDate::from_ymd_opt(y + 1, 1, 1)?
+    } else {
+        NaiveDate::from_ymd_opt(y, m + 1, 1)?
+    };
+    Some(first_next.pred_opt()?.day())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(m: Option<i64>, tz: Tz) -> String {
+        local(tz, m.unwrap()).unwrap().to_string()
+    }
+
+    #[test]
+    fn parses_common_forms() {
+        let ny: Tz = "America/New_York".parse().unwrap();
+        assert_eq!(
+            show(parse_best_effort("2024-01-02 03:04:05", ny), ny),
+            "2024-01-02 03:04:05"
+        );
+        assert_eq!(
+            parse_best_effort("2024-01-02T03:04:05Z", ny),
+            Some(1704164645 * MICROS)
+        );
+        assert_eq!(
+            parse_best_effort("2024-01-02T03:04:05.5+01:00", ny),
+            Some(1704164645 * MICROS - 3600 * MICROS + 500_000)
+        );
+        assert_eq!(
+            parse_best_effort("1704164645", ny),
+            Some(1704164645 * MICROS)
+        );
+        assert_eq!(
+            show(parse_best_effort("2024-1-5", ny), ny),
+            "2024-01-05 00:00:00"
+        );
+        assert_eq!(parse_best_effort("nope", ny), None);
+        assert_eq!(parse_best_effort("2024-02-30", ny), None);
+        // DST: ambiguous is the earlier instant, a gap is read with the later offset.
+        assert_eq!(
+            parse_best_effort("2024-11-03 01:30:00", ny),
+            Some(1730611800 * MICROS)
+        );
+        assert_eq!(
+            show(parse_best_effort("2024-03-10 02:30:00", ny), ny),
+            "2024-03-10 01:30:00"
+        );
+    }
+}

@@ -1,0 +1,427 @@
+//! URL functions with ClickHouse's lenient, non-decoding reading of URLs: the host needs a
+//! dot and no user info, `queryString` starts at the first `?` anywhere, URL parameters
+//! are read after the first `?` or `#`, values are not percent-decoded.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, AsArray, ListBuilder, StringArray, StringBuilder};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result;
+use datafusion::logical_expr::Expr;
+
+use super::strings::list_of_strings;
+use super::udf::{Nulls, call};
+use super::{FnContext, FunctionError};
+
+fn scheme(u: &str) -> Option<&str> {
+    let i = u.find(':')?;
+    let s = &u[..i];
+    let mut chars = s.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(s)
+}
+
+/// Where the part after the scheme starts, and whether it has an authority (`//`).
+fn after_scheme(u: &str) -> (usize, bool) {
+    if u.starts_with("//") {
+        return (2, true);
+    }
+    match scheme(u) {
+        Some(s) if u[s.len()..].starts_with("://") => (s.len() + 3, true),
+        Some(s) => (s.len() + 1, false),
+        None => (0, true),
+    }
+}
+
+pub(crate) fn protocol(u: &str) -> &str {
+    scheme(u).unwrap_or("")
+}
+
+pub(crate) fn domain(u: &str) -> &str {
+    let (start, authority) = after_scheme(u);
+    if !authority {
+        return "";
+    }
+    let rest = &u[start..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host_port = &rest[..end];
+    let host = match host_port.rfind(':') {
+        Some(i) if host_port[i + 1..].bytes().all(|b| b.is_ascii_digit()) => &host_port[..i],
+        _ => host_port,
+    };
+    let valid = !host.is_empty()
+        && host.contains('.')
+        && !host.ends_with('.')
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_') || b >= 0x80);
+    if valid { host } else { "" }
+}
+
+fn path_start(u: &str) -> Option<usize> {
+    let (start, authority) = after_scheme(u);
+    let rest = &u[start..];
+    if authority {
+        let stop = rest.find(['?', '#']).unwrap_or(rest.len());
+        rest[..stop].find('/').map(|i| start + i)
+    } else {
+        None
+    }
+}
+
+pub(crate) fn path(u: &str) -> &str {
+    match path_start(u) {
+        Some(s) => {
+            let rest = &u[s..];
+            &rest[..rest.find(['?', '#']).unwrap_or(rest.len())]
+        }
+        None => "",
+    }
+}
+
+pub(crate) fn path_full(u: &str) -> &str {
+    path_start(u).map(|s| &u[s..]).unwrap_or("")
+}
+
+pub(crate) fn query_string(u: &str) -> &str {
+    match u.find('?') {
+        Some(q) => {
+            let rest = &u[q + 1..];
+            &rest[..rest.find('#').unwrap_or(rest.len())]
+        }
+        None => "",
+    }
+}
+
+pub(crate) fn fragment(u: &str) -> &str {
+    u.find('#').map(|i| &u[i + 1..]).unwrap_or("")
+}
+
+/// `name=value` pairs after the first `?` or `#` (pairs without `=` are skipped).
+fn parameters(u: &str) -> Vec<&str> {
+    match u.find(['?', '#']) {
+        Some(i) => u[i + 1..]
+            .split(['&', '#', '?'])
+            .filter(|p| p.contains('='))
+            .collect(),
+        None => vec![],
+    }
+}
+
+pub(crate) fn parameter<'a>(u: &'a str, name: &str) -> &'a str {
+    parameters(u)
+        .into_iter()
+        .find_map(|p| {
+            let (k, v) = p.split_once('=')?;
+            (k == name).then_some(v)
+        })
+        .unwrap_or("")
+}
+
+pub(crate) fn cut_query_string(u: &str) -> String {
+    match u.find('?') {
+        Some(q) => {
+            let end = u[q..].find('#').map(|i| q + i).unwrap_or(u.len());
+            format!("{}{}", &u[..q], &u[end..])
+        }
+        None => u.to_string(),
+    }
+}
+
+fn str_kernel(name: &str, args: Vec<Expr>, f: fn(&[&str]) -> String) -> Expr {
+    let k = Arc::new(move |a: &[ArrayRef], n: usize| -> Result<ArrayRef> {
+        let cols = a
+            .iter()
+            .map(|c| cast(c, &DataType::Utf8))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
+        let v: StringArray = (0..n)
+            .map(|r| {
+                if cols.iter().any(|c| c.is_null(r)) {
+                    return None;
+                }
+                let row: Vec<&str> = cols.iter().map(|c| c.value(r)).collect();
+                Some(f(&row))
+            })
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+}
+
+use datafusion::arrow::array::Array as _;
+
+pub(super) fn translate(
+    name: &str,
+    args: Vec<Expr>,
+    _ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    Ok(match name {
+        "protocol" => str_kernel(name, args, |v| protocol(v[0]).to_string()),
+        "domain" => str_kernel(name, args, |v| domain(v[0]).to_string()),
+        "domainWithoutWWW" => str_kernel(name, args, |v| {
+            let d = domain(v[0]);
+            d.strip_prefix("www.").unwrap_or(d).to_string()
+        }),
+        "topLevelDomain" => str_kernel(name, args, |v| {
+            let d = domain(v[0]);
+            match d.rfind('.') {
+                Some(i) if !d[i + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+                    d[i + 1..].to_string()
+                }
+                _ => String::new(),
+            }
+        }),
+        "path" => str_kernel(name, args, |v| path(v[0]).to_string()),
+        "pathFull" => str_kernel(name, args, |v| path_full(v[0]).to_string()),
+        "queryString" => str_kernel(name, args, |v| query_string(v[0]).to_string()),
+        "fragment" => str_kernel(name, args, |v| fragment(v[0]).to_string()),
+        "extractURLParameter" => str_kernel(name, args, |v| parameter(v[0], v[1]).to_string()),
+        "cutQueryString" => str_kernel(name, args, |v| cut_query_string(v[0])),
+        "extractURLParameters" => {
+            let k = Arc::new(|a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                let mut b = ListBuilder::new(StringBuilder::new());
+                for u in s.as_string::<i32>().iter() {
+                    match u {
+                        Some(u) => {
+                            for p in parameters(u) {
+                                b.values().append_value(p);
+                            }
+                            b.append(true);
+                        }
+                        None => b.append(false),
+                    }
+                }
+                Ok(Arc::new(b.finish()) as ArrayRef)
+            });
+            call(name, "", list_of_strings(), Nulls::FromArgs, args, k)
+        }
+        _ => return Err(FunctionError::Unknown(name.to_string())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+
+    /// (url, protocol, domain, domainWithoutWWW, topLevelDomain, path, pathFull, queryString,
+    /// fragment, extractURLParameter(u, 'x'), extractURLParameters, cutQueryString) from
+    /// ClickHouse.
+    const CASES: &[[&str; 12]] = &[
+        [
+            "https://www.Example.com:8080/a/b?x=1&y=2&x=3#frag",
+            "https",
+            "www.Example.com",
+            "Example.com",
+            "com",
+            "/a/b",
+            "/a/b?x=1&y=2&x=3#frag",
+            "x=1&y=2&x=3",
+            "frag",
+            "1",
+            "[x=1, y=2, x=3]",
+            "https://www.Example.com:8080/a/b#frag",
+        ],
+        [
+            "example.com/path?q",
+            "",
+            "example.com",
+            "example.com",
+            "com",
+            "/path",
+            "/path?q",
+            "q",
+            "",
+            "",
+            "[]",
+            "example.com/path",
+        ],
+        [
+            "//cdn.example.co.uk/x",
+            "",
+            "cdn.example.co.uk",
+            "cdn.example.co.uk",
+            "uk",
+            "/x",
+            "/x",
+            "",
+            "",
+            "",
+            "[]",
+            "//cdn.example.co.uk/x",
+        ],
+        [
+            "http://user:pw@host.io",
+            "http",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "[]",
+            "http://user:pw@host.io",
+        ],
+        [
+            "mailto:someone@x.com",
+            "mailto",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "[]",
+            "mailto:someone@x.com",
+        ],
+        ["", "", "", "", "", "", "", "", "", "", "[]", ""],
+        [
+            "not a url",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "[]",
+            "not a url",
+        ],
+        [
+            "https://example.com/p#h?x=1",
+            "https",
+            "example.com",
+            "example.com",
+            "com",
+            "/p",
+            "/p#h?x=1",
+            "x=1",
+            "h?x=1",
+            "1",
+            "[x=1]",
+            "https://example.com/p#h",
+        ],
+        [
+            "https://a.b.c.d.example.com./",
+            "https",
+            "",
+            "",
+            "",
+            "/",
+            "/",
+            "",
+            "",
+            "",
+            "[]",
+            "https://a.b.c.d.example.com./",
+        ],
+        [
+            "https://x.com/?a=1#x=2",
+            "https",
+            "x.com",
+            "x.com",
+            "com",
+            "/",
+            "/?a=1#x=2",
+            "a=1",
+            "x=2",
+            "2",
+            "[a=1, x=2]",
+            "https://x.com/#x=2",
+        ],
+        [
+            "http://localhost:3000/x",
+            "http",
+            "",
+            "",
+            "",
+            "/x",
+            "/x",
+            "",
+            "",
+            "",
+            "[]",
+            "http://localhost:3000/x",
+        ],
+        [
+            "https://192.168.0.1/",
+            "https",
+            "192.168.0.1",
+            "192.168.0.1",
+            "",
+            "/",
+            "/",
+            "",
+            "",
+            "",
+            "[]",
+            "https://192.168.0.1/",
+        ],
+        [
+            "https://x.com/?a=1&a=2&b=&=c&d",
+            "https",
+            "x.com",
+            "x.com",
+            "com",
+            "/",
+            "/?a=1&a=2&b=&=c&d",
+            "a=1&a=2&b=&=c&d",
+            "",
+            "",
+            "[a=1, a=2, b=, =c]",
+            "https://x.com/",
+        ],
+        [
+            "HTTPS://WWW.X.COM",
+            "HTTPS",
+            "WWW.X.COM",
+            "WWW.X.COM",
+            "COM",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "[]",
+            "HTTPS://WWW.X.COM",
+        ],
+    ];
+
+    #[test]
+    fn urls_like_clickhouse() {
+        let fns = [
+            "protocol",
+            "domain",
+            "domainWithoutWWW",
+            "topLevelDomain",
+            "path",
+            "pathFull",
+            "queryString",
+            "fragment",
+            "extractURLParameter",
+            "extractURLParameters",
+            "cutQueryString",
+        ];
+        for case in CASES {
+            let mut cases = vec![];
+            for (k, f) in fns.iter().enumerate() {
+                let mut args = vec![s(case[0])];
+                if *f == "extractURLParameter" {
+                    args.push(s("x"));
+                }
+                cases.push((call(f, args), case[k + 1]));
+            }
+            check(cases);
+        }
+    }
+}
