@@ -179,17 +179,35 @@ impl Table {
         self.run(1, |b| b.project(aliased).unwrap())
     }
 
-    /// Window expressions: `exprs` are completed with `over` and projected next to row order.
+    /// Window expressions (already completed with [`over`]): the window nodes go into a
+    /// Window plan, the expressions around them into a projection; rows keep input order.
     pub fn window(&self, exprs: Vec<Expr>) -> Vec<Out> {
-        let aliased: Vec<Expr> = exprs
+        use datafusion::common::Column;
+        use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+        let nodes = datafusion::logical_expr::utils::find_window_exprs(exprs.iter());
+        let projected: Vec<Expr> = exprs
             .into_iter()
             .enumerate()
-            .map(|(i, e)| e.alias(format!("c{i}")))
+            .map(|(i, e)| {
+                e.transform_down(|n| {
+                    Ok(match n {
+                        Expr::WindowFunction(_) => {
+                            let name = n.schema_name().to_string();
+                            Transformed::new(
+                                Expr::Column(Column::from_name(name)),
+                                true,
+                                TreeNodeRecursion::Jump,
+                            )
+                        }
+                        other => Transformed::no(other),
+                    })
+                })
+                .unwrap()
+                .data
+                .alias(format!("c{i}"))
+            })
             .collect();
-        let names: Vec<Expr> = (0..aliased.len())
-            .map(|i| datafusion::prelude::col(format!("c{i}")))
-            .collect();
-        self.run(1, |b| b.window(aliased).unwrap().project(names).unwrap())
+        self.run(1, |b| b.window(nodes).unwrap().project(projected).unwrap())
     }
 }
 
@@ -200,31 +218,41 @@ pub fn over(
     order_by: Vec<datafusion::logical_expr::SortExpr>,
     frame: Option<datafusion::logical_expr::WindowFrame>,
 ) -> Expr {
+    use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
     use datafusion::logical_expr::expr::{AggregateFunction, WindowFunction};
     use datafusion::logical_expr::{WindowFrame, WindowFunctionDefinition};
     let has_order = !order_by.is_empty();
     let frame =
         frame.unwrap_or_else(|| WindowFrame::new(if has_order { Some(false) } else { None }));
-    match e {
-        Expr::WindowFunction(mut w) => {
-            w.params.partition_by = partition_by;
-            w.params.order_by = order_by;
-            w.params.window_frame = frame;
-            Expr::WindowFunction(w)
-        }
-        Expr::AggregateFunction(AggregateFunction { func, params }) => {
-            let mut w =
-                WindowFunction::new(WindowFunctionDefinition::AggregateUDF(func), params.args);
-            w.params.partition_by = partition_by;
-            w.params.order_by = order_by;
-            w.params.window_frame = frame;
-            w.params.filter = params.filter;
-            w.params.null_treatment = params.null_treatment;
-            w.params.distinct = params.distinct;
-            Expr::WindowFunction(Box::new(w))
-        }
-        other => panic!("not a window/aggregate node: {other}"),
-    }
+    let fill = |w: &mut WindowFunction| {
+        w.params.partition_by = partition_by.clone();
+        w.params.order_by = order_by.clone();
+        w.params.window_frame = frame.clone();
+    };
+    e.transform_down(|n| {
+        Ok(match n {
+            Expr::WindowFunction(mut w) => {
+                fill(&mut w);
+                Transformed::new(Expr::WindowFunction(w), true, TreeNodeRecursion::Jump)
+            }
+            Expr::AggregateFunction(AggregateFunction { func, params }) => {
+                let mut w =
+                    WindowFunction::new(WindowFunctionDefinition::AggregateUDF(func), params.args);
+                fill(&mut w);
+                w.params.filter = params.filter;
+                w.params.null_treatment = params.null_treatment;
+                w.params.distinct = params.distinct;
+                Transformed::new(
+                    Expr::WindowFunction(Box::new(w)),
+                    true,
+                    TreeNodeRecursion::Jump,
+                )
+            }
+            other => Transformed::no(other),
+        })
+    })
+    .unwrap()
+    .data
 }
 
 /// What the planner does with aggregates: the AggregateFunction nodes go into an Aggregate,
