@@ -252,7 +252,7 @@ pub(super) fn translate(
 }
 
 /// ClickHouse's sum type: signed integers sum as Int64, unsigned as UInt64, floats as Float64.
-fn sum_type(t: &DataType) -> DataType {
+pub(super) fn sum_type(t: &DataType) -> DataType {
     match t {
         DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => DataType::Int64,
         DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
