@@ -1,0 +1,875 @@
+//! Array functions (1-based indexes, 0 = not found, negative indexes count from the end).
+//!
+//! Predicates (`has`, `hasAny`, `hasAll`, `empty`, `notEmpty`) return Boolean where
+//! ClickHouse returns UInt8, so they can stand in WHERE like comparisons do. Array element
+//! fields are nullable (DataFusion's convention), where ClickHouse has `Array(T)`.
+
+use super::super::FnContext;
+use super::{FunctionError, default_value, lit, type_of};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, ListArray, Scalar, StringArray, UInt32Array,
+    UInt64Array, new_empty_array,
+};
+use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::compute::{SortOptions, cast, sort_to_indices, take};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::functions_nested as fnn;
+use datafusion::logical_expr::type_coercion::binary::comparison_coercion;
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Op {
+    Has,
+    HasAny,
+    HasAll,
+    IndexOf,
+    Element,
+    Empty,
+    NotEmpty,
+    Slice,
+    StringConcat,
+    Compact,
+    Distinct,
+    Enumerate,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Sort { desc: bool },
+}
+
+/// One of our array functions; the result type is fixed at translation (arguments are cast
+/// there to the types `invoke` expects).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct ArrayUdf {
+    op: Op,
+    name: &'static str,
+    ret: DataType,
+    signature: Signature,
+}
+
+pub(super) fn call(op: Op, name: &'static str, ret: DataType, args: Vec<Expr>) -> Expr {
+    let udf = ArrayUdf {
+        op,
+        name,
+        ret,
+        signature: Signature::variadic_any(Volatility::Immutable),
+    };
+    ScalarUDF::from(udf).call(args)
+}
+
+fn item(t: &DataType) -> Option<&FieldRef> {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => Some(f),
+        _ => None,
+    }
+}
+
+fn list_of(t: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(t, true)))
+}
+
+fn need_list(name: &str, t: &DataType) -> Result<DataType, FunctionError> {
+    item(t).map(|f| f.data_type().clone()).ok_or_else(|| {
+        FunctionError::Invalid(format!(
+            "Function `{name}` needs an array argument, got {t}"
+        ))
+    })
+}
+
+fn cast_to(e: Expr, from: &DataType, to: &DataType) -> Expr {
+    if from == to {
+        e
+    } else {
+        datafusion::logical_expr::cast(e, to.clone())
+    }
+}
+
+/// Casts (array, value) or (array, array) to one element type, as ClickHouse compares
+/// by value (`has([1, 2], 1.5)` is false, not a truncated match).
+fn common(
+    name: &str,
+    list: Expr,
+    other: Expr,
+    other_is_list: bool,
+    ctx: &FnContext<'_>,
+) -> Result<(Expr, Expr), FunctionError> {
+    let lt = type_of(&list, ctx)?;
+    let ot = type_of(&other, ctx)?;
+    let le = need_list(name, &lt)?;
+    let oe = if other_is_list {
+        need_list(name, &ot)?
+    } else {
+        ot.clone()
+    };
+    let c = if le == oe {
+        le.clone()
+    } else if le == DataType::Null {
+        oe.clone()
+    } else if oe == DataType::Null {
+        le.clone()
+    } else {
+        comparison_coercion(&le, &oe).ok_or_else(|| {
+            FunctionError::Invalid(format!(
+                "Function `{name}`: cannot compare elements of type {le} with {oe}"
+            ))
+        })?
+    };
+    let list = cast_to(list, &lt, &list_of(c.clone()));
+    let other = if other_is_list {
+        cast_to(other, &ot, &list_of(c))
+    } else {
+        cast_to(other, &ot, &c)
+    };
+    Ok((list, other))
+}
+
+pub(super) fn translate(
+    name: &str,
+    args: Vec<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let mut args = args;
+    let name_static = super::ENTRIES
+        .iter()
+        .find(|e| e.name == name)
+        .map(|e| e.name)
+        .unwrap_or("array");
+    let t0 = match args.first() {
+        Some(a) => type_of(a, ctx)?,
+        None => DataType::Null,
+    };
+    let simple = |op: Op, ret: DataType, args: Vec<Expr>| Ok(call(op, name_static, ret, args));
+    match name {
+        "array" => Ok(fnn::make_array::make_array_udf().call(args)),
+        "range" => Ok(fnn::range::range_udf().call(args)),
+        "arrayConcat" => Ok(fnn::concat::array_concat_udf().call(args)),
+        "arrayPushBack" => Ok(fnn::concat::array_append_udf().call(args)),
+        "arrayPushFront" => {
+            // DataFusion's array_prepend takes (element, array)
+            args.swap(0, 1);
+            Ok(fnn::concat::array_prepend_udf().call(args))
+        }
+        "arrayReverse" => {
+            need_list(name, &t0)?;
+            Ok(fnn::reverse::array_reverse_udf().call(args))
+        }
+        "has" | "indexOf" => {
+            let x = args.pop().expect("arity");
+            let a = args.pop().expect("arity");
+            let (a, x) = common(name, a, x, false, ctx)?;
+            let (op, ret) = if name == "has" {
+                (Op::Has, DataType::Boolean)
+            } else {
+                (Op::IndexOf, DataType::UInt64)
+            };
+            simple(op, ret, vec![a, x])
+        }
+        "hasAny" | "hasAll" => {
+            let b = args.pop().expect("arity");
+            let a = args.pop().expect("arity");
+            let (a, b) = common(name, a, b, true, ctx)?;
+            let op = if name == "hasAny" {
+                Op::HasAny
+            } else {
+                Op::HasAll
+            };
+            simple(op, DataType::Boolean, vec![a, b])
+        }
+        "arrayElement" => {
+            let i = args.pop().expect("arity");
+            let a = args.pop().expect("arity");
+            let el = need_list(name, &t0)?;
+            let it = type_of(&i, ctx)?;
+            if !it.is_integer() {
+                return Err(FunctionError::Invalid(format!(
+                    "Array index of `{name}` must be an integer, got {it}"
+                )));
+            }
+            let default = lit(default_value(&el));
+            simple(
+                Op::Element,
+                el,
+                vec![a, cast_to(i, &it, &DataType::Int64), default],
+            )
+        }
+        "empty" | "notEmpty" => {
+            let a = args.pop().expect("arity");
+            let a = match &t0 {
+                DataType::Utf8 => a,
+                DataType::LargeUtf8 | DataType::Utf8View => cast_to(a, &t0, &DataType::Utf8),
+                t if item(t).is_some() => a,
+                DataType::Null => cast_to(a, &t0, &DataType::Utf8),
+                t => {
+                    return Err(FunctionError::Invalid(format!(
+                        "Function `{name}` needs a String or an array, got {t}"
+                    )));
+                }
+            };
+            let op = if name == "empty" {
+                Op::Empty
+            } else {
+                Op::NotEmpty
+            };
+            simple(op, DataType::Boolean, vec![a])
+        }
+        "arraySlice" => {
+            need_list(name, &t0)?;
+            let mut out = vec![args.remove(0)];
+            for a in args {
+                let t = type_of(&a, ctx)?;
+                out.push(cast_to(a, &t, &DataType::Int64));
+            }
+            simple(Op::Slice, t0.clone(), out)
+        }
+        "arrayStringConcat" => {
+            let el = need_list(name, &t0)?;
+            let a = args.remove(0);
+            let a = cast_to(a, &t0, &list_of(DataType::Utf8));
+            let _ = el;
+            let sep = match args.pop() {
+                Some(s) => {
+                    let st = type_of(&s, ctx)?;
+                    cast_to(s, &st, &DataType::Utf8)
+                }
+                None => lit(ScalarValue::Utf8(Some(String::new()))),
+            };
+            simple(Op::StringConcat, DataType::Utf8, vec![a, sep])
+        }
+        "arrayCompact" | "arrayDistinct" | "arraySort" | "arrayReverseSort" => {
+            need_list(name, &t0)?;
+            let op = match name {
+                "arrayCompact" => Op::Compact,
+                "arrayDistinct" => Op::Distinct,
+                "arraySort" => Op::Sort { desc: false },
+                _ => Op::Sort { desc: true },
+            };
+            simple(op, t0.clone(), args)
+        }
+        "arrayEnumerate" => {
+            need_list(name, &t0)?;
+            simple(Op::Enumerate, list_of(DataType::UInt32), args)
+        }
+        "arraySum" | "arrayAvg" | "arrayMin" | "arrayMax" => {
+            let el = need_list(name, &t0)?;
+            let (op, target) = match name {
+                "arraySum" => (Op::Sum, super::aggs::sum_type(&el)),
+                "arrayAvg" => (Op::Avg, DataType::Float64),
+                "arrayMin" => (Op::Min, el.clone()),
+                _ => (Op::Max, el.clone()),
+            };
+            let target = if el == DataType::Boolean && matches!(op, Op::Min | Op::Max) {
+                DataType::UInt8
+            } else {
+                target
+            };
+            if matches!(op, Op::Sum | Op::Avg) && !(el.is_numeric() || el == DataType::Boolean) {
+                return Err(FunctionError::Invalid(format!(
+                    "`{name}` cannot be performed on type {el}"
+                )));
+            }
+            let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
+            let ret = if op == Op::Avg {
+                DataType::Float64
+            } else {
+                target.clone()
+            };
+            simple(op, ret.clone(), vec![a, lit(default_value(&ret))])
+        }
+        _ => Err(FunctionError::Unknown(name.to_string())),
+    }
+}
+
+impl ScalarUDFImpl for ArrayUdf {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(self.ret.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<Result<Vec<_>>>()?;
+        let out = eval(self.op, &arrays, &self.ret)?;
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+fn as_list(a: &ArrayRef) -> Result<ListArray> {
+    match a.data_type() {
+        DataType::List(_) => Ok(a.as_list::<i32>().clone()),
+        DataType::Null => Ok(ListArray::new_null(
+            Arc::new(Field::new_list_field(DataType::Null, true)),
+            a.len(),
+        )),
+        t => {
+            let f = item(t).cloned().ok_or_else(|| {
+                datafusion::error::DataFusionError::Execution(format!("expected an array, got {t}"))
+            })?;
+            Ok(cast(a, &DataType::List(f))?.as_list::<i32>().clone())
+        }
+    }
+}
+
+/// Rows of a list: (is valid, first value index, end value index).
+fn spans(l: &ListArray) -> impl Iterator<Item = (bool, usize, usize)> + '_ {
+    let offs = l.value_offsets();
+    (0..l.len()).map(move |i| (l.is_valid(i), offs[i] as usize, offs[i + 1] as usize))
+}
+
+/// Builds a list from per-row picks of `l`'s values (absolute indexes), keeping row nulls.
+fn rebuild(l: &ListArray, picks: Vec<Vec<u32>>) -> Result<ArrayRef> {
+    let lens: Vec<usize> = picks.iter().map(|p| p.len()).collect();
+    let idx = UInt32Array::from(picks.into_iter().flatten().collect::<Vec<_>>());
+    let values = take(l.values().as_ref(), &idx, None)?;
+    let field = match l.data_type() {
+        DataType::List(f) => f.clone(),
+        _ => unreachable!(),
+    };
+    Ok(Arc::new(ListArray::try_new(
+        field,
+        OffsetBuffer::from_lengths(lens),
+        values,
+        l.nulls().cloned(),
+    )?))
+}
+
+fn rows_of(values: &ArrayRef) -> Result<datafusion::arrow::row::Rows> {
+    let conv = RowConverter::new(vec![SortField::new(values.data_type().clone())])?;
+    Ok(conv.convert_columns(std::slice::from_ref(values))?)
+}
+
+fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
+    match op {
+        Op::Has | Op::IndexOf => {
+            let l = as_list(&a[0])?;
+            let conv = RowConverter::new(vec![SortField::new(l.values().data_type().clone())])?;
+            let vr = conv.convert_columns(std::slice::from_ref(l.values()))?;
+            let nr = conv.convert_columns(std::slice::from_ref(&a[1]))?;
+            let found: Vec<Option<u64>> = spans(&l)
+                .enumerate()
+                .map(|(i, (ok, s, e))| {
+                    ok.then(|| {
+                        (s..e)
+                            .position(|j| vr.row(j) == nr.row(i))
+                            .map_or(0, |p| p as u64 + 1)
+                    })
+                })
+                .collect();
+            if op == Op::Has {
+                Ok(Arc::new(
+                    found
+                        .into_iter()
+                        .map(|f| f.map(|p| p > 0))
+                        .collect::<BooleanArray>(),
+                ))
+            } else {
+                Ok(Arc::new(UInt64Array::from(found)))
+            }
+        }
+        Op::HasAny | Op::HasAll => {
+            let l = as_list(&a[0])?;
+            let r = as_list(&a[1])?;
+            let conv = RowConverter::new(vec![SortField::new(l.values().data_type().clone())])?;
+            let lr = conv.convert_columns(std::slice::from_ref(l.values()))?;
+            let rr = conv.convert_columns(std::slice::from_ref(r.values()))?;
+            let out: BooleanArray = spans(&l)
+                .zip(spans(&r))
+                .map(|((lok, ls, le), (rok, rs, re))| {
+                    (lok && rok).then(|| {
+                        let set: std::collections::HashSet<_> =
+                            (ls..le).map(|j| lr.row(j)).collect();
+                        let mut it = (rs..re).map(|j| set.contains(&rr.row(j)));
+                        if op == Op::HasAny {
+                            it.any(|b| b)
+                        } else {
+                            it.all(|b| b)
+                        }
+                    })
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
+        Op::Element => {
+            let l = as_list(&a[0])?;
+            let ix = a[1].as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+            let mut take_idx: Vec<Option<u32>> = Vec::with_capacity(l.len());
+            let mut oor: Vec<bool> = Vec::with_capacity(l.len());
+            for (i, (ok, s, e)) in spans(&l).enumerate() {
+                let len = (e - s) as i64;
+                let pos = if !ok || ix.is_null(i) {
+                    None
+                } else {
+                    let k = ix.value(i);
+                    if k > 0 && k <= len {
+                        Some(s as i64 + k - 1)
+                    } else if k < 0 && -k <= len {
+                        Some(e as i64 + k)
+                    } else {
+                        oor.push(true);
+                        take_idx.push(None);
+                        continue;
+                    }
+                };
+                oor.push(false);
+                take_idx.push(pos.map(|p| p as u32));
+            }
+            let taken = take(l.values().as_ref(), &UInt32Array::from(take_idx), None)?;
+            let taken = if taken.data_type() != ret {
+                cast(&taken, ret)?
+            } else {
+                taken
+            };
+            if !oor.iter().any(|b| *b) {
+                return Ok(taken);
+            }
+            let default = a[2].slice(0, 1);
+            let mask = BooleanArray::from(oor);
+            Ok(datafusion::arrow::compute::kernels::zip::zip(
+                &mask,
+                &Scalar::new(default),
+                &taken,
+            )?)
+        }
+        Op::Empty | Op::NotEmpty => {
+            let want_empty = op == Op::Empty;
+            let out: BooleanArray = if let Some(s) = a[0].as_string_opt::<i32>() {
+                s.iter()
+                    .map(|v| v.map(|v| v.is_empty() == want_empty))
+                    .collect()
+            } else {
+                let l = as_list(&a[0])?;
+                spans(&l)
+                    .map(|(ok, s, e)| ok.then_some((s == e) == want_empty))
+                    .collect()
+            };
+            Ok(Arc::new(out))
+        }
+        Op::Slice => {
+            let l = as_list(&a[0])?;
+            let off = a[1].as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+            let len = a
+                .get(2)
+                .map(|x| x.as_primitive::<datafusion::arrow::datatypes::Int64Type>());
+            let picks = spans(&l)
+                .enumerate()
+                .map(|(i, (_, s, e))| {
+                    let n = (e - s) as i64;
+                    if off.is_null(i) || len.is_some_and(|x| x.is_null(i)) {
+                        return vec![];
+                    }
+                    let o = off.value(i);
+                    let start = match o {
+                        0 => return vec![],
+                        o if o > 0 => o - 1,
+                        o => n + o,
+                    };
+                    let end = match len.map(|x| x.value(i)) {
+                        None => n,
+                        Some(k) if k >= 0 => start.saturating_add(k),
+                        Some(k) => n + k,
+                    };
+                    let (lo, hi) = (start.max(0), end.min(n));
+                    (lo..hi.max(lo)).map(|j| (s as i64 + j) as u32).collect()
+                })
+                .collect();
+            rebuild(&l, picks)
+        }
+        Op::StringConcat => {
+            let l = as_list(&a[0])?;
+            let vals = l.values().as_string::<i32>().clone();
+            let sep = a[1].as_string::<i32>();
+            let out: StringArray = spans(&l)
+                .enumerate()
+                .map(|(i, (ok, s, e))| {
+                    ok.then(|| {
+                        let sep = if sep.is_valid(i) { sep.value(i) } else { "" };
+                        (s..e)
+                            .filter(|j| vals.is_valid(*j))
+                            .map(|j| vals.value(j))
+                            .collect::<Vec<_>>()
+                            .join(sep)
+                    })
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
+        Op::Compact | Op::Distinct => {
+            let l = as_list(&a[0])?;
+            let rows = rows_of(l.values())?;
+            let vals = l.values();
+            let picks = spans(&l)
+                .map(|(_, s, e)| {
+                    let mut out = vec![];
+                    if op == Op::Compact {
+                        for j in s..e {
+                            if j == s || rows.row(j) != rows.row(j - 1) {
+                                out.push(j as u32);
+                            }
+                        }
+                    } else {
+                        let mut seen = std::collections::HashSet::new();
+                        for j in s..e {
+                            if vals.is_valid(j) && seen.insert(rows.row(j)) {
+                                out.push(j as u32);
+                            }
+                        }
+                    }
+                    out
+                })
+                .collect();
+            rebuild(&l, picks)
+        }
+        Op::Sort { desc } => {
+            let l = as_list(&a[0])?;
+            sort_by_keys(&l, l.values(), desc)
+        }
+        Op::Enumerate => {
+            let l = as_list(&a[0])?;
+            let lens: Vec<usize> = spans(&l).map(|(_, s, e)| e - s).collect();
+            let values = UInt32Array::from(
+                lens.iter()
+                    .flat_map(|n| 1..=(*n as u32))
+                    .collect::<Vec<_>>(),
+            );
+            Ok(Arc::new(ListArray::try_new(
+                Arc::new(Field::new_list_field(DataType::UInt32, true)),
+                OffsetBuffer::from_lengths(lens),
+                Arc::new(values),
+                l.nulls().cloned(),
+            )?))
+        }
+        Op::Sum | Op::Avg | Op::Min | Op::Max => reduce(op, a, ret),
+    }
+}
+
+/// Sorts each row of `l` by `keys` (aligned with `l`'s values), NULLs last in both directions
+/// (as ClickHouse).
+pub(super) fn sort_by_keys(l: &ListArray, keys: &ArrayRef, desc: bool) -> Result<ArrayRef> {
+    let opts = SortOptions {
+        descending: desc,
+        nulls_first: false,
+    };
+    let picks = spans(l)
+        .map(|(_, s, e)| {
+            if e - s < 2 {
+                return Ok((s as u32..e as u32).collect());
+            }
+            let slice = keys.slice(s, e - s);
+            let idx = sort_to_indices(&slice, Some(opts), None)?;
+            Ok(idx.values().iter().map(|i| i + s as u32).collect())
+        })
+        .collect::<Result<Vec<Vec<u32>>>>()?;
+    rebuild(l, picks)
+}
+
+/// arraySum / arrayAvg / arrayMin / arrayMax, NULL elements skipped; an empty array gives 0
+/// (ClickHouse's answer, also for arrayAvg) or the type's default for arrayMin/arrayMax.
+fn reduce(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
+    let l = as_list(&a[0])?;
+    let vals = l.values();
+    let default = ScalarValue::try_from_array(&a[1], 0)?;
+    let mut out: Vec<ScalarValue> = Vec::with_capacity(l.len());
+    match op {
+        Op::Min | Op::Max => {
+            let cmp = datafusion::arrow::array::make_comparator(
+                vals.as_ref(),
+                vals.as_ref(),
+                SortOptions::default(),
+            )?;
+            let wanted = if op == Op::Min {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Greater
+            };
+            for (ok, s, e) in spans(&l) {
+                if !ok {
+                    out.push(ScalarValue::try_from(ret)?);
+                    continue;
+                }
+                let mut best: Option<usize> = None;
+                for j in s..e {
+                    if vals.is_valid(j) && best.is_none_or(|b| cmp(j, b) == wanted) {
+                        best = Some(j);
+                    }
+                }
+                out.push(match best {
+                    Some(b) => ScalarValue::try_from_array(vals, b)?,
+                    None => default.clone(),
+                });
+            }
+        }
+        _ => {
+            let f = cast(vals, &DataType::Float64)?;
+            let f = f.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+            let ints = match ret {
+                DataType::Int64 => Some(cast(vals, &DataType::Int64)?),
+                DataType::UInt64 => Some(cast(vals, &DataType::UInt64)?),
+                _ => None,
+            };
+            for (ok, s, e) in spans(&l) {
+                if !ok {
+                    out.push(ScalarValue::try_from(ret)?);
+                    continue;
+                }
+                let valid = (s..e).filter(|j| vals.is_valid(*j));
+                let v = match (&ints, op) {
+                    (Some(iv), Op::Sum) if *ret == DataType::Int64 => {
+                        let iv = iv.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+                        ScalarValue::Int64(Some(
+                            valid.map(|j| iv.value(j)).fold(0i64, i64::wrapping_add),
+                        ))
+                    }
+                    (Some(iv), Op::Sum) => {
+                        let iv = iv.as_primitive::<datafusion::arrow::datatypes::UInt64Type>();
+                        ScalarValue::UInt64(Some(
+                            valid.map(|j| iv.value(j)).fold(0u64, u64::wrapping_add),
+                        ))
+                    }
+                    (_, Op::Sum) => ScalarValue::Float64(Some(valid.map(|j| f.value(j)).sum())),
+                    _ => {
+                        let (n, sum) =
+                            valid.fold((0usize, 0.0), |(n, acc), j| (n + 1, acc + f.value(j)));
+                        ScalarValue::Float64(Some(if n == 0 { 0.0 } else { sum / n as f64 }))
+                    }
+                };
+                out.push(v);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Ok(new_empty_array(ret));
+    }
+    let arr = ScalarValue::iter_to_array(out)?;
+    if arr.data_type() != ret {
+        return Ok(cast(&arr, ret)?);
+    }
+    Ok(arr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{Table, col, lit};
+    use datafusion::arrow::array::Int64Builder;
+    use datafusion::arrow::array::{ArrayRef, ListBuilder, StringArray, StringBuilder};
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::common::ScalarValue;
+    use datafusion::logical_expr::Expr;
+    use std::sync::Arc;
+
+    /// a: [1,2,3,2] | [] | NULL | [3,NULL,1]; s: [a,b] | [] | [x] | NULL; str: a | '' | NULL | b
+    pub(crate) fn table() -> Table {
+        let mut a = ListBuilder::new(Int64Builder::new());
+        a.append_value([Some(1), Some(2), Some(3), Some(2)]);
+        a.append_value([]);
+        a.append_null();
+        a.append_value([Some(3), None, Some(1)]);
+        let mut s = ListBuilder::new(StringBuilder::new());
+        s.append_value([Some("a"), Some("b")]);
+        s.append_value(Vec::<Option<&str>>::new());
+        s.append_value([Some("x")]);
+        s.append_null();
+        let st: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("a"),
+            Some(""),
+            None,
+            Some("b"),
+        ]));
+        Table::new(vec![
+            ("a", Arc::new(a.finish()) as ArrayRef, true),
+            ("s", Arc::new(s.finish()) as ArrayRef, true),
+            ("str", st, true),
+        ])
+    }
+
+    fn arr(t: &Table, v: Vec<i64>) -> Expr {
+        t.f("array", v.into_iter().map(lit).collect())
+    }
+
+    #[test]
+    fn array_functions_match_clickhouse() {
+        let t = table();
+        let null_i64 = super::lit(ScalarValue::Int64(None));
+        let cases: Vec<(Expr, [&str; 4])> = vec![
+            (
+                t.f("has", vec![col("a"), lit(2)]),
+                ["true", "false", "NULL", "false"],
+            ),
+            (
+                t.f("has", vec![col("a"), null_i64]),
+                ["false", "false", "NULL", "true"],
+            ),
+            (
+                t.f("has", vec![col("a"), lit(1.5)]),
+                ["false", "false", "NULL", "false"],
+            ),
+            (
+                t.f("indexOf", vec![col("a"), lit(2)]),
+                ["2", "0", "NULL", "0"],
+            ),
+            (
+                t.f("indexOf", vec![col("a"), lit(1.0)]),
+                ["1", "0", "NULL", "3"],
+            ),
+            (
+                t.f("arrayElement", vec![col("a"), lit(2)]),
+                ["2", "0", "NULL", "NULL"],
+            ),
+            (
+                t.f("arrayElement", vec![col("a"), lit(-1)]),
+                ["2", "0", "NULL", "1"],
+            ),
+            (
+                t.f("arrayElement", vec![col("a"), lit(0)]),
+                ["0", "0", "NULL", "0"],
+            ),
+            (
+                t.f("arrayElement", vec![col("s"), lit(3)]),
+                ["", "", "", "NULL"],
+            ),
+            (
+                t.f("empty", vec![col("a")]),
+                ["false", "true", "NULL", "false"],
+            ),
+            (
+                t.f("notEmpty", vec![col("str")]),
+                ["true", "false", "NULL", "true"],
+            ),
+            (
+                t.f("empty", vec![col("str")]),
+                ["false", "true", "NULL", "false"],
+            ),
+            (
+                t.f("arraySlice", vec![col("a"), lit(2), lit(2)]),
+                ["[2, 3]", "[]", "NULL", "[NULL, 1]"],
+            ),
+            (
+                t.f("arraySlice", vec![col("a"), lit(-2)]),
+                ["[3, 2]", "[]", "NULL", "[NULL, 1]"],
+            ),
+            (
+                t.f("arraySlice", vec![col("a"), lit(-9)]),
+                ["[1, 2, 3, 2]", "[]", "NULL", "[3, NULL, 1]"],
+            ),
+            (
+                t.f("arraySlice", vec![col("a"), lit(-9), lit(2)]),
+                ["[]", "[]", "NULL", "[]"],
+            ),
+            (
+                t.f("arraySlice", vec![col("a"), lit(0), lit(2)]),
+                ["[]", "[]", "NULL", "[]"],
+            ),
+            (
+                t.f("arraySlice", vec![col("a"), lit(2), lit(-1)]),
+                ["[2, 3]", "[]", "NULL", "[NULL]"],
+            ),
+            (
+                t.f("arrayStringConcat", vec![col("s"), lit("-")]),
+                ["a-b", "", "x", "NULL"],
+            ),
+            (
+                t.f("arrayStringConcat", vec![col("a")]),
+                ["1232", "", "NULL", "31"],
+            ),
+            (
+                t.f("arrayCompact", vec![arr(&t, vec![1, 1, 2, 2, 1])]),
+                ["[1, 2, 1]"; 4],
+            ),
+            (
+                t.f("arrayDistinct", vec![col("a")]),
+                ["[1, 2, 3]", "[]", "NULL", "[3, 1]"],
+            ),
+            (
+                t.f("arraySort", vec![col("a")]),
+                ["[1, 2, 2, 3]", "[]", "NULL", "[1, 3, NULL]"],
+            ),
+            (
+                t.f("arrayReverseSort", vec![col("a")]),
+                ["[3, 2, 2, 1]", "[]", "NULL", "[3, 1, NULL]"],
+            ),
+            (t.f("arraySum", vec![col("a")]), ["8", "0", "NULL", "4"]),
+            (
+                t.f("arrayAvg", vec![col("a")]),
+                ["2.0", "0.0", "NULL", "2.0"],
+            ),
+            (t.f("arrayMin", vec![col("a")]), ["1", "0", "NULL", "1"]),
+            (t.f("arrayMax", vec![col("a")]), ["3", "0", "NULL", "3"]),
+            (t.f("arrayMin", vec![col("s")]), ["a", "", "x", "NULL"]),
+            (
+                t.f("arrayEnumerate", vec![col("a")]),
+                ["[1, 2, 3, 4]", "[]", "NULL", "[1, 2, 3]"],
+            ),
+            (
+                t.f("hasAny", vec![col("a"), arr(&t, vec![2, 5])]),
+                ["true", "false", "NULL", "false"],
+            ),
+            (
+                t.f("hasAll", vec![col("a"), t.f("array", vec![])]),
+                ["true", "true", "NULL", "true"],
+            ),
+            (
+                t.f("hasAll", vec![col("a"), arr(&t, vec![1, 3])]),
+                ["true", "false", "NULL", "true"],
+            ),
+            (
+                t.f("arrayReverse", vec![col("a")]),
+                ["[2, 3, 2, 1]", "[]", "NULL", "[1, NULL, 3]"],
+            ),
+            (
+                t.f("range", vec![lit(1), lit(10), lit(3)]),
+                ["[1, 4, 7]"; 4],
+            ),
+            (
+                t.f("range", vec![lit(5), lit(1), lit(-1)]),
+                ["[5, 4, 3, 2]"; 4],
+            ),
+            (t.f("range", vec![lit(3)]), ["[0, 1, 2]"; 4]),
+            (
+                t.f("arrayConcat", vec![arr(&t, vec![1, 2]), arr(&t, vec![3])]),
+                ["[1, 2, 3]"; 4],
+            ),
+            (
+                t.f("arrayPushBack", vec![arr(&t, vec![1]), lit(2)]),
+                ["[1, 2]"; 4],
+            ),
+            (
+                t.f("arrayPushFront", vec![arr(&t, vec![1]), lit(2)]),
+                ["[2, 1]"; 4],
+            ),
+        ];
+        let out = t.project(cases.iter().map(|c| c.0.clone()).collect());
+        for (i, (e, want)) in cases.iter().enumerate() {
+            assert_eq!(out[i].rows, want.to_vec(), "{e}");
+        }
+        assert_eq!(out[0].dt, DataType::Boolean);
+        assert_eq!(out[3].dt, DataType::UInt64);
+        assert_eq!(out[24].dt, DataType::Int64);
+        assert!(
+            t.try_call(
+                "arrayElement",
+                vec![],
+                vec![
+                    super::super::Arg::Expr(col("a")),
+                    super::super::Arg::Expr(lit("x"))
+                ],
+                false
+            )
+            .is_err()
+        );
+    }
+}
