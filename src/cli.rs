@@ -1,4 +1,4 @@
-//! The command line: `serve` (default), `keys create`, `schema`.
+//! The command line: `serve` (default), `keys create`, `schema`, `query`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use hedgerow_engine::ingest::TeamId;
 use hedgerow_engine::meta::MetaStore;
 use tracing::{error, info};
 
-use crate::config::{Cli, Command, KeysCommand, ServeArgs};
+use crate::config::{Cli, Command, KeysCommand, OutputFormat, QueryArgs, ServeArgs};
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -49,6 +49,7 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Query(args)) => query(args),
         Some(Command::Schema) => {
             let json = hedgerow_engine::storage::schema::schema_json();
             println!("{}", serde_json::to_string_pretty(&json).expect("json"));
@@ -145,4 +146,175 @@ fn shutdown_signal() -> Result<impl Future<Output = ()>, String> {
             _ = int.recv() => {},
         }
     })
+}
+
+fn query(args: QueryArgs) -> ExitCode {
+    init_logging("warn");
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hedgerow: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let format = args.format;
+    match rt.block_on(run_query(args)) {
+        Ok(resp) => {
+            print!("{}", render(&resp, format));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hedgerow: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
+    let body = serde_json::json!({"query": {"kind": "HogQLQuery", "query": args.hogql}, "refresh": "force_blocking"});
+    if let Some(url) = &args.url {
+        let key = args
+            .personal_api_key
+            .as_deref()
+            .ok_or("--url needs --personal-api-key (or HEDGEROW_PERSONAL_API_KEY)")?;
+        let endpoint = url
+            .join(&format!("/api/projects/{}/query/", args.project))
+            .map_err(|e| e.to_string())?;
+        let resp = reqwest::Client::new()
+            .post(endpoint)
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        let status = resp.status();
+        let v: serde_json::Value = resp.json().await.map_err(|e| e.to_string())?;
+        if !status.is_success() {
+            return Err(v["detail"].as_str().unwrap_or(&v.to_string()).to_string());
+        }
+        return Ok(v);
+    }
+    let cfg = hedgerow_engine::EngineConfig::new(&args.data_dir);
+    let engine = Engine::open(cfg, Arc::new(SystemClock))
+        .await
+        .map_err(|e| format!("{e} (is a server running on it? then use --url)"))?;
+    let result = async {
+        let project = engine
+            .meta()
+            .project(TeamId(args.project))
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no project {}", args.project))?;
+        let req = hedgerow_engine::query::QueryRequest {
+            query: body["query"].clone(),
+            refresh: hedgerow_engine::query::Refresh::ForceBlocking,
+            client_query_id: None,
+            name: Some("cli".into()),
+        };
+        match engine.query().query(&project, req).await {
+            Ok(hedgerow_engine::query::QueryOutcome::Done(v)) => Ok(v),
+            Ok(hedgerow_engine::query::QueryOutcome::Running(_)) => {
+                Err("query did not complete".to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    .await;
+    engine.shutdown().await;
+    result
+}
+
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "NULL".into(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The response as a table, CSV or JSON.
+fn render(resp: &serde_json::Value, format: OutputFormat) -> String {
+    let columns: Vec<String> = resp["columns"]
+        .as_array()
+        .map(|c| c.iter().map(cell).collect())
+        .unwrap_or_default();
+    let rows: Vec<Vec<String>> = resp["results"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .map(|row| {
+                    row.as_array()
+                        .map(|c| c.iter().map(cell).collect())
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let more = resp["hasMore"].as_bool() == Some(true);
+    match format {
+        OutputFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(resp).unwrap_or_default()
+        ),
+        OutputFormat::Csv => {
+            let esc = |s: &str| {
+                if s.contains([',', '"', '\n', '\r']) {
+                    format!("\"{}\"", s.replace('"', "\"\""))
+                } else {
+                    s.to_string()
+                }
+            };
+            let mut out = String::new();
+            for line in std::iter::once(&columns).chain(rows.iter()) {
+                out.push_str(&line.iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
+                out.push('\n');
+            }
+            out
+        }
+        OutputFormat::Table => {
+            let mut width: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
+            for r in &rows {
+                for (i, c) in r.iter().enumerate() {
+                    if i < width.len() {
+                        width[i] = width[i].max(c.chars().count().min(60));
+                    }
+                }
+            }
+            let line = |cells: &[String]| {
+                cells
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let c: String = c.chars().take(60).collect();
+                        format!("{c:<w$}", w = width.get(i).copied().unwrap_or(0))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            };
+            let mut out = line(&columns) + "\n";
+            out += &width
+                .iter()
+                .map(|w| "-".repeat(*w))
+                .collect::<Vec<_>>()
+                .join("-+-");
+            out.push('\n');
+            for r in &rows {
+                out += &line(r);
+                out.push('\n');
+            }
+            out += &format!(
+                "({} row{}{})\n",
+                rows.len(),
+                if rows.len() == 1 { "" } else { "s" },
+                if more {
+                    ", more available: add LIMIT"
+                } else {
+                    ""
+                }
+            );
+            out
+        }
+    }
 }

@@ -44,6 +44,35 @@ pub enum Command {
     Keys(KeysCommand),
     /// Print the events table's Arrow schema as JSON (the contract in schemas/).
     Schema,
+    /// Run a HogQL query and print its result (against the data directory, or a running
+    /// server with --url).
+    Query(QueryArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct QueryArgs {
+    /// The HogQL text, e.g. "SELECT event, count() FROM events GROUP BY event".
+    pub hogql: String,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// Project id.
+    #[arg(long, default_value_t = 1)]
+    pub project: i64,
+    /// Ask this running server instead of opening the data directory.
+    #[arg(long, env = "HEDGEROW_URL")]
+    pub url: Option<Url>,
+    /// Personal API key for --url.
+    #[arg(long, env = "HEDGEROW_PERSONAL_API_KEY", hide_env_values = true)]
+    pub personal_api_key: Option<String>,
+    #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
+    pub data_dir: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -120,6 +149,19 @@ pub struct ServeArgs {
     /// The table's writer lease is taken over after this long without a heartbeat.
     #[arg(long, env = "HEDGEROW_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
     pub lease_ttl: Duration,
+    /// Memory all running queries may hold together; beyond it operators spill to disk.
+    #[arg(long, env = "HEDGEROW_QUERY_MEMORY_LIMIT", default_value = "2GiB", value_parser = parse_size)]
+    pub query_memory_limit: u64,
+    /// `blocking`/`async` serve a cached result on changed data while it is younger than this
+    /// (on unchanged data a cached result is always served).
+    #[arg(long, env = "HEDGEROW_QUERY_VERY_FRESH", default_value = "0s", value_parser = parse_duration)]
+    pub query_very_fresh: Duration,
+    /// `lazy_async` serves a cached result on changed data while it is younger than this.
+    #[arg(long, env = "HEDGEROW_QUERY_SOMEWHAT_FRESH", default_value = "1m", value_parser = parse_duration)]
+    pub query_somewhat_fresh: Duration,
+    /// Query results kept in the cache.
+    #[arg(long, env = "HEDGEROW_QUERY_CACHE_ENTRIES", default_value_t = 1000)]
+    pub query_cache_entries: u64,
     /// Log filter (tracing's env-filter syntax).
     #[arg(long, env = "HEDGEROW_LOG", default_value = "info")]
     pub log: String,
@@ -171,6 +213,10 @@ impl ServeArgs {
         cfg.row_group_rows = self.row_group_rows;
         cfg.target_file_bytes = self.target_file_size;
         cfg.lease_ttl = self.lease_ttl;
+        cfg.query.memory_limit = self.query_memory_limit as usize;
+        cfg.query.very_fresh = self.query_very_fresh;
+        cfg.query.somewhat_fresh = self.query_somewhat_fresh;
+        cfg.query.cache_entries = self.query_cache_entries;
         cfg.flush = FlushConfig {
             max_rows: self.flush_rows,
             max_bytes: self.flush_bytes as usize,

@@ -11,6 +11,7 @@ pub mod hogql;
 pub mod ingest;
 pub mod meta;
 pub mod metrics;
+pub mod query;
 pub mod storage;
 
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ use crate::ingest::wal::{Wal, WalConfig, WalError};
 use crate::ingest::{CaptureError, IngestBatch};
 use crate::meta::{MetaError, MetaStore, Project};
 use crate::metrics::Metrics;
+use crate::query::{QueryConfig, QueryService};
 use crate::storage::buffer::EventBuffer;
 use crate::storage::lease::WriterLease;
 use crate::storage::table::{EventsTable, StorageError, TableConfig};
@@ -56,6 +58,9 @@ pub struct EngineConfig {
     pub target_file_bytes: u64,
     /// A writer lease older than this is taken over.
     pub lease_ttl: Duration,
+    /// Query memory, cache ages and parallelism. Its `spill_dir` is relative to `data_dir`
+    /// when not absolute.
+    pub query: QueryConfig,
 }
 
 impl EngineConfig {
@@ -69,6 +74,7 @@ impl EngineConfig {
             row_group_rows: 128 * 1024,
             target_file_bytes: 128 << 20,
             lease_ttl: Duration::from_secs(30),
+            query: QueryConfig::new(PathBuf::from("spill")),
         }
     }
 }
@@ -110,6 +116,7 @@ pub struct CaptureReceipt {
 
 pub struct Engine {
     cfg: EngineConfig,
+    query: Arc<QueryService>,
     clock: SharedClock,
     meta: Arc<MetaStore>,
     metrics: Arc<Metrics>,
@@ -216,7 +223,27 @@ impl Engine {
             }
         };
         let handle = tokio::spawn(pipeline.run(rx, shutdown_rx, committed));
+        let mut qcfg = cfg.query.clone();
+        qcfg.spill_dir = data_dir.join(&qcfg.spill_dir);
+        // Spill files of a previous run are garbage.
+        let _ = std::fs::remove_dir_all(&qcfg.spill_dir);
+        let query = Arc::new(
+            QueryService::new(
+                qcfg,
+                meta.clone(),
+                table.clone(),
+                buffer.clone(),
+                clock.clone(),
+                {
+                    let wal = wal.clone();
+                    Arc::new(move || wal.last_seq())
+                },
+            )
+            .map_err(|e| EngineError::Io(e.to_string()))?,
+        );
+        query.prune_log();
         Ok(Self {
+            query,
             cfg: EngineConfig { data_dir, ..cfg },
             clock,
             meta,
@@ -234,6 +261,10 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
+    }
+    /// Queries: HogQL, refresh modes, cache, async tasks and the query log.
+    pub fn query(&self) -> &Arc<QueryService> {
+        &self.query
     }
     pub fn meta(&self) -> &MetaStore {
         &self.meta

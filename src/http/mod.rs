@@ -3,6 +3,7 @@
 mod auth;
 mod capture;
 mod projects;
+mod query;
 
 use std::sync::Arc;
 
@@ -54,6 +55,30 @@ pub fn router(app: App) -> Router {
         .route(
             "/api/projects/{project_id}/",
             scoped(&app, "project:read", get(projects::get)),
+        )
+        .route(
+            "/api/projects/{project_id}/query/",
+            scoped(&app, "query:read", post(query::run)),
+        )
+        .route(
+            "/api/projects/{project_id}/query/check_auth_for_async/",
+            scoped(&app, "query:read", post(query::check_auth_for_async)),
+        )
+        .route(
+            "/api/projects/{project_id}/query/draft_sql/",
+            scoped(&app, "query:read", get(query::draft_sql)),
+        )
+        .route(
+            "/api/projects/{project_id}/query/upgrade/",
+            scoped(&app, "query:read", post(query::upgrade)),
+        )
+        .route(
+            "/api/projects/{project_id}/query/{id}/",
+            scoped(&app, "query:read", get(query::status).delete(query::cancel)),
+        )
+        .route(
+            "/api/projects/{project_id}/query/{id}/log/",
+            scoped(&app, "query:read", get(query::log)),
         )
         .fallback(not_found)
         .with_state(app)

@@ -5,5 +5,6 @@
 mod auth;
 mod capture;
 mod durability;
+mod slt;
 mod storage;
 mod support;

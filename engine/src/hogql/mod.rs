@@ -6,3 +6,9 @@
 
 pub mod ast;
 pub mod functions;
+pub mod lexer;
+pub mod parser;
+pub mod planner;
+pub mod print;
+pub mod property;
+pub mod schema;

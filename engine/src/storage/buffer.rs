@@ -40,6 +40,8 @@ impl Part {
 struct State {
     active: Part,
     frozen: Option<Arc<Part>>,
+    /// Per project, the last WAL seq that added rows: the project's data version.
+    team_seq: HashMap<TeamId, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -68,6 +70,7 @@ impl EventBuffer {
     /// Adds the events of WAL record `seq` (which must be above every seq seen before).
     pub fn append(&self, team: TeamId, batch: RecordBatch, seq: u64) {
         let mut st = self.write();
+        st.team_seq.insert(team, seq);
         let part = &mut st.active;
         part.rows += batch.num_rows();
         part.bytes += batch.get_array_memory_size();
@@ -124,13 +127,37 @@ impl EventBuffer {
 
     /// A project's unflushed rows (frozen, then active), for queries.
     pub fn snapshot(&self, team: TeamId) -> Vec<RecordBatch> {
+        self.snapshot_parts(team)
+            .into_iter()
+            .flat_map(|(_, b)| b)
+            .collect()
+    }
+
+    /// A project's unflushed rows by part, each with the part's last WAL seq. A reader that
+    /// takes this *before* the table snapshot keeps exactly the parts whose seq is above the
+    /// snapshot's committed seq: a part is committed whole, so it is then in one place only.
+    pub fn snapshot_parts(&self, team: TeamId) -> Vec<(u64, Vec<RecordBatch>)> {
         let st = self.read();
         let mut out = Vec::new();
         if let Some(f) = &st.frozen {
-            out.extend(f.teams.get(&team).into_iter().flatten().cloned());
+            out.push((f.last_seq, f.teams.get(&team).cloned().unwrap_or_default()));
         }
-        out.extend(st.active.teams.get(&team).into_iter().flatten().cloned());
+        out.push((
+            st.active.last_seq,
+            st.active.teams.get(&team).cloned().unwrap_or_default(),
+        ));
         out
+    }
+
+    /// The last WAL seq the pipeline has applied here.
+    pub fn applied_seq(&self) -> u64 {
+        self.read().active.last_seq
+    }
+
+    /// The last WAL seq that added rows for `team` (0: none since start). Together with the
+    /// deletion counter it is the project's data version for the query cache.
+    pub fn team_seq(&self, team: TeamId) -> u64 {
+        self.read().team_seq.get(&team).copied().unwrap_or(0)
     }
 }
 

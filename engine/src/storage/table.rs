@@ -221,6 +221,16 @@ impl EventsTable {
         Ok(v.unwrap_or(0).max(0) as u64)
     }
 
+    /// A clone of the current snapshot's table handle and the WAL seq its commits cover.
+    pub async fn snapshot_with_seq(&self) -> Result<(DeltaTable, u64), StorageError> {
+        let table = self.table.lock().await.clone();
+        let v = table
+            .snapshot()?
+            .transaction_version(table.log_store().as_ref(), WAL_APP_ID)
+            .await?;
+        Ok((table, v.unwrap_or(0).max(0) as u64))
+    }
+
     /// A clone of the current snapshot's table handle, for readers.
     pub async fn current(&self) -> DeltaTable {
         self.table.lock().await.clone()

@@ -1,0 +1,178 @@
+//! `/api/projects/{project_id}/query/…`: run, poll, cancel, log, upgrade, async check,
+//! draft SQL. Shapes only: the work is `engine::query`.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hedgerow_engine::meta::Project;
+use hedgerow_engine::query::{QueryError, QueryOutcome, QueryRequest, Refresh};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{App, Caller};
+use crate::error::ApiError;
+
+fn project(app: &App, caller: &Caller) -> Result<Project, ApiError> {
+    app.engine
+        .meta()
+        .project(caller.team()?)?
+        .ok_or_else(|| ApiError::not_found("no such project"))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct QueryBody {
+    query: Option<Value>,
+    refresh: Option<Value>,
+    client_query_id: Option<String>,
+    name: Option<String>,
+    /// PostHog's older flag: `async: true` means `refresh: "async"`.
+    #[serde(rename = "async")]
+    is_async: Option<bool>,
+}
+
+fn outcome(o: QueryOutcome) -> Response {
+    match o {
+        QueryOutcome::Done(v) => (StatusCode::OK, Json(v)).into_response(),
+        QueryOutcome::Running(v) => (StatusCode::ACCEPTED, Json(v)).into_response(),
+    }
+}
+
+pub async fn run(
+    State(app): State<App>,
+    caller: Caller,
+    body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::invalid("invalid_input", e.body_text()))?;
+    let p = project(&app, &caller)?;
+    let query = body
+        .query
+        .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
+    let refresh = match &body.refresh {
+        None | Some(Value::Null) => {
+            if body.is_async == Some(true) {
+                Refresh::Async
+            } else {
+                Refresh::Blocking
+            }
+        }
+        Some(Value::String(s)) => {
+            Refresh::parse(Some(s)).map_err(|e| ApiError::from(e).with_attr("refresh"))?
+        }
+        Some(Value::Bool(b)) => Refresh::parse(Some(if *b { "true" } else { "false" }))?,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "invalid_input",
+                format!("refresh must be a string, got {other}"),
+            )
+            .with_attr("refresh"));
+        }
+    };
+    let req = QueryRequest {
+        query,
+        refresh,
+        client_query_id: body.client_query_id,
+        name: body.name,
+    };
+    Ok(outcome(app.engine.query().query(&p, req).await.map_err(
+        |e| {
+            let attr = match &e {
+                QueryError::Invalid(m) if m.starts_with("name") => Some("name"),
+                _ => None,
+            };
+            let err = ApiError::from(e);
+            match attr {
+                Some(a) => err.with_attr(a),
+                None => err,
+            }
+        },
+    )?))
+}
+
+pub async fn status(
+    State(app): State<App>,
+    caller: Caller,
+    Path((_, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let team = caller.team()?;
+    match app.engine.query().status(team, &id) {
+        Ok(o) => Ok(outcome(o)),
+        Err(QueryError::Query(_)) => {
+            // A failed query: 400 with its status, as PostHog answers.
+            let st = app
+                .engine
+                .query()
+                .failed_status(team, &id)
+                .unwrap_or(Value::Null);
+            Ok((StatusCode::BAD_REQUEST, Json(json!({ "query_status": st }))).into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn cancel(
+    State(app): State<App>,
+    caller: Caller,
+    Path((_, id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    app.engine.query().cancel(caller.team()?, &id)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn log(
+    State(app): State<App>,
+    caller: Caller,
+    Path((_, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let e = app.engine.query().log_entry(caller.team()?, &id)?;
+    Ok(Json(serde_json::to_value(e).map_err(ApiError::internal)?))
+}
+
+/// Whether the caller may run async queries: any key that may query may, so this answers
+/// 200 with no body (and the auth layer answers 401/403 otherwise).
+pub async fn check_auth_for_async(caller: Caller) -> Result<StatusCode, ApiError> {
+    caller.team()?;
+    Ok(StatusCode::OK)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Draft {
+    prompt: Option<String>,
+}
+
+pub async fn draft_sql(
+    State(app): State<App>,
+    caller: Caller,
+    Query(q): Query<Draft>,
+) -> Result<Json<Value>, ApiError> {
+    let p = project(&app, &caller)?;
+    let prompt = q
+        .prompt
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| ApiError::invalid("required", "prompt is required").with_attr("prompt"))?;
+    let sql = app
+        .engine
+        .query()
+        .draft_sql(&p, &prompt)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(Json(json!({ "sql": sql })))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct UpgradeBody {
+    query: Option<Value>,
+}
+
+pub async fn upgrade(
+    caller: Caller,
+    body: Result<Json<UpgradeBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    caller.team()?;
+    let Json(body) = body.map_err(|e| ApiError::invalid("invalid_input", e.body_text()))?;
+    let q = body
+        .query
+        .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
+    let upgraded = hedgerow_engine::query::upgrade::upgrade(q).map_err(ApiError::from)?;
+    Ok(Json(json!({ "query": upgraded })))
+}
