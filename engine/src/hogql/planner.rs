@@ -594,6 +594,14 @@ impl Planner<'_> {
             .as_ref()
             .map(|h| self.predicate(h, &scope, false))
             .transpose()?;
+        let mut limit_by_exprs: Vec<Expr> = match &s.limit_by {
+            Some(lb) => lb
+                .by
+                .iter()
+                .map(|b| self.expr(b, &scope))
+                .collect::<PResult<_>>()?,
+            None => vec![],
+        };
         let order: Vec<(Expr, bool, Option<bool>)> = s
             .order_by
             .iter()
@@ -605,6 +613,7 @@ impl Planner<'_> {
         all.extend(having.iter());
         all.extend(qualify.iter());
         all.extend(order.iter().map(|(e, _, _)| e));
+        all.extend(limit_by_exprs.iter());
         let aggs = find_aggregate_exprs(all.iter().copied());
         let mut items = items;
         let mut having = having;
@@ -631,6 +640,10 @@ impl Planner<'_> {
             order = order
                 .into_iter()
                 .map(|(e, d, n)| Ok((rebase(e)?, d, n)))
+                .collect::<PResult<_>>()?;
+            limit_by_exprs = limit_by_exprs
+                .into_iter()
+                .map(rebase)
                 .collect::<PResult<_>>()?;
             plan = agg_plan;
             if let Some(h) = having.take() {
@@ -667,6 +680,10 @@ impl Planner<'_> {
             order = order
                 .into_iter()
                 .map(|(e, d, n)| Ok((rebase(e)?, d, n)))
+                .collect::<PResult<_>>()?;
+            limit_by_exprs = limit_by_exprs
+                .into_iter()
+                .map(rebase)
                 .collect::<PResult<_>>()?;
             let _ = out;
             plan = wplan;
@@ -732,6 +749,43 @@ impl Planner<'_> {
                     .map_err(df)?;
             }
         } else {
+            // LIMIT n BY and WITH TIES are windows over the rows before projection, so they
+            // may order by anything the query can.
+            if let Some(lb) = &s.limit_by {
+                let n = const_usize(&lb.limit, "LIMIT BY")?;
+                let off = lb
+                    .offset
+                    .as_ref()
+                    .map(|o| const_usize(o, "LIMIT BY offset"))
+                    .transpose()?
+                    .unwrap_or(0);
+                plan = numbered_filter(
+                    plan,
+                    row_number_expr(),
+                    limit_by_exprs.clone(),
+                    sorts.clone(),
+                    off,
+                    off + n,
+                )?;
+            }
+            if s.with_ties {
+                let n = s
+                    .limit
+                    .as_ref()
+                    .map(|l| const_usize(l, "LIMIT"))
+                    .transpose()?
+                    .ok_or_else(|| PlanError::new("WITH TIES needs LIMIT", Some(s.span)))?;
+                let off = s
+                    .offset
+                    .as_ref()
+                    .map(|l| const_usize(l, "OFFSET"))
+                    .transpose()?
+                    .unwrap_or(0);
+                if sorts.is_empty() {
+                    return err("LIMIT … WITH TIES needs ORDER BY", s.span);
+                }
+                plan = numbered_filter(plan, rank_expr(), vec![], sorts.clone(), 0, n + off)?;
+            }
             if !sorts.is_empty() {
                 plan = LogicalPlanBuilder::from(plan)
                     .sort(sorts.clone())
@@ -744,8 +798,10 @@ impl Planner<'_> {
                 .map_err(df)?;
         }
 
-        // LIMIT n BY cols
-        if let Some(lb) = &s.limit_by {
+        // LIMIT n BY cols (after DISTINCT: over the selected columns)
+        if s.distinct
+            && let Some(lb) = &s.limit_by
+        {
             plan = self.limit_by(plan, lb, &items, &sorts, &scope)?;
         }
 
@@ -761,7 +817,14 @@ impl Planner<'_> {
             .map(|l| const_usize(l, "OFFSET"))
             .transpose()?
             .unwrap_or(0);
-        if s.with_ties {
+        if s.with_ties && !s.distinct {
+            if offset > 0 {
+                plan = LogicalPlanBuilder::from(plan)
+                    .limit(offset, None)
+                    .and_then(|b| b.build())
+                    .map_err(df)?;
+            }
+        } else if s.with_ties {
             let Some(n) = limit else {
                 return err("WITH TIES needs LIMIT", s.span);
             };
@@ -1006,6 +1069,21 @@ impl Planner<'_> {
                 )))
             }
             ExprKind::Alias { expr, .. } => self.predicate(expr, scope, join),
+            ExprKind::In {
+                expr,
+                list: ast::InList::Subquery(q),
+                negated,
+            } => {
+                // A filter takes the subquery as a semi/anti join.
+                let (v, plan) = self.in_subquery_operands(expr, q, scope)?;
+                let nullable = v.nullable(&scope.schema).map_err(df)?;
+                Ok(if *negated {
+                    let not_in = datafusion::logical_expr::expr_fn::not_in_subquery(v.clone(), Arc::new(plan));
+                    if nullable { v.is_null().or(not_in) } else { not_in }
+                } else {
+                    datafusion::logical_expr::expr_fn::in_subquery(v, Arc::new(plan))
+                })
+            }
             _ => {
                 let v = self.expr(e, scope)?;
                 to_bool(v, &scope.schema)
@@ -1442,8 +1520,22 @@ impl Planner<'_> {
                 v.clone().in_list(items, false)
             }
             ast::InList::Subquery(q) => {
-                let plan = self.query(q, scope.ctes)?;
-                datafusion::logical_expr::expr_fn::in_subquery(v.clone(), Arc::new(plan))
+                // Outside a filter: membership in the subquery's values, gathered once.
+                let (v, plan) = self.in_subquery_operands(expr, q, scope)?;
+                let col = plan.schema().qualified_field(0);
+                let col = Expr::Column(Column::new(col.0.cloned(), col.1.name()));
+                let agg = LogicalPlanBuilder::from(plan)
+                    .aggregate(
+                        Vec::<Expr>::new(),
+                        vec![datafusion::functions_aggregate::expr_fn::array_agg(col).alias("__values")],
+                    )
+                    .and_then(|b| b.build())
+                    .map_err(df)?;
+                let values = datafusion::logical_expr::expr_fn::scalar_subquery(Arc::new(agg));
+                datafusion::functions_nested::expr_fn::array_has(
+                    core_fn::coalesce(vec![values, datafusion::functions_nested::expr_fn::make_array(vec![])]),
+                    v,
+                )
             }
             ast::InList::Expr(e) => {
                 if let ExprKind::Field(p) = &e.kind
@@ -1473,6 +1565,44 @@ impl Planner<'_> {
         } else {
             null_false(positive)
         })
+    }
+
+    /// The two sides of `x IN (SELECT …)`; a tuple `(a, b) IN (SELECT x, y …)` compares
+    /// structs.
+    fn in_subquery_operands(
+        &self,
+        lhs: &ast::Expr,
+        q: &ast::Query,
+        scope: &Scope<'_>,
+    ) -> PResult<(Expr, LogicalPlan)> {
+        let plan = self.query(q, scope.ctes)?;
+        if let ExprKind::Tuple(items) = &lhs.kind {
+            let n = plan.schema().fields().len();
+            if n != items.len() {
+                return err(
+                    format!("The tuple has {} elements but the subquery returns {n} columns", items.len()),
+                    lhs.span,
+                );
+            }
+            let mut args = Vec::new();
+            let mut sub = Vec::new();
+            for (i, it) in items.iter().enumerate() {
+                args.push(lit(format!("c{i}")));
+                args.push(self.expr(it, scope)?);
+                let (q, f) = plan.schema().qualified_field(i);
+                sub.push(lit(format!("c{i}")));
+                sub.push(Expr::Column(Column::new(q.cloned(), f.name())));
+            }
+            let plan = LogicalPlanBuilder::from(plan)
+                .project(vec![core_fn::named_struct(sub).alias("__tuple")])
+                .and_then(|b| b.build())
+                .map_err(df)?;
+            return Ok((core_fn::named_struct(args), plan));
+        }
+        if plan.schema().fields().len() != 1 {
+            return err("The subquery of IN must return one column", lhs.span);
+        }
+        Ok((self.expr(lhs, scope)?, plan))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1558,6 +1688,7 @@ impl Planner<'_> {
         let info = functions::lookup(name);
         if let Some(info) = info
             && info.kind == FnKind::Aggregate
+            && over.is_none()
         {
             for a in args {
                 if let Some((inner, span)) = find_aggregate_call(a) {
@@ -1827,7 +1958,9 @@ impl Planner<'_> {
             && !scope.expanding.borrow().contains(first)
         {
             // An alias that is just the column of the same name is that column.
-            let same_column = matches!(&def.kind, ExprKind::Field(p) if p.last() == Some(first));
+            let same_column = matches!(&def.kind, ExprKind::Field(p)
+                if p.last() == Some(first)
+                    && (p.len() == 1 || (p.len() == 2 && scope.relations.iter().any(|r| r.alias == p[0]))));
             if !same_column {
                 scope.expanding.borrow_mut().push(first.clone());
                 let r = self.expr(def, scope);
@@ -2099,6 +2232,50 @@ fn output_sorts(items: &[(Expr, String)], sorts: &[Sort]) -> Vec<Sort> {
             })
         })
         .collect()
+}
+
+fn row_number_expr() -> Expr {
+    Expr::from(WindowFunction::new(
+        WindowFunctionDefinition::WindowUDF(
+            datafusion::functions_window::row_number::row_number_udwf(),
+        ),
+        vec![],
+    ))
+}
+
+fn rank_expr() -> Expr {
+    Expr::from(WindowFunction::new(
+        WindowFunctionDefinition::WindowUDF(datafusion::functions_window::rank::rank_udwf()),
+        vec![],
+    ))
+}
+
+/// Keeps the rows whose number (`f` over the window) is in `(from, to]`; the number column
+/// is dropped again.
+fn numbered_filter(
+    plan: LogicalPlan,
+    f: Expr,
+    partition: Vec<Expr>,
+    order: Vec<Sort>,
+    from: usize,
+    to: usize,
+) -> PResult<LogicalPlan> {
+    let w = window_with(f, partition, order, None).map_err(df)?;
+    let name = w.schema_name().to_string();
+    let cols: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+        .collect();
+    let n = || Expr::Column(Column::from_name(name.clone()));
+    LogicalPlanBuilder::window_plan(plan, vec![w])
+        .and_then(|p| {
+            LogicalPlanBuilder::from(p)
+                .filter(n().gt(lit(from as u64)).and(n().lt_eq(lit(to as u64))))?
+                .project(cols)?
+                .build()
+        })
+        .map_err(df)
 }
 
 /// Gives a window expression its OVER clause.
