@@ -490,7 +490,7 @@ fn date_diff(
         let v: Int64Array = x
             .iter()
             .zip(y.iter())
-            .map(|(x, y)| Some(diff_units(tz, unit, (*x)?, (*y)?)?))
+            .map(|(x, y)| diff_units(tz, unit, (*x)?, (*y)?))
             .collect();
         Ok(Arc::new(v) as ArrayRef)
     });
@@ -650,7 +650,7 @@ pub(crate) fn format_local(
             'l' => write!(out, "{h12:02}"),
             'm' => write!(out, "{:02}", l.month()),
             'M' => write!(out, "{}", MONTHS[l.month0() as usize]),
-            'n' => write!(out, "\n"),
+            'n' => writeln!(out),
             'p' => write!(out, "{}", if l.hour() < 12 { "AM" } else { "PM" }),
             'Q' => write!(out, "{}", l.month0() / 3 + 1),
             'r' => write!(
