@@ -73,7 +73,7 @@ pub(super) fn translate(
             build(when(cond, then).otherwise(else_))
         }
         "multiIf" => {
-            if args.len() % 2 == 0 {
+            if args.len().is_multiple_of(2) {
                 return Err(FunctionError::Arity(format!(
                     "Function `multiIf` takes an odd number of arguments, got {}",
                     args.len()

@@ -93,8 +93,7 @@ fn to_int(name: &str, a: Expr, or_zero: bool, ctx: &FnContext<'_>) -> Result<Exp
                     .map(|f| {
                         let f = f?;
                         if f.fract() == 0.0
-                            && f >= -9.223372036854776e18
-                            && f < 9.223372036854776e18
+                            && (-9.223372036854776e18..9.223372036854776e18).contains(&f)
                         {
                             Some(f as i64)
                         } else {
@@ -245,8 +244,7 @@ pub(crate) fn to_string_expr(
                     .map(|v| {
                         v.map(|v| {
                             if f32_in {
-                                let s = format_float((v as f32).to_string().parse().unwrap_or(v));
-                                s
+                                format_float((v as f32).to_string().parse().unwrap_or(v))
                             } else {
                                 format_float(v)
                             }

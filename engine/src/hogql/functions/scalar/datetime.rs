@@ -490,7 +490,7 @@ fn date_diff(
         let v: Int64Array = x
             .iter()
             .zip(y.iter())
-            .map(|(x, y)| Some(diff_units(tz, unit, (*x)?, (*y)?)?))
+            .map(|(x, y)| diff_units(tz, unit, (*x)?, (*y)?))
             .collect();
         Ok(Arc::new(v) as ArrayRef)
     });
@@ -650,7 +650,7 @@ pub(crate) fn format_local(
             'l' => write!(out, "{h12:02}"),
             'm' => write!(out, "{:02}", l.month()),
             'M' => write!(out, "{}", MONTHS[l.month0() as usize]),
-            'n' => write!(out, "\n"),
+            'n' => writeln!(out),
             'p' => write!(out, "{}", if l.hour() < 12 { "AM" } else { "PM" }),
             'Q' => write!(out, "{}", l.month0() / 3 + 1),
             'r' => write!(
@@ -1341,11 +1341,29 @@ mod tests {
             ),
             (
                 binary_expr(t(), Operator::Plus, call("toIntervalHour", vec![i(3)])),
-                ny6,
+                ny6.clone(),
                 [
                     "2024-03-10 05:30:00.123456",
                     "2024-11-03 04:30:00.000000",
                     "2024-03-01 02:59:59.000000",
+                ],
+            ),
+            (
+                binary_expr(t(), Operator::Plus, call("toIntervalDay", vec![i(1)])),
+                ny6.clone(),
+                [
+                    "2024-03-11 01:30:00.123456",
+                    "2024-11-04 01:30:00.000000",
+                    "2024-03-01 23:59:59.000000",
+                ],
+            ),
+            (
+                binary_expr(t(), Operator::Minus, call("toIntervalMonth", vec![i(1)])),
+                ny6.clone(),
+                [
+                    "2024-02-10 01:30:00.123456",
+                    "2024-10-03 01:30:00.000000",
+                    "2024-01-29 23:59:59.000000",
                 ],
             ),
             (

@@ -1,12 +1,788 @@
+//! JSON functions with ClickHouse's (simdjson) semantics: path arguments are keys or 1-based
+//! indexes (negative from the end; an index also picks an object's n-th member), the first
+//! of duplicate keys wins, invalid JSON or a missing path gives the type's default (''/0),
+//! `JSONExtractString` of a non-string gives its JSON text, `JSONExtractRaw` is minified
+//! with numbers reprinted. Path arguments must be constants.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, UInt64Array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::Expr;
 
-use super::{FnContext, FunctionError};
+use super::convert::format_float;
+use super::strings::list_of_strings;
+use super::udf::{Nulls, call};
+use super::{FnContext, FunctionError, invalid, lit_str};
+
+/// A parsed JSON value that keeps object member order and numbers' text.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum J {
+    Null,
+    Bool(bool),
+    Num(String),
+    Str(String),
+    Arr(Vec<J>),
+    Obj(Vec<(String, J)>),
+}
+
+struct Parser<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
+    }
+
+    fn value(&mut self, depth: usize) -> Option<J> {
+        if depth > 512 {
+            return None;
+        }
+        self.ws();
+        match *self.b.get(self.i)? {
+            b'{' => {
+                self.i += 1;
+                let mut m = vec![];
+                if self.eat(b'}').is_some() {
+                    return Some(J::Obj(m));
+                }
+                loop {
+                    self.ws();
+                    let k = self.string()?;
+                    self.eat(b':')?;
+                    let v = self.value(depth + 1)?;
+                    m.push((k, v));
+                    if self.eat(b',').is_some() {
+                        continue;
+                    }
+                    self.eat(b'}')?;
+                    return Some(J::Obj(m));
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                let mut a = vec![];
+                if self.eat(b']').is_some() {
+                    return Some(J::Arr(a));
+                }
+                loop {
+                    a.push(self.value(depth + 1)?);
+                    if self.eat(b',').is_some() {
+                        continue;
+                    }
+                    self.eat(b']')?;
+                    return Some(J::Arr(a));
+                }
+            }
+            b'"' => self.string().map(J::Str),
+            b't' => self.word("true", J::Bool(true)),
+            b'f' => self.word("false", J::Bool(false)),
+            b'n' => self.word("null", J::Null),
+            _ => {
+                let start = self.i;
+                while self.i < self.b.len()
+                    && matches!(
+                        self.b[self.i],
+                        b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'
+                    )
+                {
+                    self.i += 1;
+                }
+                let t = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+                t.parse::<f64>().ok()?;
+                Some(J::Num(t.to_string()))
+            }
+        }
+    }
+
+    fn word(&mut self, w: &str, v: J) -> Option<J> {
+        if self.b[self.i..].starts_with(w.as_bytes()) {
+            self.i += w.len();
+            Some(v)
+        } else {
+            None
+        }
+    }
+
+    fn string(&mut self) -> Option<String> {
+        if self.b.get(self.i) != Some(&b'"') {
+            return None;
+        }
+        self.i += 1;
+        let mut out: Vec<u8> = vec![];
+        loop {
+            let c = *self.b.get(self.i)?;
+            self.i += 1;
+            match c {
+                b'"' => return String::from_utf8(out).ok(),
+                b'\\' => {
+                    let e = *self.b.get(self.i)?;
+                    self.i += 1;
+                    match e {
+                        b'"' | b'\\' | b'/' => out.push(e),
+                        b'b' => out.push(8),
+                        b'f' => out.push(12),
+                        b'n' => out.push(b'\n'),
+                        b'r' => out.push(b'\r'),
+                        b't' => out.push(b'\t'),
+                        b'u' => {
+                            let mut cp = self.hex4()?;
+                            if (0xD800..0xDC00).contains(&cp)
+                                && self.b.get(self.i) == Some(&b'\\')
+                                && self.b.get(self.i + 1) == Some(&b'u')
+                            {
+                                self.i += 2;
+                                let lo = self.hex4()?;
+                                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo.checked_sub(0xDC00)?);
+                            }
+                            let ch = char::from_u32(cp).unwrap_or('\u{FFFD}');
+                            let mut buf = [0u8; 4];
+                            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                        }
+                        _ => return None,
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let s = std::str::from_utf8(self.b.get(self.i..self.i + 4)?).ok()?;
+        self.i += 4;
+        u32::from_str_radix(s, 16).ok()
+    }
+}
+
+pub(crate) fn parse(s: &str) -> Option<J> {
+    let mut p = Parser {
+        b: s.as_bytes(),
+        i: 0,
+    };
+    let v = p.value(0)?;
+    p.ws();
+    (p.i == p.b.len()).then_some(v)
+}
+
+fn num_text(t: &str) -> String {
+    if !t.contains(['.', 'e', 'E']) {
+        if let Ok(v) = t.parse::<i64>() {
+            return v.to_string();
+        }
+        if let Ok(v) = t.parse::<u64>() {
+            return v.to_string();
+        }
+    }
+    format_float(t.parse::<f64>().unwrap_or(f64::NAN))
+}
+
+/// Minified JSON text.
+pub(crate) fn raw(j: &J) -> String {
+    let mut out = String::new();
+    write_raw(j, &mut out);
+    out
+}
+
+fn write_raw(j: &J, out: &mut String) {
+    match j {
+        J::Null => out.push_str("null"),
+        J::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        J::Num(t) => out.push_str(&num_text(t)),
+        J::Str(s) => out.push_str(&serde_json::to_string(s).unwrap_or_default()),
+        J::Arr(a) => {
+            out.push('[');
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_raw(v, out);
+            }
+            out.push(']');
+        }
+        J::Obj(m) => {
+            out.push('{');
+            for (i, (k, v)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(k).unwrap_or_default());
+                out.push(':');
+                write_raw(v, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Step {
+    Key(String),
+    Index(i64),
+}
+
+fn walk<'a>(mut j: &'a J, path: &[Step]) -> Option<&'a J> {
+    for s in path {
+        j = match (s, j) {
+            (Step::Key(k), J::Obj(m)) => &m.iter().find(|(mk, _)| mk == k)?.1,
+            (Step::Index(i), J::Arr(a)) => a.get(index(*i, a.len())?)?,
+            (Step::Index(i), J::Obj(m)) => &m.get(index(*i, m.len())?)?.1,
+            _ => return None,
+        };
+    }
+    Some(j)
+}
+
+fn index(i: i64, len: usize) -> Option<usize> {
+    match i {
+        0 => None,
+        i if i > 0 => Some(i as usize - 1),
+        i => len.checked_sub(i.unsigned_abs() as usize),
+    }
+}
+
+fn as_string(j: &J) -> Option<String> {
+    match j {
+        J::Str(s) => Some(s.clone()),
+        J::Null => None,
+        other => Some(raw(other)),
+    }
+}
+
+fn as_f64(j: &J) -> Option<f64> {
+    match j {
+        J::Num(t) => t.parse().ok(),
+        J::Str(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn as_i64(j: &J) -> Option<i64> {
+    match j {
+        J::Num(t) if !t.contains(['.', 'e', 'E']) => t.parse().ok(),
+        J::Str(s) if s.trim().parse::<i64>().is_ok() => s.trim().parse().ok(),
+        _ => {
+            let f = as_f64(j)?.trunc();
+            (-9.223372036854776e18..9.223372036854776e18)
+                .contains(&f)
+                .then_some(f as i64)
+        }
+    }
+}
+
+fn as_bool(j: &J) -> Option<bool> {
+    match j {
+        J::Bool(b) => Some(*b),
+        _ => None,
+    }
+}
+
+/// What a call extracts.
+#[derive(Debug, Clone, PartialEq)]
+enum Want {
+    Str,
+    Int,
+    UInt,
+    Float,
+    /// JSONExtractBool: UInt8 1/0.
+    BoolInt,
+    /// JSONExtract(..., 'Bool').
+    Bool,
+    Raw,
+    ArrayRaw,
+    Keys,
+    Has,
+    Length,
+    Array(Box<Want>),
+    Nullable(Box<Want>),
+    /// An integer type narrower than Int64 (cast after extraction).
+    Cast(Box<Want>, DataType),
+}
+
+impl Want {
+    fn ret(&self) -> DataType {
+        match self {
+            Want::Str | Want::Raw => DataType::Utf8,
+            Want::Int => DataType::Int64,
+            Want::UInt | Want::Length => DataType::UInt64,
+            Want::Float => DataType::Float64,
+            Want::BoolInt => DataType::UInt8,
+            Want::Bool | Want::Has => DataType::Boolean,
+            Want::ArrayRaw | Want::Keys => list_of_strings(),
+            Want::Array(inner) => DataType::List(Arc::new(Field::new("item", inner.ret(), true))),
+            Want::Nullable(inner) => inner.ret(),
+            Want::Cast(_, t) => t.clone(),
+        }
+    }
+
+    fn from_type_name(t: &str) -> Option<Want> {
+        let t = t.trim();
+        if let Some(inner) = t
+            .strip_prefix("Nullable(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            return Some(Want::Nullable(Box::new(Want::from_type_name(inner)?)));
+        }
+        if let Some(inner) = t
+            .strip_prefix("LowCardinality(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            return Want::from_type_name(inner);
+        }
+        if let Some(inner) = t.strip_prefix("Array(").and_then(|r| r.strip_suffix(')')) {
+            return Some(Want::Array(Box::new(Want::from_type_name(inner)?)));
+        }
+        Some(match t {
+            "String" => Want::Str,
+            "Int64" => Want::Int,
+            "UInt64" => Want::UInt,
+            "Float64" => Want::Float,
+            "Float32" => Want::Cast(Box::new(Want::Float), DataType::Float32),
+            "Bool" | "Boolean" => Want::Bool,
+            "Int8" => Want::Cast(Box::new(Want::Int), DataType::Int8),
+            "Int16" => Want::Cast(Box::new(Want::Int), DataType::Int16),
+            "Int32" => Want::Cast(Box::new(Want::Int), DataType::Int32),
+            "UInt8" => Want::Cast(Box::new(Want::UInt), DataType::UInt8),
+            "UInt16" => Want::Cast(Box::new(Want::UInt), DataType::UInt16),
+            "UInt32" => Want::Cast(Box::new(Want::UInt), DataType::UInt32),
+            _ => return None,
+        })
+    }
+}
+
+/// One extracted value, before it goes into an array of the result type.
+#[derive(Debug)]
+enum V {
+    Null,
+    S(String),
+    I(i64),
+    U(u64),
+    F(f64),
+    B(bool),
+    L(Vec<V>),
+}
+
+/// The value for `want` at the found node (None: path missing or invalid JSON).
+fn extract(want: &Want, node: Option<&J>) -> V {
+    match want {
+        Want::Str => V::S(node.and_then(as_string).unwrap_or_default()),
+        Want::Raw => V::S(node.map(raw).unwrap_or_default()),
+        Want::Int => V::I(node.and_then(as_i64).unwrap_or(0)),
+        Want::UInt => V::U(
+            node.and_then(|j| match j {
+                J::Num(t) if !t.contains(['.', 'e', 'E']) => t.parse::<u64>().ok(),
+                _ => as_i64(j).and_then(|v| u64::try_from(v).ok()),
+            })
+            .unwrap_or(0),
+        ),
+        Want::Float => V::F(node.and_then(as_f64).unwrap_or(0.0)),
+        Want::BoolInt => V::U(u64::from(node.and_then(as_bool).unwrap_or(false))),
+        Want::Bool => V::B(
+            node.and_then(|j| as_bool(j).or_else(|| as_f64(j).map(|f| f != 0.0)))
+                .unwrap_or(false),
+        ),
+        Want::Has => V::B(node.is_some()),
+        Want::Length => V::U(match node {
+            Some(J::Arr(a)) => a.len() as u64,
+            Some(J::Obj(m)) => m.len() as u64,
+            _ => 0,
+        }),
+        Want::ArrayRaw => V::L(match node {
+            Some(J::Arr(a)) => a.iter().map(|v| V::S(raw(v))).collect(),
+            _ => vec![],
+        }),
+        Want::Keys => V::L(match node {
+            Some(J::Obj(m)) => m.iter().map(|(k, _)| V::S(k.clone())).collect(),
+            _ => vec![],
+        }),
+        Want::Array(inner) => V::L(match node {
+            Some(J::Arr(a)) => a.iter().map(|v| extract(inner, Some(v))).collect(),
+            _ => vec![],
+        }),
+        Want::Nullable(inner) => match node {
+            None | Some(J::Null) => V::Null,
+            Some(j) => {
+                let ok = match inner.as_ref() {
+                    Want::Int | Want::UInt | Want::Cast(..) => as_i64(j).is_some(),
+                    Want::Float => as_f64(j).is_some(),
+                    Want::Bool => as_bool(j).is_some(),
+                    _ => true,
+                };
+                if ok { extract(inner, node) } else { V::Null }
+            }
+        },
+        Want::Cast(inner, _) => extract(inner, node),
+    }
+}
+
+fn build(want: &Want, vals: Vec<Option<V>>) -> Result<ArrayRef> {
+    let base = match want {
+        Want::Nullable(inner) | Want::Cast(inner, _) => inner.as_ref(),
+        w => w,
+    };
+    let arr: ArrayRef = match base {
+        Want::Array(_) | Want::ArrayRaw | Want::Keys => {
+            let inner = match base {
+                Want::Array(i) => i.as_ref().clone(),
+                _ => Want::Str,
+            };
+            let mut offsets = vec![0i32];
+            let mut flat = vec![];
+            let mut valid = vec![];
+            for v in vals {
+                match v {
+                    Some(V::L(items)) => {
+                        flat.extend(items.into_iter().map(Some));
+                        valid.push(true);
+                    }
+                    _ => valid.push(false),
+                }
+                offsets.push(flat.len() as i32);
+            }
+            let values = build(&inner, flat)?;
+            let field = Arc::new(Field::new("item", values.data_type().clone(), true));
+            Arc::new(datafusion::arrow::array::ListArray::try_new(
+                field,
+                datafusion::arrow::buffer::OffsetBuffer::new(offsets.into()),
+                values,
+                Some(valid.into()),
+            )?)
+        }
+        Want::Str | Want::Raw => Arc::new(
+            vals.into_iter()
+                .map(|v| match v {
+                    Some(V::S(s)) => Some(s),
+                    _ => None,
+                })
+                .collect::<StringArray>(),
+        ),
+        Want::Int => Arc::new(
+            vals.into_iter()
+                .map(|v| match v {
+                    Some(V::I(x)) => Some(x),
+                    _ => None,
+                })
+                .collect::<Int64Array>(),
+        ),
+        Want::UInt | Want::Length | Want::BoolInt => Arc::new(
+            vals.into_iter()
+                .map(|v| match v {
+                    Some(V::U(x)) => Some(x),
+                    _ => None,
+                })
+                .collect::<UInt64Array>(),
+        ),
+        Want::Float => Arc::new(
+            vals.into_iter()
+                .map(|v| match v {
+                    Some(V::F(x)) => Some(x),
+                    _ => None,
+                })
+                .collect::<Float64Array>(),
+        ),
+        Want::Bool | Want::Has => Arc::new(
+            vals.into_iter()
+                .map(|v| match v {
+                    Some(V::B(x)) => Some(x),
+                    _ => None,
+                })
+                .collect::<BooleanArray>(),
+        ),
+        Want::Nullable(_) | Want::Cast(..) => unreachable!("unwrapped above"),
+    };
+    let ret = want.ret();
+    Ok(if arr.data_type() == &ret {
+        arr
+    } else {
+        cast(&arr, &ret)?
+    })
+}
+
+fn step_of(e: &Expr) -> Option<Step> {
+    if let Some(s) = lit_str(e) {
+        return Some(Step::Key(s));
+    }
+    match e {
+        Expr::Literal(v, _) => match v {
+            ScalarValue::Int8(Some(x)) => Some(Step::Index(*x as i64)),
+            ScalarValue::Int16(Some(x)) => Some(Step::Index(*x as i64)),
+            ScalarValue::Int32(Some(x)) => Some(Step::Index(*x as i64)),
+            ScalarValue::Int64(Some(x)) => Some(Step::Index(*x)),
+            ScalarValue::UInt8(Some(x)) => Some(Step::Index(*x as i64)),
+            ScalarValue::UInt16(Some(x)) => Some(Step::Index(*x as i64)),
+            ScalarValue::UInt32(Some(x)) => Some(Step::Index(*x as i64)),
+            ScalarValue::UInt64(Some(x)) => i64::try_from(*x).ok().map(Step::Index),
+            _ => None,
+        },
+        _ => None,
+    }
+}
 
 pub(super) fn translate(
     name: &str,
-    args: Vec<Expr>,
-    ctx: &FnContext<'_>,
+    mut args: Vec<Expr>,
+    _ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
-    let _ = (args, ctx);
-    Err(FunctionError::Unknown(name.to_string()))
+    let want = match name {
+        "JSONExtractString" => Want::Str,
+        "JSONExtractInt" => Want::Int,
+        "JSONExtractUInt" => Want::UInt,
+        "JSONExtractFloat" => Want::Float,
+        "JSONExtractBool" => Want::BoolInt,
+        "JSONExtractRaw" => Want::Raw,
+        "JSONExtractArrayRaw" => Want::ArrayRaw,
+        "JSONExtractKeys" => Want::Keys,
+        "JSONHas" => Want::Has,
+        "JSONLength" => Want::Length,
+        "JSONExtract" => {
+            let t = args.pop().expect("at least 2 args");
+            let t = lit_str(&t).ok_or_else(|| {
+                invalid("The type argument of `JSONExtract` must be a constant string")
+            })?;
+            Want::from_type_name(&t)
+                .ok_or_else(|| invalid(format!("`JSONExtract` does not support the type {t}")))?
+        }
+        _ => return Err(FunctionError::Unknown(name.to_string())),
+    };
+    let json = args.remove(0);
+    let path = args
+        .iter()
+        .map(|e| {
+            step_of(e).ok_or_else(|| {
+                invalid(format!(
+                    "The path arguments of `{name}` must be constant keys or indexes"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let nulls = if matches!(want, Want::Nullable(_)) {
+        Nulls::Always
+    } else {
+        Nulls::FromFirst
+    };
+    let key = format!("{want:?}/{path:?}");
+    let ret = want.ret();
+    let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+        let s = cast(&a[0], &DataType::Utf8)?;
+        let vals: Vec<Option<V>> = s
+            .as_string::<i32>()
+            .iter()
+            .map(|s| {
+                let s = s?;
+                let doc = parse(s);
+                Some(extract(&want, doc.as_ref().and_then(|d| walk(d, &path))))
+            })
+            .collect();
+        build(&want, vals)
+    });
+    Ok(call(name, key, ret, nulls, vec![json], k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use datafusion::arrow::datatypes::DataType;
+
+    const DOC: &str = r#"{"a":"x","b":1,"c":[1,2.50,{"d":true}], "e":null, "f":"12", "g":{"h":"deep","i":[5,6]}}"#;
+
+    #[test]
+    fn json_like_clickhouse() {
+        check(vec![
+            (call("JSONExtractString", vec![s(DOC), s("a")]), "x"),
+            (call("JSONExtractString", vec![s(DOC), s("b")]), "1"),
+            (call("JSONExtractString", vec![s(DOC), s("e")]), ""),
+            (
+                call("JSONExtractString", vec![s(DOC), s("g")]),
+                r#"{"h":"deep","i":[5,6]}"#,
+            ),
+            (
+                call("JSONExtractString", vec![s(DOC), s("g"), s("h")]),
+                "deep",
+            ),
+            (call("JSONExtractString", vec![s(DOC), s("zz")]), ""),
+            (call("JSONExtractString", vec![s("not json"), s("a")]), ""),
+            (
+                call("JSONExtractString", vec![s(r#"{"a":"x","a":"y"}"#), s("a")]),
+                "x",
+            ),
+            (
+                call("JSONExtractString", vec![s(r#"{"a":"\u00e9\n"}"#), s("a")]),
+                "é\n",
+            ),
+            (
+                call(
+                    "JSONExtractString",
+                    vec![s(r#"{"c":["p","q"]}"#), s("c"), i(-1)],
+                ),
+                "q",
+            ),
+            (
+                call("JSONExtractString", vec![s(r#"{"a":1.50}"#), s("a")]),
+                "1.5",
+            ),
+            (
+                call("JSONExtractInt", vec![s(DOC), s("g"), s("i"), i(1)]),
+                "5",
+            ),
+            (call("JSONExtractInt", vec![s(r#"{"b":1.9}"#), s("b")]), "1"),
+            (call("JSONExtractInt", vec![s(DOC), s("f")]), "12"),
+            (
+                call("JSONExtractInt", vec![s(r#"{"a":"1.5"}"#), s("a")]),
+                "1",
+            ),
+            (
+                call("JSONExtractInt", vec![s(r#"{"a":true}"#), s("a")]),
+                "0",
+            ),
+            (
+                call("JSONExtractInt", vec![s(r#"{"a":1e3}"#), s("a")]),
+                "1000",
+            ),
+            (
+                call(
+                    "JSONExtractInt",
+                    vec![s(r#"{"a":99999999999999999999}"#), s("a")],
+                ),
+                "0",
+            ),
+            (call("JSONExtractUInt", vec![s(r#"{"a":-1}"#), s("a")]), "0"),
+            (call("JSONExtractFloat", vec![s(DOC), s("b")]), "1"),
+            (
+                call("JSONExtractFloat", vec![s(r#"{"a":"1.5"}"#), s("a")]),
+                "1.5",
+            ),
+            (
+                call("JSONExtractBool", vec![s(DOC), s("c"), i(3), s("d")]),
+                "1",
+            ),
+            (
+                call("JSONExtractBool", vec![s(r#"{"a":"true"}"#), s("a")]),
+                "0",
+            ),
+            (
+                call(
+                    "JSONExtractRaw",
+                    vec![s(r#"{"c":[1, 2.50, {"d": true}]}"#), s("c")],
+                ),
+                r#"[1,2.5,{"d":true}]"#,
+            ),
+            (
+                call("JSONExtractRaw", vec![s(r#"{"a":"x"}"#), s("a")]),
+                r#""x""#,
+            ),
+            (
+                call("JSONExtractRaw", vec![s(r#"{"a":1.0e2}"#), s("a")]),
+                "100",
+            ),
+            (call("JSONExtractRaw", vec![s(r#"{"a":1}"#), s("b")]), ""),
+            (call("JSONExtractRaw", vec![s("[1,2]")]), "[1,2]"),
+            (
+                call(
+                    "JSONExtractRaw",
+                    vec![s(r#"{"a" : { "x" : "é" }}"#), s("a")],
+                ),
+                r#"{"x":"é"}"#,
+            ),
+            (
+                call(
+                    "JSONExtractArrayRaw",
+                    vec![s(r#"{"c":[1, "x", {"d": true}]}"#), s("c")],
+                ),
+                r#"[1, "x", {"d":true}]"#,
+            ),
+            (
+                call("JSONExtractArrayRaw", vec![s(r#"{"a":1}"#), s("a")]),
+                "[]",
+            ),
+            (
+                call("JSONExtractKeys", vec![s(r#"{"b":1,"a":{}}"#)]),
+                "[b, a]",
+            ),
+            (call("JSONExtractKeys", vec![s("[1]")]), "[]"),
+            (call("JSONHas", vec![s(DOC), s("a")]), "true"),
+            (call("JSONHas", vec![s(DOC), s("zz")]), "false"),
+            (
+                call("JSONHas", vec![s(r#"{"a":[1,2]}"#), s("a"), i(2)]),
+                "true",
+            ),
+            (
+                call("JSONHas", vec![s(r#"{"a":[1,2]}"#), s("a"), i(3)]),
+                "false",
+            ),
+            (call("JSONLength", vec![s(r#"{"a":1,"b":2}"#)]), "2"),
+            (call("JSONLength", vec![s("[1,2,3]")]), "3"),
+            (call("JSONLength", vec![s("1")]), "0"),
+            (
+                call("JSONExtract", vec![s(DOC), s("a"), s("Nullable(String)")]),
+                "x",
+            ),
+            (
+                call("JSONExtract", vec![s(DOC), s("zz"), s("Nullable(String)")]),
+                "\\N",
+            ),
+            (
+                call(
+                    "JSONExtract",
+                    vec![s(r#"{"a":["x","y"]}"#), s("a"), s("Array(String)")],
+                ),
+                "[x, y]",
+            ),
+            (
+                call(
+                    "JSONExtract",
+                    vec![s(r#"{"a":[1,2]}"#), s("a"), s("Array(Int64)")],
+                ),
+                "[1, 2]",
+            ),
+            (
+                call("JSONExtract", vec![s(r#"{"a":5}"#), s("a"), s("Int64")]),
+                "5",
+            ),
+            (
+                call("JSONExtract", vec![s(r#"{"a":5}"#), s("a"), s("Float64")]),
+                "5",
+            ),
+            (
+                call("JSONExtract", vec![s(r#"{"a":5}"#), s("a"), s("String")]),
+                "5",
+            ),
+            (
+                call(
+                    "JSONExtract",
+                    vec![s(r#"{"a":"5"}"#), s("a"), s("Nullable(Int64)")],
+                ),
+                "5",
+            ),
+            (
+                call("JSONExtract", vec![s(r#"{"a":true}"#), s("a"), s("Bool")]),
+                "true",
+            ),
+            (
+                call("JSONExtract", vec![s(r#"{"a":1}"#), s("a"), s("UInt8")]),
+                "1",
+            ),
+        ]);
+        assert_eq!(typ(call("JSONExtractBool", vec![s("{}")])), DataType::UInt8);
+        assert_eq!(
+            typ(call("JSONExtract", vec![s("{}"), s("a"), s("UInt8")])),
+            DataType::UInt8
+        );
+        assert_eq!(
+            rows(call("JSONExtractString", vec![c("s"), s("a")])),
+            ["", "", "", "\\N"]
+        );
+        assert!(try_call("JSONExtractString", vec![s("{}"), c("s")]).is_err());
+    }
 }

@@ -270,3 +270,24 @@ fn arity_and_lookup() {
         ))
     );
 }
+
+#[test]
+fn week_start_follows_the_project() {
+    let schema = schema();
+    let ctx = FnContext {
+        timezone: TZ,
+        week_start: WeekStart::Monday,
+        now: Utc.with_ymd_and_hms(2024, 5, 6, 3, 4, 5).unwrap(),
+        schema: &schema,
+    };
+    let e = super::super::translate(
+        "toStartOfWeek",
+        vec![],
+        vec![Arg::Expr(ts("2024-05-05 10:00:00"))],
+        false,
+        &ctx,
+    )
+    .unwrap();
+    let sunday = call("toStartOfWeek", vec![ts("2024-05-05 10:00:00")]);
+    check(vec![(e, "2024-04-29"), (sunday, "2024-05-05")]);
+}
