@@ -544,7 +544,7 @@ mod tests {
         let t = table();
         let gt = |v: i64| col("n").gt(lit(v));
         // order-dependent: one partition
-        let cases = vec![
+        let cases = [
             (t.f("any", vec![col("s")]), DataType::Utf8, true, "a"),
             (t.f("anyLast", vec![col("s")]), DataType::Utf8, true, "a"),
             (
@@ -687,7 +687,7 @@ mod tests {
             ],
         );
         // Order-dependent ones on one partition.
-        let cases = vec![
+        let cases = [
             (t.f("groupArray", vec![col("s")]), "[a, b, a, c, b, a]"),
             (t.p("groupArray", vec![lit(2)], vec![col("n")]), "[3, 1]"),
             (t.f("groupUniqArray", vec![col("s")]), "[a, b, c]"),

@@ -663,7 +663,7 @@ fn reduce(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::testutil::{Table, col, lit};
     use datafusion::arrow::array::Int64Builder;
     use datafusion::arrow::array::{ArrayRef, ListBuilder, StringArray, StringBuilder};

@@ -199,7 +199,7 @@ pub fn translate(
             window::translate(entry.name, args, ctx)
         }
         FnKind::Scalar => {
-            if lambda::is_higher_order(entry.name) {
+            if lambda::is_higher_order(entry.name, &args) {
                 lambda::translate(entry.name, args, ctx)
             } else {
                 let args = exprs_only(name, args)?;

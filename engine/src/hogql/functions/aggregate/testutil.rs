@@ -153,11 +153,6 @@ impl Table {
             .collect()
     }
 
-    /// Aggregates over the whole table, split into two partitions (so state merge runs).
-    pub fn agg(&self, exprs: Vec<Expr>) -> Vec<Out> {
-        self.agg_parts(2, exprs)
-    }
-
     pub fn agg_parts(&self, partitions: usize, exprs: Vec<Expr>) -> Vec<Out> {
         self.run(partitions, |b| aggregate_then_project(b, vec![], exprs))
     }

@@ -369,7 +369,7 @@ impl AggregateUDFImpl for ArgMinMax {
     }
 
     fn default_value(&self, data_type: &DataType) -> Result<ScalarValue> {
-        Ok(ScalarValue::try_from(data_type)?)
+        ScalarValue::try_from(data_type)
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
