@@ -367,6 +367,18 @@ impl Planner<'_> {
         let mut rels = vec![rel];
         for j in &from.joins {
             let (right, rel) = self.table_plan(&j.table, ctes, lazy)?;
+            let right_nullability: HashMap<String, bool> = right
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.is_nullable()))
+                .collect();
+            let left_nullability: HashMap<(String, String), bool> = plan
+                .schema()
+                .iter()
+                .map(|(q, f)| ((q.map(|q| q.table().to_string()).unwrap_or_default(), f.name().clone()), f.is_nullable()))
+                .collect();
+            let right_nullability = (right_nullability, left_nullability);
             if rels.iter().any(|r| r.alias == rel.alias) {
                 return err(
                     format!(
@@ -424,6 +436,9 @@ impl Planner<'_> {
             }
             .and_then(|b| b.build())
             .map_err(df)?;
+            if matches!(join_type, JoinType::Left | JoinType::Right | JoinType::Full) {
+                plan = join_defaults(plan, &right_nullability, &rel.alias, &rels, join_type)?;
+            }
             rels.push(rel);
         }
         Ok((plan, rels))
@@ -577,6 +592,11 @@ impl Planner<'_> {
                 .map(|g| {
                     if contains_aggregate(g) {
                         err("Aggregate functions are not allowed in GROUP BY", g.span)
+                    } else if let ExprKind::Literal(Literal::Int(n)) = &g.kind
+                        && *n >= 1
+                        && (*n as usize) <= items.len()
+                    {
+                        Ok(items[*n as usize - 1].0.clone())
                     } else {
                         self.expr(g, &scope)
                     }
@@ -602,10 +622,24 @@ impl Planner<'_> {
                 .collect::<PResult<_>>()?,
             None => vec![],
         };
+        let positional = |e: &ast::Expr| -> Option<Expr> {
+            match &e.kind {
+                ExprKind::Literal(Literal::Int(n)) if *n >= 1 && (*n as usize) <= items.len() => {
+                    Some(items[*n as usize - 1].0.clone())
+                }
+                _ => None,
+            }
+        };
         let order: Vec<(Expr, bool, Option<bool>)> = s
             .order_by
             .iter()
-            .map(|o| Ok((self.expr(&o.expr, &scope)?, o.desc, o.nulls_first)))
+            .map(|o| {
+                let e = match positional(&o.expr) {
+                    Some(e) => e,
+                    None => self.expr(&o.expr, &scope)?,
+                };
+                Ok((e, o.desc, o.nulls_first))
+            })
             .collect::<PResult<_>>()?;
 
         // Aggregation.
@@ -707,7 +741,7 @@ impl Planner<'_> {
 
         let sorts: Vec<Sort> = order
             .iter()
-            .map(|(e, desc, nf)| Sort::new(e.clone(), !desc, nf.unwrap_or(*desc)))
+            .map(|(e, desc, nf)| Sort::new(e.clone(), !desc, nf.unwrap_or(false)))
             .collect();
         let projection: Vec<Expr> = items
             .iter()
@@ -1059,7 +1093,13 @@ impl Planner<'_> {
                 let (l, r) = self.comparison_operands(left, right, scope)?;
                 // `NULL = NULL` is true in HogQL; outside joins keep that when either side is
                 // a NULL literal.
-                if !join && *op == BinaryOp::Eq && (is_null_lit(&l) || is_null_lit(&r)) {
+                if !join
+                    && *op == BinaryOp::Eq
+                    && (is_null_lit(&l)
+                        || is_null_lit(&r)
+                        || (l.nullable(&scope.schema).map_err(df)?
+                            && r.nullable(&scope.schema).map_err(df)?))
+                {
                     return self.expr(e, scope);
                 }
                 Ok(Expr::BinaryExpr(BinaryExpr::new(
@@ -1517,7 +1557,20 @@ impl Planner<'_> {
                         Ok(self.coerce_literal_to(&x, &vt)?.unwrap_or(x))
                     })
                     .collect::<PResult<Vec<_>>>()?;
-                v.clone().in_list(items, false)
+                // A NULL in the list matches a NULL value (ClickHouse's transform_null_in,
+                // which PostHog turns on).
+                let has_null = items.iter().any(is_null_lit);
+                let items: Vec<Expr> = items.into_iter().filter(|i| !is_null_lit(i)).collect();
+                let membership = if items.is_empty() {
+                    lit(false)
+                } else {
+                    null_false(v.clone().in_list(items, false))
+                };
+                if has_null {
+                    v.clone().is_null().or(membership)
+                } else {
+                    membership
+                }
             }
             ast::InList::Subquery(q) => {
                 // Outside a filter: membership in the subquery's values, gathered once.
@@ -2060,6 +2113,51 @@ impl Planner<'_> {
 // helpers
 // -------------------------------------------------------------------------------------
 
+/// ClickHouse fills the missing side of an outer join with its columns' default values
+/// (0, '', …), not NULL, unless a column was Nullable to begin with; PostHog keeps that.
+fn join_defaults(
+    plan: LogicalPlan,
+    nullability: &(HashMap<String, bool>, HashMap<(String, String), bool>),
+    right_alias: &str,
+    left_rels: &[Relation],
+    join_type: JoinType,
+) -> PResult<LogicalPlan> {
+    let mut changed = false;
+    let exprs: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(q, f)| {
+            let c = Expr::Column(Column::new(q.cloned(), f.name()));
+            let qual = q.map(|q| q.table().to_string()).unwrap_or_default();
+            let is_right = qual == right_alias;
+            let was_nullable = if is_right {
+                nullability.0.get(f.name()).copied().unwrap_or(true)
+            } else {
+                nullability.1.get(&(qual.clone(), f.name().clone())).copied().unwrap_or(true)
+            };
+            let filled_side = match join_type {
+                JoinType::Left => is_right,
+                JoinType::Right => !is_right && left_rels.iter().any(|r| r.alias == qual),
+                _ => true,
+            };
+            if filled_side && !was_nullable && f.is_nullable()
+                && let Ok(default) = ScalarValue::new_default(f.data_type())
+            {
+                changed = true;
+                return core_fn::coalesce(vec![c, Expr::Literal(default, None)]).alias_qualified(q.cloned(), f.name());
+            }
+            c
+        })
+        .collect();
+    if !changed {
+        return Ok(plan);
+    }
+    LogicalPlanBuilder::from(plan)
+        .project(exprs)
+        .and_then(|b| b.build())
+        .map_err(df)
+}
+
 fn plan_schema_join(l: &DFSchema, r: &DFSchema) -> datafusion::error::Result<DFSchema> {
     l.join(r)
 }
@@ -2141,7 +2239,13 @@ fn binary_operator(op: BinaryOp) -> Operator {
 
 /// NULL → false.
 fn null_false(e: Expr) -> Expr {
-    core_fn::coalesce(vec![e, lit(false)])
+    // A CASE rather than coalesce(): lambda bodies are evaluated without the optimizer,
+    // which is what turns coalesce into something executable.
+    Expr::Case(datafusion::logical_expr::Case::new(
+        None,
+        vec![(Box::new(e.clone().is_null()), Box::new(lit(false)))],
+        Some(Box::new(e)),
+    ))
 }
 
 /// A value used as a condition: booleans as they are, numbers as `!= 0` (ClickHouse's UInt8).

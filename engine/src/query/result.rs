@@ -102,7 +102,7 @@ fn float_json(f: f64) -> Value {
 
 /// One cell as JSON, as PostHog's API returns it: DateTimes as ISO 8601 in the column's zone.
 pub fn json_value(a: &ArrayRef, row: usize) -> Value {
-    if a.is_null(row) {
+    if a.is_null(row) || a.data_type() == &DataType::Null {
         return Value::Null;
     }
     match a.data_type() {
@@ -165,7 +165,7 @@ fn iso(t: DateTime<Utc>, tz: Option<chrono_tz::Tz>) -> String {
 /// One cell as ClickHouse's TSV output writes it, except NULL (`NULL`), the empty string
 /// (`(empty)`) and booleans (`1`/`0`) — the rendering the .slt files use.
 pub fn text_value(a: &ArrayRef, row: usize) -> String {
-    if a.is_null(row) {
+    if a.is_null(row) || a.data_type() == &DataType::Null {
         return "NULL".into();
     }
     let s = text_inner(a, row, false);
@@ -213,7 +213,7 @@ pub fn float_text(f: f64) -> String {
 }
 
 fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
-    if a.is_null(row) {
+    if a.is_null(row) || a.data_type() == &DataType::Null {
         return "NULL".into();
     }
     let string = |s: &str| if nested { quote(s) } else { escape_tsv(s) };
