@@ -286,7 +286,8 @@ impl Lexer<'_> {
     fn skip_trivia(&mut self) -> Result<(), SyntaxError> {
         loop {
             let b = self.at(self.pos);
-            if self.pos < self.bytes.len() && matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+            if self.pos < self.bytes.len()
+                && matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
             {
                 self.pos += 1;
             } else if b == b'-' && self.at(self.pos + 1) == b'-' {
@@ -428,8 +429,7 @@ impl Lexer<'_> {
             i += 1;
         }
         self.pos = i;
-        String::from_utf8(out)
-            .map_err(|_| self.err(start, i, format!("{what} is not valid UTF-8")))
+        String::from_utf8(out).map_err(|_| self.err(start, i, format!("{what} is not valid UTF-8")))
     }
 }
 
