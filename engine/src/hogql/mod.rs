@@ -6,3 +6,6 @@
 
 pub mod ast;
 pub mod functions;
+pub mod lexer;
+pub mod parser;
+pub mod print;

@@ -2709,7 +2709,7 @@ mod tests {
             let e = parse_query(&text).expect_err("too deep");
             assert!(e.message.contains("nested too deeply"), "{e}");
         };
-        let n = 100_000;
+        let n = 20_000;
         too_deep(format!("SELECT {}", nest("(", "1", ")", n)));
         too_deep(format!("SELECT {}", nest("[", "1", "]", n)));
         too_deep(format!("SELECT {}", nest("f(", "1", ")", n)));
