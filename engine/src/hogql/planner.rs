@@ -376,7 +376,15 @@ impl Planner<'_> {
             let left_nullability: HashMap<(String, String), bool> = plan
                 .schema()
                 .iter()
-                .map(|(q, f)| ((q.map(|q| q.table().to_string()).unwrap_or_default(), f.name().clone()), f.is_nullable()))
+                .map(|(q, f)| {
+                    (
+                        (
+                            q.map(|q| q.table().to_string()).unwrap_or_default(),
+                            f.name().clone(),
+                        ),
+                        f.is_nullable(),
+                    )
+                })
                 .collect();
             let right_nullability = (right_nullability, left_nullability);
             if rels.iter().any(|r| r.alias == rel.alias) {
@@ -1118,8 +1126,15 @@ impl Planner<'_> {
                 let (v, plan) = self.in_subquery_operands(expr, q, scope)?;
                 let nullable = v.nullable(&scope.schema).map_err(df)?;
                 Ok(if *negated {
-                    let not_in = datafusion::logical_expr::expr_fn::not_in_subquery(v.clone(), Arc::new(plan));
-                    if nullable { v.is_null().or(not_in) } else { not_in }
+                    let not_in = datafusion::logical_expr::expr_fn::not_in_subquery(
+                        v.clone(),
+                        Arc::new(plan),
+                    );
+                    if nullable {
+                        v.is_null().or(not_in)
+                    } else {
+                        not_in
+                    }
                 } else {
                     datafusion::logical_expr::expr_fn::in_subquery(v, Arc::new(plan))
                 })
@@ -1580,13 +1595,19 @@ impl Planner<'_> {
                 let agg = LogicalPlanBuilder::from(plan)
                     .aggregate(
                         Vec::<Expr>::new(),
-                        vec![datafusion::functions_aggregate::expr_fn::array_agg(col).alias("__values")],
+                        vec![
+                            datafusion::functions_aggregate::expr_fn::array_agg(col)
+                                .alias("__values"),
+                        ],
                     )
                     .and_then(|b| b.build())
                     .map_err(df)?;
                 let values = datafusion::logical_expr::expr_fn::scalar_subquery(Arc::new(agg));
                 datafusion::functions_nested::expr_fn::array_has(
-                    core_fn::coalesce(vec![values, datafusion::functions_nested::expr_fn::make_array(vec![])]),
+                    core_fn::coalesce(vec![
+                        values,
+                        datafusion::functions_nested::expr_fn::make_array(vec![]),
+                    ]),
                     v,
                 )
             }
@@ -1633,7 +1654,10 @@ impl Planner<'_> {
             let n = plan.schema().fields().len();
             if n != items.len() {
                 return err(
-                    format!("The tuple has {} elements but the subquery returns {n} columns", items.len()),
+                    format!(
+                        "The tuple has {} elements but the subquery returns {n} columns",
+                        items.len()
+                    ),
                     lhs.span,
                 );
             }
@@ -2133,18 +2157,25 @@ fn join_defaults(
             let was_nullable = if is_right {
                 nullability.0.get(f.name()).copied().unwrap_or(true)
             } else {
-                nullability.1.get(&(qual.clone(), f.name().clone())).copied().unwrap_or(true)
+                nullability
+                    .1
+                    .get(&(qual.clone(), f.name().clone()))
+                    .copied()
+                    .unwrap_or(true)
             };
             let filled_side = match join_type {
                 JoinType::Left => is_right,
                 JoinType::Right => !is_right && left_rels.iter().any(|r| r.alias == qual),
                 _ => true,
             };
-            if filled_side && !was_nullable && f.is_nullable()
+            if filled_side
+                && !was_nullable
+                && f.is_nullable()
                 && let Ok(default) = ScalarValue::new_default(f.data_type())
             {
                 changed = true;
-                return core_fn::coalesce(vec![c, Expr::Literal(default, None)]).alias_qualified(q.cloned(), f.name());
+                return core_fn::coalesce(vec![c, Expr::Literal(default, None)])
+                    .alias_qualified(q.cloned(), f.name());
             }
             c
         })

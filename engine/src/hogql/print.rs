@@ -175,7 +175,7 @@ impl Printer {
     /// parser allows trees 512 levels deep, more than a small stack holds in debug builds).
     fn deeper(&mut self, f: impl FnOnce(&mut Self) + Send) {
         self.depth += 1;
-        if self.depth % SEGMENT == 0 {
+        if self.depth.is_multiple_of(SEGMENT) {
             std::thread::scope(|scope| {
                 let spawned = std::thread::Builder::new()
                     .name("hogql-print".into())
@@ -786,6 +786,297 @@ impl Printer {
             Literal::Int(i) => self.s(&i.to_string()),
             Literal::Float(f) => self.s(&float(*f)),
             Literal::String(s) => self.s(&string(s)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hogql::parser::{parse_expr, parse_query};
+
+    /// Queries that must survive parse → print → parse unchanged.
+    const CORPUS: &[&str] = &[
+        // Basics and every clause.
+        "SELECT 1",
+        "select event, count() from events group by event",
+        "SELECT DISTINCT distinct_id FROM events WHERE event = '$pageview' LIMIT 100",
+        "SELECT *, e.* FROM events AS e",
+        "SELECT count() c, count() AS d FROM events",
+        "SELECT count(*), count(DISTINCT person_id), uniqExact(distinct_id) FROM events",
+        "SELECT quantile(0.9)(properties.$session_duration), quantiles(0.5, 0.9)(x) FROM events",
+        "SELECT properties.$browser, properties['$os'], person.properties.email, properties.a.b FROM events",
+        "SELECT `$session_id`, $window_id, \"my col\", `a``b` FROM events",
+        "SELECT (1 + 2 AS x) * x, -1, - 1, -x, -(1), - -1, a.1, t.1.2, (1, 2).1, (1).1",
+        "SELECT (1), (1,), (1, 'a'), tuple(1, 'a'), tuple(), (), [1, 2], [], [[1], [2, 3]]",
+        "SELECT 1.5, .5, 1e3, 1.5e-3, 0x1F, 0b101, inf, -inf, 18446744073709551616, -9223372036854775808",
+        "SELECT NULL, TRUE, false, 'it''s', 'a\\'b', '\\n\\t\\\\', '\\x41', '€'",
+        "SELECT x -> x + 1, (x, y) -> x * y, () -> 1, arrayMap(x -> x * 2, [1, 2])",
+        "SELECT a ? b : c, a ? b : c ? d : e, (a ? b : c) ? d : e, a OR b ? c : d",
+        "SELECT a ?? b, a ?? b = c, (a ?? b) = c, NOT a ?? b",
+        "SELECT NOT a IN b, (NOT a) IN b, NOT a = b AND c, NOT (a AND b)",
+        "SELECT a BETWEEN 1 AND 2, a NOT BETWEEN 1 AND 2 = 1, (a BETWEEN 1 AND 2) = 1",
+        "SELECT a BETWEEN b AND c BETWEEN d AND e, a BETWEEN (b BETWEEN c AND d) AND e",
+        "SELECT 1 = 1 IS NULL, 1 IS NULL = 0, a IS NOT NULL, (a = b) IS NULL, a = (b IS NULL)",
+        "SELECT x IN (1, 2), x NOT IN (SELECT 1), x GLOBAL IN (1), x IN tuple(1, 2), x IN ((1, 2)), x IN arr, x IN ()",
+        "SELECT x IN (SELECT 1 UNION ALL SELECT 2), x IN ((SELECT 1) UNION ALL (SELECT 2))",
+        "SELECT a LIKE 'x%', a NOT LIKE 'x', a ILIKE 'y', a NOT ILIKE 'z', a =~ 'r', a !~ 'r', a =~* 'r', a !~* 'r', a ~ 'r'",
+        "SELECT a = b, a == b, a != b, a <> b, a < b, a <= b, a > b, a >= b, a || b || c, a % b, a MOD b",
+        "SELECT 1 - 2 - 3, 1 - (2 - 3), 2 * (3 + 4), (2 * 3) + 4, a / b / c, a / (b / c), -a.1, (-a).1",
+        "SELECT CASE WHEN a THEN 1 WHEN b THEN 2 ELSE 3 END, CASE x WHEN 1 THEN 'a' END",
+        "SELECT CAST(x AS Nullable(String)), x::DateTime64(6, 'UTC'), x::Array(Int64), CAST(x, 'Float64')",
+        "SELECT CAST(x AS Tuple(a String, b Nullable(Int64))), CAST(x AS Enum8('a' = 1, 'b' = -2)), -1::Int8",
+        "SELECT INTERVAL 1 DAY, INTERVAL 2 WEEKS, INTERVAL '1 day', INTERVAL '2' DAY, INTERVAL 1 + 1 HOUR, INTERVAL x MONTH",
+        "SELECT now() - INTERVAL 7 DAY, toStartOfInterval(timestamp, INTERVAL 15 minute)",
+        "SELECT EXISTS (SELECT 1), exists(x), (SELECT max(timestamp) FROM events), ((SELECT 1) + 1)",
+        "SELECT {placeholder}, f({x}) FROM {tbl} WHERE {filter}",
+        "SELECT left(s, 2), right(s, 1), any(x), if(a, b, c), not(x), `tuple`(1)(2)",
+        "SELECT x AS `from`, y AS `select`, z AS `1x`, w AS \"a b\"",
+        "SELECT 1 AS x, x + 1 AS y ORDER BY y",
+        "SELECT a FROM t WHERE a AS b",
+        "SELECT f(a AS b), [c AS d], (e AS f), (a AS b) AS c",
+        "SELECT a, b, FROM t",
+        "(SELECT 1)",
+        "((SELECT 1))",
+        "SELECT 1;",
+        // FROM, joins, array join.
+        "SELECT 1 FROM events FINAL",
+        "SELECT 1 FROM events AS e FINAL SAMPLE 0.1 OFFSET 0.5",
+        "SELECT 1 FROM events SAMPLE 1 / 10",
+        "SELECT 1 FROM db.events e",
+        "SELECT 1 FROM numbers(10) AS n",
+        "SELECT 1 FROM (SELECT 1) AS s",
+        "SELECT 1 FROM ((SELECT 1) UNION ALL (SELECT 2)) s",
+        "SELECT 1 FROM a, b, c",
+        "SELECT 1 FROM a JOIN b ON a.x = b.x INNER JOIN c USING (x, y) LEFT OUTER JOIN d USING x",
+        "SELECT 1 FROM a RIGHT JOIN e ON 1 FULL OUTER JOIN f ON 1 CROSS JOIN g",
+        "SELECT 1 FROM a GLOBAL ANY LEFT JOIN h ON 1 LEFT SEMI JOIN i ON 1 ANTI RIGHT JOIN j ON 1",
+        "SELECT 1 FROM a ASOF JOIN k ON a.t >= k.t ALL INNER JOIN (SELECT 1) AS l ON 1",
+        "SELECT x FROM t ARRAY JOIN arr AS x",
+        "SELECT x, y FROM t LEFT ARRAY JOIN arr AS x, [1, 2] AS y",
+        "SELECT x FROM t INNER ARRAY JOIN arr",
+        // Grouping, windows, ordering, limits.
+        "SELECT a FROM t PREWHERE a WHERE b",
+        "SELECT a, count() FROM t GROUP BY a WITH TOTALS HAVING count() > 1",
+        "SELECT a, b FROM t GROUP BY ROLLUP(a, b)",
+        "SELECT a, b FROM t GROUP BY CUBE(a, b) WITH TOTALS",
+        "SELECT a, b FROM t GROUP BY a, b WITH ROLLUP",
+        "SELECT sum(x) OVER w, avg(x) OVER (w ORDER BY t) FROM t WINDOW w AS (PARTITION BY a)",
+        "SELECT row_number() OVER (PARTITION BY a, b ORDER BY t DESC NULLS LAST) FROM t",
+        "SELECT sum(x) OVER (ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM t",
+        "SELECT sum(x) OVER (ORDER BY t RANGE BETWEEN 3 PRECEDING AND 2 FOLLOWING) FROM t",
+        "SELECT sum(x) OVER (ROWS UNBOUNDED FOLLOWING), sum(x) OVER (ROWS 1 PRECEDING) FROM t",
+        "SELECT sum(x) OVER (ROWS BETWEEN `current` PRECEDING AND CURRENT ROW) FROM t",
+        "SELECT sum(x) OVER (`rows` ORDER BY t) FROM t WINDOW `rows` AS (), w2 AS (w ORDER BY t)",
+        "SELECT a, row_number() OVER (PARTITION BY a ORDER BY b) AS r FROM t QUALIFY r = 1",
+        "SELECT a FROM t ORDER BY a ASC NULLS FIRST, b DESC, c",
+        "SELECT a FROM t LIMIT 10",
+        "SELECT a FROM t LIMIT 10 OFFSET 5",
+        "SELECT a FROM t LIMIT 5, 10",
+        "SELECT a FROM t OFFSET 5",
+        "SELECT a FROM t ORDER BY a LIMIT 10 WITH TIES",
+        "SELECT a FROM t LIMIT 10 BY a, b",
+        "SELECT a FROM t LIMIT 2, 10 BY a LIMIT 100",
+        "SELECT a FROM t LIMIT 1 OFFSET 2 BY a LIMIT 5 OFFSET 3",
+        "SELECT a FROM t LIMIT 1 BY a OFFSET 3",
+        // Set operations and CTEs.
+        "SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3",
+        "SELECT 1 UNION SELECT 2 UNION DISTINCT SELECT 3",
+        "SELECT 1 UNION ALL SELECT 2 INTERSECT SELECT 3 EXCEPT SELECT 4",
+        "(SELECT 1) UNION ALL (SELECT 2 UNION ALL SELECT 3)",
+        "(SELECT 1 UNION ALL SELECT 2) INTERSECT (SELECT 3 EXCEPT SELECT 4)",
+        "(SELECT a FROM t ORDER BY a LIMIT 1) UNION ALL (SELECT b FROM u)",
+        "WITH a AS (SELECT 1), 1 + 2 AS b, (SELECT 3) AS c SELECT a, b, c",
+        "WITH x AS (SELECT 1 UNION ALL SELECT 2), y AS (SELECT * FROM x) SELECT * FROM y",
+        "WITH [1, 2] AS arr, x -> x + 1 AS f SELECT arrayMap(f, arr)",
+        // PostHog product-analytics shapes.
+        "SELECT toStartOfDay(timestamp) AS day, count() AS total FROM events \
+         WHERE event = '$pageview' AND timestamp >= toStartOfDay(now() - INTERVAL 7 DAY) \
+         GROUP BY day ORDER BY day",
+        "SELECT arrayJoin(arrayMap(n -> toStartOfDay(now()) - toIntervalDay(n), range(0, 7))) AS day_start, \
+         sum(count) FROM (SELECT count() AS count, toStartOfDay(timestamp) AS day_start FROM events GROUP BY day_start) \
+         GROUP BY day_start ORDER BY day_start",
+        "SELECT properties.$browser AS breakdown_value, count() FROM events \
+         WHERE event = '$pageview' AND properties.$browser IS NOT NULL \
+         GROUP BY breakdown_value ORDER BY count() DESC LIMIT 25",
+        "SELECT countIf(steps = 1) AS step_1, countIf(steps = 2) AS step_2 FROM (\
+         SELECT person_id, windowFunnel(1209600)(toDateTime(timestamp), event = 'signup', event = 'purchase') AS steps \
+         FROM events WHERE event IN ('signup', 'purchase') GROUP BY person_id)",
+        "SELECT person_id, arraySort(x -> x.1, groupArray((timestamp, event))) AS events_ordered \
+         FROM events GROUP BY person_id HAVING length(events_ordered) > 1",
+        "SELECT dateDiff('week', first_seen, timestamp) AS week, uniq(person_id) FROM events \
+         INNER JOIN (SELECT person_id, min(timestamp) AS first_seen FROM events GROUP BY person_id) AS f \
+         ON events.person_id = f.person_id GROUP BY week ORDER BY week",
+        "SELECT start_of_period, countIf(status = 'new') AS new, countIf(status = 'returning') AS returning, \
+         -countIf(status = 'dormant') AS dormant FROM (SELECT person_id, toStartOfWeek(timestamp) AS start_of_period, \
+         if(start_of_period = toStartOfWeek(person.created_at), 'new', 'returning') AS status FROM events) \
+         GROUP BY start_of_period ORDER BY start_of_period",
+        "SELECT path, count() FROM (SELECT $session_id, groupArray(properties.$current_url) AS path FROM \
+         (SELECT * FROM events WHERE event = '$pageview' ORDER BY timestamp) GROUP BY $session_id) \
+         GROUP BY path ORDER BY count() DESC LIMIT 50",
+        "SELECT e.event, p.properties.email FROM events e LEFT JOIN persons p ON e.person_id = p.id \
+         WHERE p.properties.email ILIKE '%@posthog.com' AND e.timestamp > '2024-01-01'",
+        "SELECT session.$session_duration, session.$is_bounce, count() FROM events \
+         WHERE $session_id IS NOT NULL GROUP BY 1, 2",
+        "SELECT multiIf(x < 10, 'small', x < 100, 'medium', 'large') AS bucket, count() FROM t GROUP BY bucket",
+        "SELECT replaceRegexpAll(properties.$current_url, '\\\\?.*$', '') AS url FROM events LIMIT 10",
+        "SELECT toStartOfHour(timestamp), countIf(event = '$pageview') / count() * 100 AS pct FROM events GROUP BY 1",
+        "SELECT JSONExtractString(properties, 'plan') AS plan, sumIf(toFloat(properties.amount), event = 'paid') FROM events GROUP BY plan",
+        "SELECT $group_0, group_0.properties.name, count() FROM events WHERE $group_0 != '' GROUP BY 1, 2",
+        "SELECT distinct_id FROM events WHERE person_id IN (SELECT id FROM persons WHERE properties.plan = 'pro')",
+        "SELECT lagInFrame(timestamp) OVER (PARTITION BY person_id ORDER BY timestamp ASC \
+         ROWS BETWEEN 1 PRECEDING AND 1 PRECEDING) AS prev FROM events",
+        "SELECT event, properties.$browser ?? 'unknown', coalesce(properties.$os, 'none') FROM events",
+    ];
+
+    fn roundtrip(text: &str) -> String {
+        let q = parse_query(text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+        let printed = query(&q);
+        let again = parse_query(&printed).unwrap_or_else(|e| panic!("{text}\n=> {printed}\n{e}"));
+        assert_eq!(again, q, "{text}\n=> {printed}");
+        assert_eq!(query(&again), printed, "printing is not stable for {text}");
+        printed
+    }
+
+    #[test]
+    fn corpus_round_trips() {
+        assert!(CORPUS.len() >= 80, "{}", CORPUS.len());
+        for text in CORPUS {
+            roundtrip(text);
+        }
+    }
+
+    #[test]
+    fn normalized_text() {
+        let cases = [
+            (
+                "select count() c from events e where x=1 group by y order by c desc limit 10",
+                "SELECT count() AS c FROM events AS e WHERE x = 1 GROUP BY y ORDER BY c DESC LIMIT 10",
+            ),
+            (
+                "SELECT (1, 2), (1,), tuple(), (1)",
+                "SELECT (1, 2), tuple(1), tuple(), 1",
+            ),
+            (
+                "SELECT a == b, a <> b, a MOD b",
+                "SELECT a = b, a != b, a % b",
+            ),
+            (
+                "SELECT x::Nullable( String )",
+                "SELECT CAST(x AS Nullable(String))",
+            ),
+            (
+                "SELECT INTERVAL '3 days', interval 1 + 1 hour",
+                "SELECT INTERVAL 3 DAY, INTERVAL (1 + 1) HOUR",
+            ),
+            ("SELECT -(1), - -1, -x", "SELECT -(1), -(-1), -x"),
+            (
+                "SELECT 1.0, 1e300, 1e-7, 0.1",
+                "SELECT 1.0, 1e300, 1e-7, 0.1",
+            ),
+            ("SELECT 'a\\nb''c'", "SELECT 'a\\nb\\'c'"),
+            (
+                "SELECT `from`, \"$x\", `my col`, `a.b`",
+                "SELECT `from`, $x, `my col`, `a.b`",
+            ),
+            ("SELECT 1 FROM a, b", "SELECT 1 FROM a CROSS JOIN b"),
+            (
+                "SELECT 1 FROM a LEFT OUTER JOIN b USING x",
+                "SELECT 1 FROM a LEFT JOIN b USING (x)",
+            ),
+            (
+                "SELECT a FROM t LIMIT 5, 10",
+                "SELECT a FROM t LIMIT 10 OFFSET 5",
+            ),
+            (
+                "SELECT a FROM t GROUP BY ROLLUP(a)",
+                "SELECT a FROM t GROUP BY a WITH ROLLUP",
+            ),
+            (
+                "SELECT 1 UNION SELECT 2",
+                "SELECT 1 UNION DISTINCT SELECT 2",
+            ),
+            ("((SELECT 1))", "SELECT 1"),
+            ("SELECT (1 + 2 AS x) * x", "SELECT (1 + 2 AS x) * x"),
+            ("SELECT a ? b : c", "SELECT a ? b : c"),
+            ("SELECT f(x).name, (1).1", "SELECT f(x)['name'], (1).1"),
+            (
+                "SELECT NOT (a AND b), NOT a AND b",
+                "SELECT NOT (a AND b), NOT a AND b",
+            ),
+            (
+                "SELECT (a + b) * c, a + b * c",
+                "SELECT (a + b) * c, a + b * c",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(roundtrip(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn hand_built_trees_print_and_reparse() {
+        // Trees the parser never builds this way still print as text that reads back the same.
+        let sp = Span::default();
+        let lit = |i: i128| Expr::new(ExprKind::Literal(Literal::Int(i)), sp);
+        let field = |s: &str| Expr::new(ExprKind::Field(vec![s.into()]), sp);
+        let b = |e: ExprKind| Box::new(Expr::new(e, sp));
+        let trees = [
+            ExprKind::Unary {
+                op: UnaryOp::Neg,
+                expr: b(ExprKind::Literal(Literal::Float(f64::INFINITY))),
+            },
+            ExprKind::TupleElement {
+                base: Box::new(lit(-3)),
+                index: 2,
+            },
+            ExprKind::Index {
+                base: Box::new(lit(1)),
+                index: Box::new(lit(1)),
+            },
+            ExprKind::Call {
+                name: "CAST".into(),
+                params: None,
+                args: vec![field("x")],
+                distinct: false,
+                over: None,
+            },
+            ExprKind::Call {
+                name: "tuple".into(),
+                params: None,
+                args: vec![lit(1)],
+                distinct: true,
+                over: None,
+            },
+            ExprKind::Field(vec!["select".into(), "from".into()]),
+            ExprKind::Field(vec!["interval".into()]),
+            ExprKind::Binary {
+                op: BinaryOp::Add,
+                left: b(ExprKind::Lambda {
+                    params: vec!["x".into()],
+                    body: Box::new(field("x")),
+                }),
+                right: Box::new(lit(1)),
+            },
+            ExprKind::Interval {
+                value: b(ExprKind::Binary {
+                    op: BinaryOp::Concat,
+                    left: b(ExprKind::Literal(Literal::String("1".into()))),
+                    right: b(ExprKind::Literal(Literal::String("2".into()))),
+                }),
+                unit: IntervalUnit::Day,
+            },
+            ExprKind::Literal(Literal::String("\u{1}\u{7f}\r\0`'\\".into())),
+            ExprKind::Alias {
+                expr: Box::new(field("x")),
+                name: "a`b".into(),
+            },
+        ];
+        for kind in trees {
+            let e = Expr::new(kind, sp);
+            let text = expr(&e);
+            let back = parse_expr(&text).unwrap_or_else(|err| panic!("{text}: {err}"));
+            assert_eq!(back, e, "{text}");
         }
     }
 }
