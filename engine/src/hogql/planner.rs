@@ -300,6 +300,11 @@ impl Planner<'_> {
             if name == "events" && matches!(f.name().as_str(), "team_id" | "event_date") {
                 continue;
             }
+            if name == "events" && f.name() == "elements_chain" {
+                // PostHog's column is a plain String: '' when there is no chain.
+                exprs.push(core_fn::coalesce(vec![c, lit("")]).alias(f.name()));
+                continue;
+            }
             let e = match f.data_type() {
                 DataType::Timestamp(unit, _) => {
                     cast(c, DataType::Timestamp(*unit, Some(tz.clone()))).alias(f.name())
@@ -1216,12 +1221,21 @@ impl Planner<'_> {
                 e.span,
             ),
             ExprKind::Index { base, index } => {
-                if let ExprKind::Literal(Literal::String(key)) = &index.kind
-                    && let ExprKind::Field(parts) = &base.kind
+                // properties['a']['b'] and properties.a['b']: one JSON path.
+                let mut keys = Vec::new();
+                let mut cur: &ast::Expr = e;
+                while let ExprKind::Index { base, index } = &cur.kind
+                    && let ExprKind::Literal(Literal::String(key)) = &index.kind
+                {
+                    keys.push(key.clone());
+                    cur = base;
+                }
+                if !keys.is_empty()
+                    && let ExprKind::Field(parts) = &cur.kind
                     && let Some(json) = self.json_base(parts, scope)?
                 {
                     let mut path = json.1;
-                    path.push(key.clone());
+                    path.extend(keys.into_iter().rev());
                     return Ok(self.property(json.0, &path, scope));
                 }
                 let b = self.expr(base, scope)?;
