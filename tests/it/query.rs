@@ -1,0 +1,450 @@
+//! The query API on the real binary: refresh modes, cache, async runs, cancel, log, errors,
+//! limits, upgrade/draft/async-check, project isolation, and `hedgerow query`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+async fn capture(srv: &Server, token: &str, events: Vec<Value>) {
+    let r = client()
+        .post(srv.url("/batch/"))
+        .json(&json!({"api_key": token, "batch": events}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+fn ev(name: &str, i: usize) -> Value {
+    json!({"event": name, "distinct_id": format!("u{}", i % 7),
+           "properties": {"$browser": if i % 2 == 0 { "Chrome" } else { "Safari" }, "n": i}})
+}
+
+async fn post(srv: &Server, project: i64, body: Value) -> (u16, Value) {
+    let r = client()
+        .post(srv.url(&format!("/api/projects/{project}/query/")))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(srv: &Server, path: &str) -> (u16, Value) {
+    let r = client()
+        .get(srv.url(path))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+fn hogql(q: &str) -> Value {
+    json!({"kind": "HogQLQuery", "query": q})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_modes_cache_and_response_shape() {
+    let srv = Server::start(&["--flush-interval", "1h"]);
+    capture(&srv, TOKEN, (0..10).map(|i| ev("$pageview", i)).collect()).await;
+    let q = "SELECT properties.$browser AS browser, count() FROM events GROUP BY browser ORDER BY browser";
+
+    // Blocking: computed, and the events captured a moment ago are visible.
+    let (st, r) = post(&srv, 1, json!({"query": hogql(q)})).await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["results"], json!([["Chrome", 5], ["Safari", 5]]));
+    assert_eq!(r["columns"], json!(["browser", "count()"]));
+    assert_eq!(
+        r["types"],
+        json!([["browser", "Nullable(String)"], ["count()", "UInt64"]])
+    );
+    for f in [
+        "results",
+        "columns",
+        "types",
+        "hogql",
+        "clickhouse",
+        "timings",
+        "error",
+        "hasMore",
+        "limit",
+        "offset",
+        "modifiers",
+        "is_cached",
+        "last_refresh",
+        "next_allowed_client_refresh",
+        "cache_key",
+        "timezone",
+        "query_status",
+    ] {
+        assert!(r.get(f).is_some(), "response lacks {f}: {r}");
+    }
+    assert_eq!(r["is_cached"], false);
+    assert_eq!(r["hasMore"], false);
+    assert_eq!(r["timezone"], "UTC");
+    assert!(r["hogql"].as_str().unwrap().contains("GROUP BY"), "{r}");
+    assert!(
+        r["timings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["k"] == "./execute")
+    );
+    assert_eq!(r["query_status"]["complete"], true);
+
+    // Unchanged data: an exact cache hit.
+    let (_, r2) = post(&srv, 1, json!({"query": hogql(q)})).await;
+    assert_eq!(r2["is_cached"], true);
+    assert_eq!(r2["results"], r["results"]);
+    // force_blocking always computes.
+    let (_, r3) = post(
+        &srv,
+        1,
+        json!({"query": hogql(q), "refresh": "force_blocking"}),
+    )
+    .await;
+    assert_eq!(r3["is_cached"], false);
+
+    // New data: blocking recomputes (very fresh = 0s by default) ...
+    capture(&srv, TOKEN, vec![ev("$pageview", 2)]).await;
+    let (_, r4) = post(&srv, 1, json!({"query": hogql(q)})).await;
+    assert_eq!(r4["is_cached"], false);
+    assert_eq!(r4["results"], json!([["Chrome", 6], ["Safari", 5]]));
+    // ... lazy_async serves the somewhat-fresh (1 min) entry on changed data.
+    capture(&srv, TOKEN, vec![ev("$pageview", 4)]).await;
+    let (st, r5) = post(&srv, 1, json!({"query": hogql(q), "refresh": "lazy_async"})).await;
+    assert_eq!((st, &r5["is_cached"]), (200, &json!(true)));
+    assert_eq!(r5["results"], json!([["Chrome", 6], ["Safari", 5]]));
+    // force_cache: a hit, and a miss that completes at once without computing.
+    let (st, r6) = post(
+        &srv,
+        1,
+        json!({"query": hogql(q), "refresh": "force_cache"}),
+    )
+    .await;
+    assert_eq!((st, &r6["is_cached"]), (200, &json!(true)));
+    let (st, r7) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT 42"), "refresh": "force_cache"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    assert!(r7["results"].is_null(), "{r7}");
+    assert_eq!(r7["is_cached"], false);
+    assert_eq!(r7["query_status"]["complete"], true);
+    let (_, r8) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT 42"), "refresh": "force_cache"}),
+    )
+    .await;
+    assert!(
+        r8["results"].is_null(),
+        "force_cache must never compute: {r8}"
+    );
+
+    // Placeholders from `values`.
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": {"kind": "HogQLQuery", "query": "SELECT count() FROM events WHERE properties.$browser = {b}", "values": {"b": "Safari"}}}),
+    )
+    .await;
+    assert_eq!((st, &r["results"]), (200, &json!([[5]])), "{r}");
+
+    // The query log is a table too.
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT count() > 0 FROM query_log WHERE status = 'completed'")}),
+    )
+    .await;
+    assert_eq!((st, &r["results"]), (200, &json!([[true]])), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_runs_poll_cancel_and_log() {
+    let srv = Server::start(&[]);
+    capture(&srv, TOKEN, (0..200).map(|i| ev("e", i)).collect()).await;
+
+    // async: 202 at once, then poll until done.
+    let (st, r) = post(&srv, 1, json!({"query": hogql("SELECT count() FROM events"), "refresh": "async", "client_query_id": "my-count", "name": "count them"})).await;
+    assert_eq!(st, 202, "{r}");
+    assert_eq!(r["query_status"]["complete"], false);
+    assert_eq!(r["query_status"]["id"], "my-count");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let (st, r) = get(&srv, "/api/projects/1/query/my-count/").await;
+        match st {
+            200 => break r,
+            202 => assert_eq!(r["query_status"]["complete"], false),
+            other => panic!("status {other}: {r}"),
+        }
+        assert!(Instant::now() < deadline, "async query never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["query_status"]["complete"], true);
+    assert_eq!(done["query_status"]["results"]["results"], json!([[200]]));
+
+    // Its log entry.
+    let (st, log) = get(&srv, "/api/projects/1/query/my-count/log/").await;
+    assert_eq!(st, 200, "{log}");
+    assert_eq!(log["status"], "completed");
+    assert_eq!(log["name"], "count them");
+    assert_eq!(log["result_rows"], 1);
+    assert_eq!(log["query"], "SELECT count() FROM events");
+    let (st, _) = get(&srv, "/api/projects/1/query/nope/log/").await;
+    assert_eq!(st, 404);
+    let (st, b) = get(&srv, "/api/projects/1/query/nope/").await;
+    assert_eq!((st, b["type"].as_str()), (404, Some("not_found")));
+
+    // Cancel a query that would run for minutes: DELETE stops it.
+    let slow = "SELECT count() FROM events a CROSS JOIN events b CROSS JOIN events c CROSS JOIN events d WHERE toInt(a.properties.n) + toInt(b.properties.n) = toInt(c.properties.n) + toInt(d.properties.n)";
+    let (st, _) = post(
+        &srv,
+        1,
+        json!({"query": hogql(slow), "refresh": "force_async", "client_query_id": "slow"}),
+    )
+    .await;
+    assert_eq!(st, 202);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (st, r) = get(&srv, "/api/projects/1/query/slow/").await;
+    assert_eq!(st, 202, "the slow query should still be running: {r}");
+    let r = client()
+        .delete(srv.url("/api/projects/1/query/slow/"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (st, r) = get(&srv, "/api/projects/1/query/slow/").await;
+        if st == 400 {
+            assert_eq!(r["query_status"]["error"], true, "{r}");
+            assert!(
+                r["query_status"]["error_message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cancelled"),
+                "{r}"
+            );
+            break;
+        }
+        assert_eq!(st, 202);
+        assert!(Instant::now() < deadline, "cancel did not stop the query");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, log) = get(&srv, "/api/projects/1/query/slow/log/").await;
+    assert_eq!(log["status"], "cancelled", "{log}");
+    // The server is still answering quickly after the cancel.
+    let (st, r) = post(&srv, 1, json!({"query": hogql("SELECT 1")})).await;
+    assert_eq!((st, &r["results"]), (200, &json!([[1]])));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_limits_and_isolation() {
+    let srv = Server::start(&[]);
+    capture(&srv, TOKEN, (0..150).map(|i| ev("e", i)).collect()).await;
+
+    let (st, r) = post(&srv, 1, json!({"query": hogql("SELECT event FROM events")})).await;
+    assert_eq!(st, 200);
+    assert_eq!(r["results"].as_array().unwrap().len(), 100);
+    assert_eq!(
+        (r["hasMore"].as_bool(), r["limit"].as_u64()),
+        (Some(true), Some(100))
+    );
+    let (_, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT event FROM events LIMIT 120")}),
+    )
+    .await;
+    assert_eq!(r["results"].as_array().unwrap().len(), 120);
+    assert_eq!(r["hasMore"], false);
+    let (_, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT event FROM events LIMIT 1000000")}),
+    )
+    .await;
+    assert_eq!(
+        (r["results"].as_array().unwrap().len(), r["limit"].as_u64()),
+        (150, Some(50_000))
+    );
+
+    let err = |st: u16, r: &Value, code: &str| {
+        assert_eq!(st, 400, "{r}");
+        assert_eq!(r["type"], "validation_error", "{r}");
+        assert_eq!(r["code"], code, "{r}");
+        assert!(r.get("attr").is_some());
+    };
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT count( FROM events")}),
+    )
+    .await;
+    err(st, &r, "hogql_syntax_error");
+    assert!(
+        r["detail"].as_str().unwrap().contains("line 1, column"),
+        "{r}"
+    );
+    let (st, r) = post(&srv, 1, json!({"query": hogql("SELECT nope(1)")})).await;
+    err(st, &r, "hogql_query_error");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown function `nope`"),
+        "{r}"
+    );
+    for q in [
+        "SELECT * FROM file('/etc/passwd')",
+        "SELECT * FROM system.tables",
+        "SELECT * FROM url('http://x')",
+    ] {
+        let (st, r) = post(&srv, 1, json!({"query": hogql(q)})).await;
+        err(st, &r, "hogql_query_error");
+    }
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT 1"), "name": "x".repeat(129)}),
+    )
+    .await;
+    err(st, &r, "invalid_input");
+    assert_eq!(r["attr"], "name");
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT 1"), "name": "x".repeat(128)}),
+    )
+    .await;
+    assert_eq!(st, 200, "{r}");
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT 1"), "refresh": "sometimes"}),
+    )
+    .await;
+    err(st, &r, "invalid_input");
+    let (st, r) = post(&srv, 1, json!({"query": {"kind": "TrendsQuery"}})).await;
+    err(st, &r, "invalid_input");
+    let (st, r) = post(&srv, 1, json!({})).await;
+    assert_eq!((st, r["attr"].as_str()), (400, Some("query")));
+    let (st, _) = post(&srv, 99, json!({"query": hogql("SELECT 1")})).await;
+    assert_eq!(st, 404);
+
+    // Another project's events never show.
+    let r = client()
+        .post(srv.url("/api/projects/"))
+        .bearer_auth(KEY)
+        .json(&json!({"name": "other"}))
+        .send()
+        .await
+        .unwrap();
+    let other: Value = r.json().await.unwrap();
+    let token = other["api_token"].as_str().unwrap().to_string();
+    capture(&srv, &token, vec![ev("secret", 1)]).await;
+    let (_, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT count() FROM events WHERE event = 'secret'")}),
+    )
+    .await;
+    assert_eq!(r["results"], json!([[0]]));
+    let (_, r) = post(
+        &srv,
+        other["id"].as_i64().unwrap(),
+        json!({"query": hogql("SELECT count(), any(event) FROM events")}),
+    )
+    .await;
+    assert_eq!(r["results"], json!([[1, "secret"]]));
+
+    // upgrade, check_auth_for_async, draft_sql.
+    let r = client()
+        .post(srv.url("/api/projects/1/query/upgrade/"))
+        .bearer_auth(KEY)
+        .json(&json!({"query": {"kind": "EventsNode", "event": "$pageview"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let up: Value = r.json().await.unwrap();
+    assert_eq!(up["query"]["version"], 1);
+    assert!(up["query"]["math"].is_null() && up["query"].get("math").is_some());
+    let r = client()
+        .post(srv.url("/api/projects/1/query/check_auth_for_async/"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.bytes().await.unwrap().is_empty());
+    let r = client()
+        .post(srv.url("/api/projects/1/query/check_auth_for_async/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let (st, d) = get(
+        &srv,
+        "/api/projects/1/query/draft_sql/?prompt=daily%20users%20by%20browser",
+    )
+    .await;
+    assert_eq!(st, 200, "{d}");
+    let sql = d["sql"].as_str().unwrap();
+    assert!(sql.contains("properties.$browser"), "{sql}");
+    // The draft runs.
+    let (st, r) = post(&srv, 1, json!({"query": hogql(sql)})).await;
+    assert_eq!(st, 200, "{r}");
+}
+
+#[test]
+fn query_command_prints_tables_csv_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut srv = Server::start_in(tmp.path(), &[]);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(capture(
+            &srv,
+            TOKEN,
+            (0..4).map(|i| ev("$pageview", i)).collect(),
+        ));
+        srv.stop();
+    }
+    let run = |fmt: &str| {
+        let out = std::process::Command::new(bin())
+            .args(["query", "--format", fmt, "--data-dir"])
+            .arg(tmp.path())
+            .arg("SELECT properties.$browser AS b, count() AS c FROM events GROUP BY b ORDER BY b")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let table = run("table");
+    assert!(table.contains("Chrome | 2"), "{table}");
+    assert!(table.contains("(2 rows)"), "{table}");
+    assert_eq!(run("csv"), "b,c\nChrome,2\nSafari,2\n");
+    let json: Value = serde_json::from_str(&run("json")).unwrap();
+    assert_eq!(json["results"], json!([["Chrome", 2], ["Safari", 2]]));
+    let bad = std::process::Command::new(bin())
+        .args(["query", "--data-dir"])
+        .arg(tmp.path())
+        .arg("SELECT nope()")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("Unknown function"));
+}
