@@ -19,7 +19,7 @@ async fn capture(srv: &Server, token: &str, events: Vec<Value>) {
 
 fn ev(name: &str, i: usize) -> Value {
     json!({"event": name, "distinct_id": format!("u{}", i % 7),
-           "properties": {"$browser": if i % 2 == 0 { "Chrome" } else { "Safari" }, "n": i}})
+           "properties": {"$browser": if i.is_multiple_of(2) { "Chrome" } else { "Safari" }, "n": i}})
 }
 
 async fn post(srv: &Server, project: i64, body: Value) -> (u16, Value) {

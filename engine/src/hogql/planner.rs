@@ -2151,11 +2151,15 @@ impl Planner<'_> {
 // helpers
 // -------------------------------------------------------------------------------------
 
+/// Whether each column was nullable before a join: (right side by name, left side by
+/// (qualifier, name)).
+type Nullability = (HashMap<String, bool>, HashMap<(String, String), bool>);
+
 /// ClickHouse fills the missing side of an outer join with its columns' default values
 /// (0, '', …), not NULL, unless a column was Nullable to begin with; PostHog keeps that.
 fn join_defaults(
     plan: LogicalPlan,
-    nullability: &(HashMap<String, bool>, HashMap<(String, String), bool>),
+    nullability: &Nullability,
     right_alias: &str,
     left_rels: &[Relation],
     join_type: JoinType,

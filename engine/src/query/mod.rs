@@ -445,14 +445,13 @@ impl QueryService {
                 parse: &parse,
                 print: &print_expr,
             };
-            let plan = planner::plan_query(&query, &pctx).map_err(|e| {
+            planner::plan_query(&query, &pctx).map_err(|e| {
                 let msg = match e.span {
                     Some(s) => format!("{} (at {})", e.message, position(text, s.start)),
                     None => e.message,
                 };
                 QueryError::Query(msg)
-            })?;
-            plan
+            })?
         };
         let plan = if let Some(n) = probe {
             datafusion::logical_expr::LogicalPlanBuilder::from(plan)

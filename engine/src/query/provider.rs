@@ -145,7 +145,7 @@ impl TableProvider for EventsProvider {
             return Ok(files);
         }
         let mem = MemorySourceConfig::try_new_exec(
-            &[self.buffer.clone()],
+            std::slice::from_ref(&self.buffer),
             self.schema.clone(),
             projection.cloned(),
         )?;
