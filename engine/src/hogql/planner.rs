@@ -833,7 +833,11 @@ impl Planner<'_> {
                 }
                 plan = numbered_filter(plan, rank_expr(), vec![], sorts.clone(), 0, n + off)?;
             }
-            if !sorts.is_empty() {
+            // Sort on the output when every key is a selected column (the sort is then the
+            // last step, after any window); otherwise below the projection.
+            let on_output = output_sorts(&items, &sorts);
+            let sort_after = !sorts.is_empty() && on_output.len() == sorts.len();
+            if !sorts.is_empty() && !sort_after {
                 plan = LogicalPlanBuilder::from(plan)
                     .sort(sorts.clone())
                     .and_then(|b| b.build())
@@ -843,6 +847,12 @@ impl Planner<'_> {
                 .project(projection)
                 .and_then(|b| b.build())
                 .map_err(df)?;
+            if sort_after {
+                plan = LogicalPlanBuilder::from(plan)
+                    .sort(on_output)
+                    .and_then(|b| b.build())
+                    .map_err(df)?;
+            }
         }
 
         // LIMIT n BY cols (after DISTINCT: over the selected columns)
