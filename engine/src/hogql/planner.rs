@@ -430,8 +430,7 @@ impl Planner<'_> {
                 Some(ast::JoinConstraint::On(on)) => {
                     let mut all = rels.clone();
                     all.push(rel.clone());
-                    let schema =
-                        Arc::new(plan_schema_join(builder.schema(), right.schema()).map_err(df)?);
+                    let schema = Arc::new(builder.schema().join(right.schema()).map_err(df)?);
                     let scope = Scope {
                         relations: all,
                         extra: HashSet::new(),
@@ -470,9 +469,6 @@ impl Planner<'_> {
                 }
                 ast::Cte::Expr { name, expr, .. } => ctes.exprs.push((name.clone(), expr.clone())),
             }
-        }
-        if s.prewhere.is_some() && s.where_.is_some() {
-            // Both are plain filters here; combined below.
         }
         if let Some(gb) = &s.group_by
             && (gb.modifier != ast::GroupByModifier::None || gb.with_totals)
@@ -710,7 +706,6 @@ impl Planner<'_> {
         let windows = find_window_exprs(all.iter().copied());
         if !windows.is_empty() {
             let wplan = LogicalPlanBuilder::window_plan(plan, windows.clone()).map_err(df)?;
-            let out = wplan.schema().clone();
             let map: Vec<(Expr, Expr)> = windows
                 .iter()
                 .map(|w| {
@@ -732,7 +727,6 @@ impl Planner<'_> {
                 .into_iter()
                 .map(rebase)
                 .collect::<PResult<_>>()?;
-            let _ = out;
             plan = wplan;
         }
         if let Some(q) = qualify {
@@ -932,7 +926,7 @@ impl Planner<'_> {
                         f.data_type(),
                     ));
                     v = when(
-                        functions_nested_len(v.clone()).eq(lit(0u64)),
+                        datafusion::functions_nested::expr_fn::cardinality(v.clone()).eq(lit(0u64)),
                         Expr::Literal(null_list, None),
                     )
                     .otherwise(v)
@@ -1296,9 +1290,13 @@ impl Planner<'_> {
                 high,
                 negated,
             } => {
-                let (v, lo) = self.comparison_operands(expr, low, scope)?;
-                let (v2, hi) = self.comparison_operands(expr, high, scope)?;
-                let _ = v2;
+                let v = self.expr(expr, scope)?;
+                let vt = v.get_type(&scope.schema).map_err(df)?;
+                let bound = |b: &ast::Expr| -> PResult<Expr> {
+                    let x = self.expr(b, scope)?;
+                    Ok(self.coerce_literal_to(&x, &vt)?.unwrap_or(x))
+                };
+                let (lo, hi) = (bound(low)?, bound(high)?);
                 let b = Expr::Between(datafusion::logical_expr::Between::new(
                     Box::new(v),
                     *negated,
@@ -1882,7 +1880,7 @@ impl Planner<'_> {
         match over {
             None => Ok(v),
             Some(o) => {
-                let spec = self.window_spec(o, scope, whole.span)?;
+                let spec = self.window_spec(o, whole.span)?;
                 let partition = spec
                     .partition_by
                     .iter()
@@ -1899,24 +1897,13 @@ impl Planner<'_> {
                         ))
                     })
                     .collect::<PResult<Vec<_>>>()?;
-                let frame = spec
-                    .frame
-                    .as_ref()
-                    .map(|f| self.frame(f, whole.span))
-                    .transpose()?;
+                let frame = spec.frame.as_ref().map(|f| self.frame(f)).transpose()?;
                 to_window(v, partition, order, frame).map_err(df)
             }
         }
     }
 
-    fn window_spec(
-        &self,
-        o: &ast::Over,
-        scope: &Scope<'_>,
-        span: Span,
-    ) -> PResult<ast::WindowSpec> {
-        let _ = scope;
-        let _ = span;
+    fn window_spec(&self, o: &ast::Over, span: Span) -> PResult<ast::WindowSpec> {
         match o {
             ast::Over::Spec(s) if s.base.is_none() => Ok(s.clone()),
             _ => err(
@@ -1926,7 +1913,7 @@ impl Planner<'_> {
         }
     }
 
-    fn frame(&self, f: &ast::WindowFrame, span: Span) -> PResult<WindowFrame> {
+    fn frame(&self, f: &ast::WindowFrame) -> PResult<WindowFrame> {
         let units = match f.units {
             ast::FrameUnits::Rows => WindowFrameUnits::Rows,
             ast::FrameUnits::Range => WindowFrameUnits::Range,
@@ -1953,7 +1940,6 @@ impl Planner<'_> {
             Some(e) => bound(e)?,
             None => WindowFrameBound::CurrentRow,
         };
-        let _ = span;
         Ok(WindowFrame::new_bounds(units, start, end))
     }
 
@@ -2215,14 +2201,6 @@ fn join_defaults(
         .project(exprs)
         .and_then(|b| b.build())
         .map_err(df)
-}
-
-fn plan_schema_join(l: &DFSchema, r: &DFSchema) -> datafusion::error::Result<DFSchema> {
-    l.join(r)
-}
-
-fn functions_nested_len(v: Expr) -> Expr {
-    datafusion::functions_nested::expr_fn::cardinality(v)
 }
 
 /// The name a select item gets without an alias: a field's last part, else the HogQL text.

@@ -329,88 +329,95 @@ impl QueryService {
             .flat_map(|(_, b)| b)
             .collect();
         let events = provider::EventsProvider::new(team, files, buffered).map_err(from_df)?;
-        let log = self.query_log_table(team)?;
         Ok(TeamCatalog {
             events: Arc::new(events),
-            query_log: Arc::new(log),
+            meta: self.meta.clone(),
+            team,
+            log_since: self.clock.now() - LOG_RETENTION,
         })
     }
+}
 
-    fn query_log_table(&self, team: TeamId) -> Result<MemTable, QueryError> {
-        use datafusion::arrow::array::{
-            BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
-        };
-        let since = self.clock.now() - LOG_RETENTION;
-        let rows = self
-            .meta
-            .query_log(team, since, None)
-            .map_err(|e| QueryError::Internal(e.to_string()))?;
-        let ts = || {
-            DataType::Timestamp(
-                datafusion::arrow::datatypes::TimeUnit::Microsecond,
-                Some("UTC".into()),
-            )
-        };
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("query_id", DataType::Utf8, false),
-            Field::new("name", DataType::Utf8, true),
-            Field::new("query", DataType::Utf8, false),
-            Field::new("kind", DataType::Utf8, false),
-            Field::new("status", DataType::Utf8, false),
-            Field::new("exception", DataType::Utf8, true),
-            Field::new("is_cached", DataType::Boolean, false),
-            Field::new("query_start_time", ts(), false),
-            Field::new("event_time", ts(), true),
-            Field::new("query_duration_ms", DataType::Float64, true),
-            Field::new("result_rows", DataType::Int64, true),
-            Field::new("read_bytes", DataType::Int64, true),
-        ]));
-        let s = |f: &dyn Fn(&QueryLogEntry) -> Option<String>| {
-            Arc::new(StringArray::from(rows.iter().map(f).collect::<Vec<_>>())) as _
-        };
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![
-                s(&|e| Some(e.query_id.clone())),
-                s(&|e| e.name.clone()),
-                s(&|e| Some(e.query.clone())),
-                s(&|e| Some(e.kind.clone())),
-                s(&|e| Some(e.status.clone())),
-                s(&|e| e.error.clone()),
-                Arc::new(BooleanArray::from(
-                    rows.iter().map(|e| e.is_cached).collect::<Vec<_>>(),
-                )),
-                Arc::new(
-                    TimestampMicrosecondArray::from(
-                        rows.iter()
-                            .map(|e| e.started_at.timestamp_micros())
-                            .collect::<Vec<_>>(),
-                    )
-                    .with_timezone("UTC"),
-                ),
-                Arc::new(
-                    TimestampMicrosecondArray::from(
-                        rows.iter()
-                            .map(|e| e.ended_at.map(|t| t.timestamp_micros()))
-                            .collect::<Vec<_>>(),
-                    )
-                    .with_timezone("UTC"),
-                ),
-                Arc::new(Float64Array::from(
-                    rows.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
-                )),
-                Arc::new(Int64Array::from(
-                    rows.iter().map(|e| e.result_rows).collect::<Vec<_>>(),
-                )),
-                Arc::new(Int64Array::from(
-                    rows.iter().map(|e| e.read_bytes).collect::<Vec<_>>(),
-                )),
-            ],
-        )
+/// The `query_log` table of a project: its entries since `since`. Read only when a query
+/// names the table.
+fn query_log_table(
+    meta: &MetaStore,
+    team: TeamId,
+    since: DateTime<Utc>,
+) -> Result<MemTable, QueryError> {
+    use datafusion::arrow::array::{
+        BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    };
+    let rows = meta
+        .query_log(team, since, None)
         .map_err(|e| QueryError::Internal(e.to_string()))?;
-        MemTable::try_new(schema, vec![vec![batch]]).map_err(from_df)
-    }
+    let ts = || {
+        DataType::Timestamp(
+            datafusion::arrow::datatypes::TimeUnit::Microsecond,
+            Some("UTC".into()),
+        )
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("query_id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("query", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("status", DataType::Utf8, false),
+        Field::new("exception", DataType::Utf8, true),
+        Field::new("is_cached", DataType::Boolean, false),
+        Field::new("query_start_time", ts(), false),
+        Field::new("event_time", ts(), true),
+        Field::new("query_duration_ms", DataType::Float64, true),
+        Field::new("result_rows", DataType::Int64, true),
+        Field::new("read_bytes", DataType::Int64, true),
+    ]));
+    let s = |f: &dyn Fn(&QueryLogEntry) -> Option<String>| {
+        Arc::new(StringArray::from(rows.iter().map(f).collect::<Vec<_>>())) as _
+    };
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            s(&|e| Some(e.query_id.clone())),
+            s(&|e| e.name.clone()),
+            s(&|e| Some(e.query.clone())),
+            s(&|e| Some(e.kind.clone())),
+            s(&|e| Some(e.status.clone())),
+            s(&|e| e.error.clone()),
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|e| e.is_cached).collect::<Vec<_>>(),
+            )),
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    rows.iter()
+                        .map(|e| e.started_at.timestamp_micros())
+                        .collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    rows.iter()
+                        .map(|e| e.ended_at.map(|t| t.timestamp_micros()))
+                        .collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(Float64Array::from(
+                rows.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                rows.iter().map(|e| e.result_rows).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                rows.iter().map(|e| e.read_bytes).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .map_err(|e| QueryError::Internal(e.to_string()))?;
+    MemTable::try_new(schema, vec![vec![batch]]).map_err(from_df)
+}
 
+impl QueryService {
     /// Parses, plans and runs one HogQL query for `project`. Stops (and returns
     /// [`QueryError::Cancelled`]) as soon as `cancel` fires.
     pub async fn run_hogql(
@@ -645,9 +652,9 @@ impl QueryService {
                 },
             );
         }
-        self.log(
+        self.write_log(&self.entry(
             project, &node, &req, &query_id, started_at, None, "running", None,
-        );
+        ));
 
         let this = self.clone();
         let project2 = project.clone();
@@ -721,7 +728,7 @@ impl QueryService {
                     }
                     other => ("failed", other.to_string()),
                 };
-                self.log(
+                self.write_log(&self.entry(
                     project,
                     node,
                     req,
@@ -730,7 +737,7 @@ impl QueryService {
                     Some(ended_at),
                     status,
                     Some(&msg),
-                );
+                ));
                 self.set_task(query_id, TaskState::Failed(msg.clone()), ended_at);
                 return Err(match e {
                     QueryError::Cancelled(_) => QueryError::Cancelled(query_id.to_string()),
@@ -784,9 +791,7 @@ impl QueryService {
         logged.result_rows = Some(run.results.len() as i64);
         logged.read_bytes = Some(run.read_bytes as i64);
         logged.timings = Some(resp["timings"].clone());
-        if let Err(e) = self.meta.log_query(&logged) {
-            tracing::warn!(error = %e, "cannot write the query log");
-        }
+        self.write_log(&logged);
         self.set_task(query_id, TaskState::Done(resp.clone()), ended_at);
         Ok(resp)
     }
@@ -915,22 +920,9 @@ impl QueryService {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn log(
-        &self,
-        project: &Project,
-        node: &HogQLNode,
-        req: &QueryRequest,
-        query_id: &str,
-        started_at: DateTime<Utc>,
-        ended_at: Option<DateTime<Utc>>,
-        status: &str,
-        error: Option<&str>,
-    ) {
-        let e = self.entry(
-            project, node, req, query_id, started_at, ended_at, status, error,
-        );
-        if let Err(e) = self.meta.log_query(&e) {
+    /// Writes a log entry; a failure to log never fails the query.
+    fn write_log(&self, e: &QueryLogEntry) {
+        if let Err(e) = self.meta.log_query(e) {
             tracing::warn!(error = %e, "cannot write the query log");
         }
     }
@@ -948,9 +940,7 @@ impl QueryService {
             None,
         );
         e.is_cached = true;
-        if let Err(e) = self.meta.log_query(&e) {
-            tracing::warn!(error = %e, "cannot write the query log");
-        }
+        self.write_log(&e);
     }
 }
 
@@ -1127,7 +1117,9 @@ pub fn position(text: &str, offset: usize) -> String {
 /// The tables of one project.
 struct TeamCatalog {
     events: Arc<dyn TableProvider>,
-    query_log: Arc<dyn TableProvider>,
+    meta: Arc<MetaStore>,
+    team: TeamId,
+    log_since: DateTime<Utc>,
 }
 
 fn empty_table(fields: Vec<Field>) -> Arc<dyn TableProvider> {
@@ -1145,7 +1137,13 @@ impl Catalog for TeamCatalog {
         };
         match name {
             "events" => Some(self.events.clone()),
-            "query_log" => Some(self.query_log.clone()),
+            "query_log" => match query_log_table(&self.meta, self.team, self.log_since) {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the query log");
+                    None
+                }
+            },
             // Persons and groups are built by the persons store (not yet): empty tables
             // with their real columns, so queries plan and answer "nothing".
             "persons" => Some(empty_table(vec![

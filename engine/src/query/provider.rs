@@ -102,7 +102,7 @@ impl TableProvider for EventsProvider {
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
-        limit: Option<usize>,
+        _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         // The guard needs team_id in what the files scan returns.
         let team_idx = self.schema.index_of("team_id")?;
@@ -140,7 +140,6 @@ impl TableProvider for EventsProvider {
                 .collect::<Vec<_>>();
             files = Arc::new(ProjectionExec::try_new(exprs, files)?);
         }
-        let _ = limit;
         if self.buffer.is_empty() {
             return Ok(files);
         }

@@ -125,15 +125,7 @@ impl EventBuffer {
         self.write().frozen = None;
     }
 
-    /// A project's unflushed rows (frozen, then active), for queries.
-    pub fn snapshot(&self, team: TeamId) -> Vec<RecordBatch> {
-        self.snapshot_parts(team)
-            .into_iter()
-            .flat_map(|(_, b)| b)
-            .collect()
-    }
-
-    /// A project's unflushed rows by part, each with the part's last WAL seq. A reader that
+    /// A project's unflushed rows (frozen part, then active) by part, each with the part's last WAL seq. A reader that
     /// takes this *before* the table snapshot keeps exactly the parts whose seq is above the
     /// snapshot's committed seq: a part is committed whole, so it is then in one place only.
     pub fn snapshot_parts(&self, team: TeamId) -> Vec<(u64, Vec<RecordBatch>)> {
@@ -167,6 +159,13 @@ mod tests {
     use crate::ingest::Event;
     use crate::storage::schema::events_to_batch;
 
+    fn snapshot(b: &EventBuffer, team: TeamId) -> Vec<RecordBatch> {
+        b.snapshot_parts(team)
+            .into_iter()
+            .flat_map(|(_, x)| x)
+            .collect()
+    }
+
     fn batch(n: usize) -> RecordBatch {
         let events: Vec<Event> = (0..n)
             .map(|i| Event {
@@ -192,7 +191,7 @@ mod tests {
         // New rows go to the active part; readers see both.
         b.append(TeamId(1), batch(1), 3);
         let rows = |t| {
-            b.snapshot(TeamId(t))
+            snapshot(&b, TeamId(t))
                 .iter()
                 .map(|x| x.num_rows())
                 .sum::<usize>()
@@ -216,7 +215,7 @@ mod tests {
         for seq in 1..=(COALESCE_AT as u64 + 10) {
             b.append(TeamId(1), batch(1), seq);
         }
-        let snap = b.snapshot(TeamId(1));
+        let snap = snapshot(&b, TeamId(1));
         assert!(snap.len() < 20, "{} batches", snap.len());
         assert_eq!(
             snap.iter().map(|x| x.num_rows()).sum::<usize>(),
