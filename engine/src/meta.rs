@@ -4,8 +4,9 @@
 //! hashes (they are 256-bit random secrets, so a fast hash is enough); the secret itself is
 //! shown once, when it is made. Persons live elsewhere (`persons`), in their own tables.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rand::Rng;
@@ -15,7 +16,8 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::error::{ErrorKind, HasKind};
-use crate::ingest::TeamId;
+use crate::ingest::{Event, TeamId};
+use crate::propdefs::{self, NOT_EVENT_PROPERTIES, PropertyKind, PropertyType};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
@@ -100,6 +102,21 @@ pub struct MetaStore {
     conn: Mutex<Connection>,
     /// Group type → index, per project. Mappings never change once made, so a hit is final.
     group_types: Mutex<std::collections::HashMap<(TeamId, String), Option<u8>>>,
+    /// Every property definition, loaded at open and kept in step with the table: ingestion
+    /// checks each property name here and writes only what is new.
+    prop_defs: RwLock<PropDefs>,
+}
+
+/// Property name → its type (`None`: only null/object/array values seen so far).
+type PropDefs = HashMap<(TeamId, PropertyKind), HashMap<String, Option<PropertyType>>>;
+
+/// One property definition, as listed for a project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PropertyDefinition {
+    pub name: String,
+    #[serde(skip)]
+    pub kind: PropertyKind,
+    pub property_type: Option<&'static str>,
 }
 
 const SCHEMA: &str = "
@@ -118,6 +135,15 @@ CREATE TABLE IF NOT EXISTS group_types (
     created_at TEXT NOT NULL,
     PRIMARY KEY (team_id, group_type),
     UNIQUE (team_id, idx)
+);
+CREATE TABLE IF NOT EXISTS property_definitions (
+    team_id INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    group_type_index INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    property_type TEXT,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (team_id, kind, group_type_index, name)
 );
 CREATE TABLE IF NOT EXISTS query_log (
     query_id TEXT NOT NULL,
@@ -188,9 +214,33 @@ impl MetaStore {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        let mut defs = PropDefs::new();
+        {
+            let mut stmt = conn.prepare(
+                "SELECT team_id, kind, group_type_index, name, property_type FROM property_definitions",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                ))
+            })?;
+            for row in rows {
+                let (team, kind, group, name, ty) = row?;
+                if let Some(kind) = PropertyKind::from_code(kind, group) {
+                    defs.entry((TeamId(team), kind))
+                        .or_default()
+                        .insert(name, ty.as_deref().and_then(PropertyType::parse));
+                }
+            }
+        }
         Ok(Self {
             conn: Mutex::new(conn),
             group_types: Mutex::new(Default::default()),
+            prop_defs: RwLock::new(defs),
         })
     }
 
@@ -459,6 +509,142 @@ impl MetaStore {
         Ok(idx)
     }
 
+    /// Records the property types a batch of a project's events suggests (see
+    /// [`crate::propdefs`]): event properties, person properties from `$set`/`$set_once`,
+    /// and group properties from `$groupidentify`'s `$group_set`. A name whose type is known
+    /// costs one hash lookup; only new names, or names whose values were all null so far,
+    /// reach SQLite. The first type seen wins, also across concurrent batches.
+    pub fn observe_properties(&self, team: TeamId, events: &[Event]) -> Result<()> {
+        // Group properties are keyed by the group type's index, which may need a write:
+        // resolve those first, outside the definitions lock.
+        let mut group_sets = Vec::new();
+        for e in events {
+            if e.event == "$groupidentify"
+                && let Some(serde_json::Value::String(group_type)) = e.properties.get("$group_type")
+                && let Some(serde_json::Value::Object(set)) = e.properties.get("$group_set")
+                && let Some(idx) = self.group_type_index(team, group_type, e.created_at)?
+            {
+                group_sets.push((PropertyKind::Group(idx), set, e.created_at));
+            }
+        }
+        let mut new: Vec<(PropertyKind, String, Option<PropertyType>)> = Vec::new();
+        {
+            let defs = self.prop_defs.read().unwrap_or_else(|e| e.into_inner());
+            let mut consider =
+                |kind: PropertyKind, key: &str, value: &serde_json::Value, now: DateTime<Utc>| {
+                    let known = defs.get(&(team, kind)).and_then(|m| m.get(key));
+                    if matches!(known, Some(Some(_))) {
+                        return;
+                    }
+                    let ty = propdefs::detect(key, value, now);
+                    if known.is_some() && ty.is_none() {
+                        return;
+                    }
+                    match new.iter_mut().find(|(k, n, _)| *k == kind && n == key) {
+                        Some(seen) => {
+                            if seen.2.is_none() {
+                                seen.2 = ty;
+                            }
+                        }
+                        None => new.push((kind, key.to_owned(), ty)),
+                    }
+                };
+            for e in events {
+                for (k, v) in &e.properties {
+                    if !NOT_EVENT_PROPERTIES.contains(&k.as_str()) {
+                        consider(PropertyKind::Event, k, v, e.created_at);
+                    }
+                }
+                for set in ["$set", "$set_once"] {
+                    if let Some(serde_json::Value::Object(m)) = e.properties.get(set) {
+                        for (k, v) in m {
+                            consider(PropertyKind::Person, k, v, e.created_at);
+                        }
+                    }
+                }
+            }
+            for (kind, set, now) in &group_sets {
+                for (k, v) in *set {
+                    consider(*kind, k, v, *now);
+                }
+            }
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        let now = events.first().map(|e| e.created_at).unwrap_or_default();
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let mut stored = Vec::with_capacity(new.len());
+        {
+            let mut upsert = tx.prepare_cached(
+                "INSERT INTO property_definitions (team_id, kind, group_type_index, name, property_type, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (team_id, kind, group_type_index, name)
+                 DO UPDATE SET property_type = excluded.property_type WHERE property_type IS NULL
+                 RETURNING property_type",
+            )?;
+            let mut read = tx.prepare_cached(
+                "SELECT property_type FROM property_definitions
+                 WHERE team_id = ?1 AND kind = ?2 AND group_type_index = ?3 AND name = ?4",
+            )?;
+            for (kind, name, ty) in new {
+                let (k, g) = kind.code();
+                let args = params![team.0, k, g, name, ty.map(PropertyType::as_str), ts(now)];
+                // No row comes back when the stored type was already decided: read it.
+                let now_ty: Option<Option<String>> =
+                    upsert.query_row(args, |r| r.get(0)).optional()?;
+                let now_ty = match now_ty {
+                    Some(t) => t,
+                    None => read.query_row(params![team.0, k, g, name], |r| r.get(0))?,
+                };
+                stored.push((kind, name, now_ty.as_deref().and_then(PropertyType::parse)));
+            }
+        }
+        tx.commit()?;
+        drop(conn);
+        let mut defs = self.prop_defs.write().unwrap_or_else(|e| e.into_inner());
+        for (kind, name, ty) in stored {
+            defs.entry((team, kind)).or_default().insert(name, ty);
+        }
+        Ok(())
+    }
+
+    /// The type of a project's property, when one was decided.
+    pub fn property_type(
+        &self,
+        team: TeamId,
+        kind: PropertyKind,
+        name: &str,
+    ) -> Option<PropertyType> {
+        let defs = self.prop_defs.read().unwrap_or_else(|e| e.into_inner());
+        defs.get(&(team, kind))
+            .and_then(|m| m.get(name))
+            .copied()
+            .flatten()
+    }
+
+    /// A project's property definitions of one kind, by name.
+    pub fn property_definitions(
+        &self,
+        team: TeamId,
+        kind: PropertyKind,
+    ) -> Vec<PropertyDefinition> {
+        let defs = self.prop_defs.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<PropertyDefinition> = defs
+            .get(&(team, kind))
+            .into_iter()
+            .flatten()
+            .map(|(name, ty)| PropertyDefinition {
+                name: name.clone(),
+                kind,
+                property_type: ty.map(PropertyType::as_str),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
     /// Makes a new personal API key; the secret is returned once and stored only hashed.
     pub fn create_key(
         &self,
@@ -519,6 +705,86 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
         (dir, s)
+    }
+
+    fn event(name: &str, props: serde_json::Value) -> Event {
+        Event {
+            uuid: Uuid::new_v4(),
+            event: name.into(),
+            distinct_id: "u".into(),
+            timestamp: "2024-06-15T12:00:00Z".parse().unwrap(),
+            created_at: "2024-06-15T12:00:00Z".parse().unwrap(),
+            properties: props.as_object().unwrap().clone(),
+        }
+    }
+
+    #[test]
+    fn property_types_first_decided_value_wins_and_survive_reopen() {
+        use serde_json::json;
+        let (dir, s) = store();
+        let t = TeamId(1);
+        let ty = |s: &MetaStore, k, n| s.property_type(t, k, n).map(PropertyType::as_str);
+        s.observe_properties(
+            t,
+            &[
+                event(
+                    "a",
+                    json!({"revenue": 10, "nps": null, "$set": {"age": 31}}),
+                ),
+                event(
+                    "b",
+                    json!({"revenue": "ten", "flag": true, "$set_once": {"vip": "true"}}),
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(ty(&s, PropertyKind::Event, "revenue"), Some("Numeric"));
+        assert_eq!(ty(&s, PropertyKind::Event, "flag"), Some("Boolean"));
+        assert_eq!(ty(&s, PropertyKind::Event, "nps"), None);
+        assert_eq!(ty(&s, PropertyKind::Event, "$set"), None);
+        assert_eq!(ty(&s, PropertyKind::Person, "age"), Some("Numeric"));
+        assert_eq!(ty(&s, PropertyKind::Person, "vip"), Some("Boolean"));
+        // Another project has its own definitions.
+        assert_eq!(
+            s.property_type(TeamId(2), PropertyKind::Event, "revenue"),
+            None
+        );
+        // A decided type stays; an undecided one takes the first real value.
+        s.observe_properties(t, &[event("c", json!({"revenue": "x", "nps": 9}))])
+            .unwrap();
+        assert_eq!(ty(&s, PropertyKind::Event, "revenue"), Some("Numeric"));
+        assert_eq!(ty(&s, PropertyKind::Event, "nps"), Some("Numeric"));
+        // Group properties are keyed by the group type's index.
+        s.observe_properties(
+            t,
+            &[event(
+                "$groupidentify",
+                json!({"$group_type": "company", "$group_key": "acme", "$group_set": {"seats": 5}}),
+            )],
+        )
+        .unwrap();
+        assert_eq!(ty(&s, PropertyKind::Group(0), "seats"), Some("Numeric"));
+        drop(s);
+        let s = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        assert_eq!(ty(&s, PropertyKind::Event, "revenue"), Some("Numeric"));
+        assert_eq!(ty(&s, PropertyKind::Event, "nps"), Some("Numeric"));
+        assert_eq!(ty(&s, PropertyKind::Group(0), "seats"), Some("Numeric"));
+        let names: Vec<_> = s
+            .property_definitions(t, PropertyKind::Event)
+            .into_iter()
+            .map(|d| (d.name, d.property_type))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("$group_key".to_string(), Some("String")),
+                ("$group_set".to_string(), None),
+                ("$group_type".to_string(), Some("String")),
+                ("flag".to_string(), Some("Boolean")),
+                ("nps".to_string(), Some("Numeric")),
+                ("revenue".to_string(), Some("Numeric")),
+            ]
+        );
     }
 
     #[test]

@@ -30,6 +30,11 @@ and that PostHog compiles by a plain rename or cast exist here as SQL functions 
 (HOGQL_RENAMES: toInt, toFloat, toIntOrZero, toFloatOrZero); every other HogQL-only behaviour is
 written out in the case's `# clickhouse:` form.
 
+Typed properties: as PostHog, a top-level event property whose definition is Numeric, Boolean
+or DateTime is read through a cast. The definitions are derived here from the fixture with
+PostHog's detection rules (`property_types`), independently of hedgerow's code, and the
+rewrite wraps `properties.x` accordingly (a hand-written `hogql_prop(...)` stays untyped).
+
 Usage:
     python tests/py/slt_clickhouse.py                      check every tests/slt/*.slt
     python tests/py/slt_clickhouse.py tests/slt/x.slt      check some files
@@ -224,8 +229,98 @@ _PROP_RE = re.compile(
 _CHAIN_PART = re.compile(r"\.(?P<name>[A-Za-z0-9_$]+)|\[\s*(?P<lit>'(?:[^'\\]|\\.)*')\s*\]")
 
 
+# PostHog's property type detection (property-defs-rs): the first value that says something
+# decides a property's type.
+_ALWAYS_STRING_PREFIXES = ("utm_", "$feature/", "$survey_response")
+_TIME_WORDS = ("time", "timestamp", "date", "_at", "-at", "createdat", "updatedat")
+_NOT_EVENT_PROPERTIES = {"$set", "$set_once", "$unset", "$groups",
+                         "$group_0", "$group_1", "$group_2", "$group_3", "$group_4"}
+_DATE_PREFIX = re.compile(r"^((\d{4}[/-][0-2]\d[/-][0-3]\d)|([0-2]\d[/-][0-3]\d[/-]\d{4}))"
+                          r"([ T][0-2]\d:[0-6]\d:[0-6]\d.*)?$")
+_SIX_MONTHS_S = 15_768_000
+
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def _likely_date(s: str) -> bool:
+    from email.utils import parsedate_to_datetime
+    if _RFC3339.match(s) or _DATE_PREFIX.match(s):
+        return True
+    try:
+        parsedate_to_datetime(s)
+        return True
+    except (TypeError, ValueError, IndexError):
+        return False
+
+
+def detect_property_type(key: str, value, now_s: int) -> str | None:
+    key = key.lower()
+    if key.startswith(_ALWAYS_STRING_PREFIXES) or key == "$feature_flag_response":
+        return "String"
+    if any(w in key for w in _TIME_WORDS):
+        if isinstance(value, str) and _likely_date(value):
+            return "DateTime"
+        if (isinstance(value, int) and not isinstance(value, bool) and value >= 0
+                and value >= now_s - _SIX_MONTHS_S):
+            return "DateTime"
+    if isinstance(value, bool):
+        return "Boolean"
+    if isinstance(value, (int, float)):
+        return "Numeric"
+    if isinstance(value, str):
+        t = value.strip()
+        if t in ("true", "false", "TRUE", "FALSE"):
+            return "Boolean"
+        return "DateTime" if _likely_date(t) else "String"
+    return None
+
+
+def property_types(path: Path | None = None, team: int = TEAM_ID) -> dict[str, str]:
+    """Event property name -> type, for the fixture's team in capture order."""
+    from datetime import datetime, timezone
+    now_s = int(datetime.fromisoformat(CREATED_AT_UTC).replace(tzinfo=timezone.utc).timestamp())
+    types: dict[str, str | None] = {}
+    for line in (path or FIXTURE).read_text(encoding="utf-8").splitlines():
+        e = json.loads(line)
+        if e["team"] != team:
+            continue
+        for k, v in e["properties"].items():
+            if k in _NOT_EVENT_PROPERTIES or types.get(k) is not None:
+                continue
+            types[k] = detect_property_type(k, v, now_s)
+    return {k: t for k, t in types.items() if t is not None}
+
+
+def typed_property(call: str, ty: str | None) -> str:
+    """The ClickHouse form of HogQL's cast for a typed property (PostHog's PropertySwapper:
+    toFloat, toDateTime, toBool(transform(toString(x), ['true','false'], [1,0], NULL)))."""
+    if ty == "Numeric":
+        return f"accurateCastOrNull({call}, 'Float64')"
+    if ty == "DateTime":
+        return f"parseDateTime64BestEffortOrNull({call}, 6, '{PROJECT_TZ}')"
+    if ty == "Boolean":
+        return f"toBool(transform(toString({call}), ['true', 'false'], [1, 0], NULL))"
+    return call
+
+
+_PROPERTY_TYPES: dict[str, str] | None = None
+
+
+def _property_type(name: str) -> str | None:
+    global _PROPERTY_TYPES
+    if _PROPERTY_TYPES is None:
+        _PROPERTY_TYPES = property_types()
+    return _PROPERTY_TYPES.get(name)
+
+
 def ch_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _unquote(lit: str) -> str:
+    body = lit[1:-1]
+    return re.sub(r"\\(.)", lambda m: m.group(1), body)
 
 
 def rewrite_properties(sql: str) -> str:
@@ -261,13 +356,19 @@ def rewrite_properties(sql: str) -> str:
             m = _PROP_RE.match(sql, i)
             if m and m.group("prefix") != "person.":
                 keys = []
+                raw_keys = []
                 for part in _CHAIN_PART.finditer(m.group("chain")):
                     keys.append(ch_string(part.group("name")) if part.group("name")
                                 else part.group("lit"))
+                    raw_keys.append(part.group("name") if part.group("name")
+                                    else _unquote(part.group("lit")))
                 if len(keys) > MAX_PROP_DEPTH:
                     raise SltError(f"property path deeper than {MAX_PROP_DEPTH}: {m.group(0)}")
                 name = "hogql_prop" if len(keys) == 1 else f"hogql_prop{len(keys)}"
-                out.append(f"{name}({m.group('prefix')}properties, {', '.join(keys)})")
+                call = f"{name}({m.group('prefix')}properties, {', '.join(keys)})"
+                if len(raw_keys) == 1:
+                    call = typed_property(call, _property_type(raw_keys[0]))
+                out.append(call)
                 i = m.end()
                 continue
             # copy the whole identifier so that we never start matching mid-word

@@ -25,6 +25,8 @@ use datafusion::logical_expr::{
 
 use super::ast::{self, BinaryOp, ExprKind, Literal, Span, UnaryOp};
 use super::functions::{self, Arg, FnContext, FnKind, WeekStart};
+use crate::propdefs::{PropertyKind, PropertyType};
+
 use super::schema::{Catalog, EVENTS_COLUMNS, EVENTS_LAZY_JOINS, SESSIONS_QUERY, TABLES};
 
 /// Why a query cannot be planned. Messages are for the query's author.
@@ -106,6 +108,8 @@ struct Relation {
     columns: HashSet<String>,
     /// An `events` relation: property shortcuts and lazy joins apply.
     events: bool,
+    /// Whose properties its `properties` column holds (typed property definitions apply).
+    props: Option<PropertyKind>,
     /// Lazy joins added to this relation: join name → qualifier of its columns.
     lazy: HashMap<String, String>,
 }
@@ -186,6 +190,7 @@ impl Planner<'_> {
                 t.span,
             );
         }
+        let mut props = None;
         let (plan, alias, events) = match &t.source {
             ast::TableSource::Function { name, .. } => {
                 return err(
@@ -227,6 +232,11 @@ impl Planner<'_> {
                     }
                     let alias = t.alias.clone().unwrap_or_else(|| parts[0].clone());
                     let plan = self.stored_table(&parts[0], t.span)?;
+                    props = match parts[0].as_str() {
+                        "events" => Some(PropertyKind::Event),
+                        "persons" => Some(PropertyKind::Person),
+                        _ => None,
+                    };
                     (plan, alias, parts[0] == "events")
                 }
             }
@@ -256,6 +266,7 @@ impl Planner<'_> {
             visible,
             columns,
             events,
+            props,
             lazy: HashMap::new(),
         };
         let mut plan = plan;
@@ -1171,7 +1182,8 @@ impl Planner<'_> {
         Ok((l, r))
     }
 
-    /// A string literal compared with a date or DateTime becomes one (in the project zone).
+    /// A string literal compared with a date or DateTime becomes one (in the project zone);
+    /// with a Bool or a number, it becomes that.
     fn coerce_literal_to(&self, e: &Expr, other: &DataType) -> PResult<Option<Expr>> {
         let Expr::Literal(ScalarValue::Utf8(Some(s)), _) = e else {
             return Ok(None);
@@ -1212,6 +1224,17 @@ impl Planner<'_> {
                     None,
                 )))
             }
+            // As ClickHouse reads a string as a Bool (typed boolean properties compare with
+            // 'true').
+            DataType::Boolean => Ok(match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" | "t" | "y" | "enable" => Some(lit(true)),
+                "false" | "0" | "no" | "off" | "f" | "n" | "disable" => Some(lit(false)),
+                _ => None,
+            }),
+            // A number in a string compared with a number is that number (typed numeric
+            // properties compare with '49').
+            t if t.is_integer() => Ok(s.trim().parse::<i64>().ok().map(lit)),
+            t if t.is_floating() => Ok(s.trim().parse::<f64>().ok().map(lit)),
             _ => Ok(None),
         }
     }
@@ -1240,7 +1263,7 @@ impl Planner<'_> {
                 {
                     let mut path = json.1;
                     path.extend(keys.into_iter().rev());
-                    return Ok(self.property(json.0, &path, scope));
+                    return self.property(json.0, &path, scope);
                 }
                 let b = self.expr(base, scope)?;
                 let i = self.expr(index, scope)?;
@@ -2012,24 +2035,66 @@ impl Planner<'_> {
         Some((r, parts))
     }
 
-    fn property(&self, json: Expr, path: &[String], scope: &Scope<'_>) -> Expr {
+    /// `json` at `path`, typed by the project's property definitions.
+    fn property(&self, json: Expr, path: &[String], scope: &Scope<'_>) -> PResult<Expr> {
+        let Expr::Column(c) = &json else {
+            return Ok(super::property::property(json, path));
+        };
+        let rel = c
+            .relation
+            .as_ref()
+            .and_then(|q| scope.relations.iter().find(|r| r.alias == q.table()));
+        let kind = match c.name.as_str() {
+            "person_properties" => Some(PropertyKind::Person),
+            "properties" => rel.and_then(|r| r.props),
+            _ => None,
+        };
         // A shredded column answers exactly what reading the JSON would.
         if path.len() == 1
-            && let Expr::Column(c) = &json
             && c.name == "properties"
             && crate::storage::schema::SHREDDED_PROPERTIES.contains(&path[0].as_str())
         {
             let mat = format!("mat_{}", path[0]);
-            if let Some(r) = c
-                .relation
-                .as_ref()
-                .and_then(|q| scope.relations.iter().find(|r| r.alias == q.table()))
-                && r.columns.contains(&mat)
-            {
-                return Expr::Column(Column::new(c.relation.clone(), mat));
+            if rel.is_some_and(|r| r.columns.contains(&mat)) {
+                let col = Expr::Column(Column::new(c.relation.clone(), mat));
+                return self.typed_property(col, kind, path, scope);
             }
         }
-        super::property::property(json, path)
+        self.typed_property(super::property::property(json, path), kind, path, scope)
+    }
+
+    /// A property's string value read as its definition's type, as PostHog does: Numeric
+    /// through `toFloat`, DateTime through `toDateTime`, Boolean as `'true'` → true,
+    /// `'false'` → false, anything else NULL. Only top-level properties have definitions.
+    fn typed_property(
+        &self,
+        value: Expr,
+        kind: Option<PropertyKind>,
+        path: &[String],
+        scope: &Scope<'_>,
+    ) -> PResult<Expr> {
+        let (Some(kind), [name]) = (kind, path) else {
+            return Ok(value);
+        };
+        let cast_with = |f: &str| {
+            functions::translate(
+                f,
+                vec![],
+                vec![Arg::Expr(value.clone())],
+                false,
+                &self.fn_ctx(&scope.schema),
+            )
+            .map_err(|e| PlanError::new(e.to_string(), None))
+        };
+        match self.ctx.catalog.property_type(kind, name) {
+            None | Some(PropertyType::String) => Ok(value),
+            Some(PropertyType::Numeric) => cast_with("toFloat"),
+            Some(PropertyType::DateTime) => cast_with("toDateTime"),
+            Some(PropertyType::Boolean) => when(value.clone().eq(lit("true")), lit(true))
+                .when(value.eq(lit("false")), lit(false))
+                .otherwise(lit(ScalarValue::Boolean(None)))
+                .map_err(df),
+        }
     }
 
     fn field(&self, parts: &[String], span: Span, scope: &Scope<'_>) -> PResult<Expr> {
@@ -2059,7 +2124,7 @@ impl Planner<'_> {
             if path.is_empty() {
                 return Ok(json);
             }
-            return Ok(self.property(json, &path, scope));
+            return self.property(json, &path, scope);
         }
         let Some((rel, rest)) = self.relation_of(parts, scope) else {
             return err(self.unknown_field(parts, scope), span);
@@ -2086,11 +2151,18 @@ impl Planner<'_> {
             let jq = Some(TableReference::bare(jq.clone()));
             if sub == "properties" {
                 let json = Expr::Column(Column::new(jq, "properties"));
-                return Ok(if rest.len() > 2 {
-                    super::property::property(json, &rest[2..])
-                } else {
-                    json
-                });
+                if rest.len() <= 2 {
+                    return Ok(json);
+                }
+                let kind = match name.as_str() {
+                    "person" => Some(PropertyKind::Person),
+                    g => g
+                        .strip_prefix("group_")
+                        .and_then(|i| i.parse().ok())
+                        .map(PropertyKind::Group),
+                };
+                let value = super::property::property(json, &rest[2..]);
+                return self.typed_property(value, kind, &rest[2..], scope);
             }
             if rest.len() > 2 {
                 return err(

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
 
+use crate::propdefs::{PropertyKind, PropertyType};
+
 /// Every table a HogQL query may name.
 pub const TABLES: &[&str] = &[
     "events",
@@ -49,6 +51,12 @@ pub trait Catalog: Send + Sync {
     /// The provider of a stored table (`events`, `persons`, `person_distinct_ids`, `groups`,
     /// `query_log`). `sessions` is derived from `events` by the planner.
     fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>>;
+
+    /// The type the project's property definitions give a property, if any.
+    fn property_type(&self, kind: PropertyKind, name: &str) -> Option<PropertyType> {
+        let _ = (kind, name);
+        None
+    }
 }
 
 /// The HogQL text `sessions` stands for: one row per `$session_id` of the project's events,

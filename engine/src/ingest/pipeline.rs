@@ -79,13 +79,16 @@ pub struct Pipeline {
 
 /// Turns a WAL record's events into Arrow. Group type indexes are assigned here, in order
 /// of first use; they are stored before the record is acknowledged, so a replay finds the
-/// same ones.
+/// same ones. Property definitions are recorded here too (a replay records nothing new).
 pub fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
     if batch.events.is_empty() {
         return Ingested {
             team_id: batch.team_id,
             batch: None,
         };
+    }
+    if let Err(e) = meta.observe_properties(batch.team_id, &batch.events) {
+        error!(error = %e, team_id = batch.team_id.0, "cannot record property definitions; queries read these properties as strings until a later event records them");
     }
     let now = batch.events[0].created_at;
     let rb = events_to_batch(

@@ -1128,6 +1128,14 @@ fn empty_table(fields: Vec<Field>) -> Arc<dyn TableProvider> {
 }
 
 impl Catalog for TeamCatalog {
+    fn property_type(
+        &self,
+        kind: crate::propdefs::PropertyKind,
+        name: &str,
+    ) -> Option<crate::propdefs::PropertyType> {
+        self.meta.property_type(self.team, kind, name)
+    }
+
     fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
         let ts = || {
             DataType::Timestamp(
