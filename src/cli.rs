@@ -162,6 +162,10 @@ fn query(args: QueryArgs) -> ExitCode {
     };
     let format = args.format;
     match rt.block_on(run_query(args)) {
+        Ok(serde_json::Value::String(explained)) => {
+            println!("{explained}");
+            ExitCode::SUCCESS
+        }
         Ok(resp) => {
             print!("{}", render(&resp, format));
             ExitCode::SUCCESS
@@ -213,6 +217,14 @@ async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
             client_query_id: None,
             name: Some("cli".into()),
         };
+        if args.explain {
+            return engine
+                .query()
+                .explain_hogql(&project, &args.hogql)
+                .await
+                .map(serde_json::Value::String)
+                .map_err(|e| e.to_string());
+        }
         match engine.query().query(&project, req).await {
             Ok(hedgerow_engine::query::QueryOutcome::Done(v)) => Ok(v),
             Ok(hedgerow_engine::query::QueryOutcome::Running(_)) => {

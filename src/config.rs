@@ -73,6 +73,10 @@ pub struct QueryArgs {
     pub personal_api_key: Option<String>,
     #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
     pub data_dir: PathBuf,
+    /// Run the query and print how it ran instead of its rows: the optimized plan and each
+    /// operator's metrics (files and row groups pruned, rows, time). Data directory only.
+    #[arg(long, conflicts_with = "url")]
+    pub explain: bool,
 }
 
 #[derive(Debug, Subcommand)]

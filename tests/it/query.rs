@@ -407,7 +407,7 @@ async fn errors_limits_and_isolation() {
 }
 
 #[test]
-fn query_command_prints_tables_csv_and_json() {
+fn query_command_prints_tables_csv_json_and_plans() {
     let tmp = tempfile::tempdir().unwrap();
     {
         let mut srv = Server::start_in(tmp.path(), &[]);
@@ -439,6 +439,18 @@ fn query_command_prints_tables_csv_and_json() {
     assert_eq!(run("csv"), "b,c\nChrome,2\nSafari,2\n");
     let json: Value = serde_json::from_str(&run("json")).unwrap();
     assert_eq!(json["results"], json!([["Chrome", 2], ["Safari", 2]]));
+    let explained = std::process::Command::new(bin())
+        .args(["query", "--explain", "--data-dir"])
+        .arg(tmp.path())
+        .arg("SELECT count() FROM events WHERE event = '$pageview'")
+        .output()
+        .unwrap();
+    assert!(explained.status.success());
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        text.contains("-- physical plan, with metrics") && text.contains("output_rows"),
+        "{text}"
+    );
     let bad = std::process::Command::new(bin())
         .args(["query", "--data-dir"])
         .arg(tmp.path())

@@ -1130,11 +1130,15 @@ impl Planner<'_> {
                 {
                     return self.expr(e, scope);
                 }
-                Ok(Expr::BinaryExpr(BinaryExpr::new(
+                let cmp = Expr::BinaryExpr(BinaryExpr::new(
                     Box::new(l),
                     binary_operator(*op),
                     Box::new(r),
-                )))
+                ));
+                Ok(match self.implied_range(*op, left, right, scope)? {
+                    Some(range) => cmp.and(range),
+                    None => cmp,
+                })
             }
             ExprKind::Alias { expr, .. } => self.predicate(expr, scope, join),
             ExprKind::In {
@@ -1164,6 +1168,83 @@ impl Planner<'_> {
                 to_bool(v, &scope.schema)
             }
         }
+    }
+
+    /// `toDate(t) >= '2024-03-01'` (also `toStartOfDay`, any comparison, either side) says
+    /// `t >= '2024-03-01 00:00:00'`: that range on the DateTime column itself is added to the
+    /// filter so files and row groups are pruned by `t`'s statistics; the original comparison
+    /// stays, so the answer is unchanged. Only for a date literal (a day boundary) and a
+    /// DateTime or Date argument.
+    fn implied_range(
+        &self,
+        op: BinaryOp,
+        left: &ast::Expr,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+    ) -> PResult<Option<Expr>> {
+        let flip = |op: BinaryOp| match op {
+            BinaryOp::Lt => BinaryOp::Gt,
+            BinaryOp::LtEq => BinaryOp::GtEq,
+            BinaryOp::Gt => BinaryOp::Lt,
+            BinaryOp::GtEq => BinaryOp::LtEq,
+            o => o,
+        };
+        let (call, lit_side, op) = match (&left.kind, &right.kind) {
+            (ExprKind::Call { .. }, ExprKind::Literal(Literal::String(_))) => (left, right, op),
+            (ExprKind::Literal(Literal::String(_)), ExprKind::Call { .. }) => {
+                (right, left, flip(op))
+            }
+            _ => return Ok(None),
+        };
+        let (
+            ExprKind::Call {
+                name,
+                params: None,
+                args,
+                distinct: false,
+                over: None,
+            },
+            ExprKind::Literal(Literal::String(day)),
+        ) = (&call.kind, &lit_side.kind)
+        else {
+            return Ok(None);
+        };
+        if !matches!(name.as_str(), "toDate" | "toStartOfDay") || args.len() != 1 {
+            return Ok(None);
+        }
+        let day = day.trim();
+        let day = day.strip_suffix(" 00:00:00").unwrap_or(day);
+        let Ok(d) = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d") else {
+            return Ok(None);
+        };
+        let arg = &args[0];
+        let t = self.expr(arg, scope)?.get_type(&scope.schema).map_err(df)?;
+        if !matches!(t, DataType::Timestamp(..) | DataType::Date32) {
+            return Ok(None);
+        }
+        let bound = |op: BinaryOp, d: chrono::NaiveDate| -> PResult<Expr> {
+            let at = ast::Expr {
+                kind: ExprKind::Literal(Literal::String(format!("{d} 00:00:00"))),
+                span: lit_side.span,
+            };
+            let (l, r) = self.comparison_operands(arg, &at, scope)?;
+            Ok(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(l),
+                binary_operator(op),
+                Box::new(r),
+            )))
+        };
+        let Some(next) = d.succ_opt() else {
+            return Ok(None);
+        };
+        Ok(Some(match op {
+            BinaryOp::GtEq => bound(BinaryOp::GtEq, d)?,
+            BinaryOp::Gt => bound(BinaryOp::GtEq, next)?,
+            BinaryOp::Lt => bound(BinaryOp::Lt, d)?,
+            BinaryOp::LtEq => bound(BinaryOp::Lt, next)?,
+            BinaryOp::Eq => bound(BinaryOp::GtEq, d)?.and(bound(BinaryOp::Lt, next)?),
+            _ => return Ok(None),
+        }))
     }
 
     fn comparison_operands(

@@ -188,6 +188,16 @@ pub enum QueryOutcome {
 }
 
 /// A finished HogQL run, before it is shaped into a response.
+/// A planned HogQL query, ready to run.
+struct Planned {
+    ctx: SessionContext,
+    plan: LogicalPlan,
+    limit: usize,
+    offset: usize,
+    probe: Option<usize>,
+    hogql: String,
+}
+
 pub struct HogQLRun {
     pub columns: Vec<String>,
     pub types: Vec<(String, String)>,
@@ -199,6 +209,7 @@ pub struct HogQLRun {
     pub hogql: String,
     pub timings: Vec<(String, f64)>,
     pub read_bytes: u64,
+    pub scan: ScanStats,
 }
 
 #[derive(Clone)]
@@ -430,48 +441,19 @@ impl QueryService {
     ) -> Result<HogQLRun, QueryError> {
         let mut timings = Vec::new();
         let t0 = Instant::now();
-        let mut query = parser::parse_query(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
-        timings.push(("./parse".to_string(), t0.elapsed().as_secs_f64()));
-
-        // LIMIT rules: none → 100 (one more fetched to know hasMore); above 50 000 → 50 000.
-        let (limit, offset, probe) = limit_rules(&mut query);
-        let hogql = print::query(&query);
-
-        let t1 = Instant::now();
-        let ctx = self.session();
-        let catalog = self.catalog(project.id, &ctx).await?;
-        let parse = |t: &str| parser::parse_query(t).map_err(|e| e.to_string());
-        let print_expr = |e: &ast::Expr| print::expr(e);
-        let plan = {
-            let pctx = planner::PlanContext {
-                catalog: &catalog,
-                timezone: project.timezone.clone(),
-                week_start,
-                now: self.clock.now(),
-                values: values.clone(),
-                parse: &parse,
-                print: &print_expr,
-            };
-            planner::plan_query(&query, &pctx).map_err(|e| {
-                let msg = match e.span {
-                    Some(s) => format!("{} (at {})", e.message, position(text, s.start)),
-                    None => e.message,
-                };
-                QueryError::Query(msg)
-            })?
-        };
-        let plan = if let Some(n) = probe {
-            datafusion::logical_expr::LogicalPlanBuilder::from(plan)
-                .limit(0, Some(n + 1))
-                .and_then(|b| b.build())
-                .map_err(from_df)?
-        } else {
-            plan
-        };
-        timings.push(("./plan".to_string(), t1.elapsed().as_secs_f64()));
+        let planned = self.plan_hogql(project, text, values, week_start).await?;
+        let Planned {
+            ctx,
+            plan,
+            limit,
+            offset,
+            probe,
+            hogql,
+        } = planned;
+        timings.push(("./plan".to_string(), t0.elapsed().as_secs_f64()));
 
         let t2 = Instant::now();
-        let (batches, read_bytes, schema) = tokio::select! {
+        let (batches, scan, schema) = tokio::select! {
             r = self.execute(&ctx, plan) => r?,
             _ = cancel.cancelled() => return Err(QueryError::Cancelled(String::new())),
         };
@@ -503,15 +485,94 @@ impl QueryService {
             offset,
             hogql,
             timings,
-            read_bytes,
+            read_bytes: scan.bytes,
+            scan,
         })
+    }
+
+    /// Parses and plans a HogQL query of `project` (LIMIT rules applied).
+    async fn plan_hogql(
+        &self,
+        project: &Project,
+        text: &str,
+        values: &HashMap<String, Value>,
+        week_start: WeekStart,
+    ) -> Result<Planned, QueryError> {
+        let mut query = parser::parse_query(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
+        // LIMIT rules: none → 100 (one more fetched to know hasMore); above 50 000 → 50 000.
+        let (limit, offset, probe) = limit_rules(&mut query);
+        let hogql = print::query(&query);
+        let ctx = self.session();
+        let catalog = self.catalog(project.id, &ctx).await?;
+        let parse = |t: &str| parser::parse_query(t).map_err(|e| e.to_string());
+        let print_expr = |e: &ast::Expr| print::expr(e);
+        let plan = {
+            let pctx = planner::PlanContext {
+                catalog: &catalog,
+                timezone: project.timezone.clone(),
+                week_start,
+                now: self.clock.now(),
+                values: values.clone(),
+                parse: &parse,
+                print: &print_expr,
+            };
+            planner::plan_query(&query, &pctx).map_err(|e| {
+                let msg = match e.span {
+                    Some(s) => format!("{} (at {})", e.message, position(text, s.start)),
+                    None => e.message,
+                };
+                QueryError::Query(msg)
+            })?
+        };
+        let plan = if let Some(n) = probe {
+            datafusion::logical_expr::LogicalPlanBuilder::from(plan)
+                .limit(0, Some(n + 1))
+                .and_then(|b| b.build())
+                .map_err(from_df)?
+        } else {
+            plan
+        };
+        Ok(Planned {
+            ctx,
+            plan,
+            limit,
+            offset,
+            probe,
+            hogql,
+        })
+    }
+
+    /// Runs a HogQL query and describes how it ran: the optimized DataFusion logical plan and
+    /// the physical plan with each operator's metrics (rows, time, bytes scanned, files and
+    /// row groups pruned). What `hedgerow query --explain` prints.
+    pub async fn explain_hogql(&self, project: &Project, text: &str) -> Result<String, QueryError> {
+        let p = self
+            .plan_hogql(project, text, &HashMap::new(), WeekStart::Sunday)
+            .await?;
+        let state = p.ctx.state();
+        let plan = state.optimize(&p.plan).map_err(from_df)?;
+        let physical = state.create_physical_plan(&plan).await.map_err(from_df)?;
+        collect(physical.clone(), p.ctx.task_ctx())
+            .await
+            .map_err(from_df)?;
+        let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(
+            physical.as_ref(),
+        )
+        .indent(true)
+        .to_string();
+        Ok(format!(
+            "-- HogQL\n{}\n\n-- optimized logical plan\n{}\n\n-- physical plan, with metrics\n{}",
+            p.hogql,
+            plan.display_indent(),
+            shown
+        ))
     }
 
     async fn execute(
         &self,
         ctx: &SessionContext,
         plan: LogicalPlan,
-    ) -> Result<(Vec<RecordBatch>, u64, Arc<Schema>), QueryError> {
+    ) -> Result<(Vec<RecordBatch>, ScanStats, Arc<Schema>), QueryError> {
         let state = ctx.state();
         let plan = state.optimize(&plan).map_err(from_df)?;
         let physical = state.create_physical_plan(&plan).await.map_err(from_df)?;
@@ -519,7 +580,9 @@ impl QueryService {
         let batches = collect(physical.clone(), ctx.task_ctx())
             .await
             .map_err(from_df)?;
-        Ok((batches, bytes_scanned(physical.as_ref()), schema))
+        let mut scan = ScanStats::default();
+        scan_stats(physical.as_ref(), &mut scan);
+        Ok((batches, scan, schema))
     }
 
     /// A draft HogQL query for a plain-language `prompt`, built from the project's own event
@@ -1093,17 +1156,55 @@ fn truncate_batches(batches: Vec<RecordBatch>, mut rows: usize) -> Vec<RecordBat
 }
 
 /// Bytes read from storage by a finished physical plan (Parquet scan metrics).
-fn bytes_scanned(plan: &dyn ExecutionPlan) -> u64 {
-    let mut total = 0u64;
+/// What a query read from Parquet, summed over its scans: files opened, row groups kept after
+/// statistics, bloom filter and page index pruning (of how many), rows and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    pub files: u64,
+    pub row_groups_total: u64,
+    pub row_groups_read: u64,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+fn scan_stats(plan: &dyn ExecutionPlan, out: &mut ScanStats) {
+    use datafusion::physical_plan::metrics::MetricValue;
     if let Some(m) = plan.metrics() {
-        total += m
-            .sum_by_name("bytes_scanned")
-            .map_or(0, |v| v.as_usize() as u64);
+        let count = |name: &str| m.sum_by_name(name).map_or(0, |v| v.as_usize() as u64);
+        // Scans report one metric set per file: sum them.
+        let pruning = |name: &str| {
+            let mut found = None;
+            for metric in m.iter() {
+                if let MetricValue::PruningMetrics {
+                    name: n,
+                    pruning_metrics: p,
+                } = metric.value()
+                    && n == name
+                {
+                    let (t, k) = found.unwrap_or((0u64, 0u64));
+                    found = Some((
+                        t + (p.pruned() + p.matched()) as u64,
+                        k + p.matched() as u64,
+                    ));
+                }
+            }
+            found
+        };
+        if let Some((total, after_stats)) = pruning("row_groups_pruned_statistics") {
+            out.files += count("files_opened");
+            out.bytes += count("bytes_scanned");
+            out.rows += m.output_rows().unwrap_or(0) as u64;
+            // Bloom filters are consulted after statistics, on what statistics kept.
+            let kept = pruning("row_groups_pruned_bloom_filter")
+                .filter(|(t, _)| *t == after_stats)
+                .map_or(after_stats, |(_, m)| m);
+            out.row_groups_total += total;
+            out.row_groups_read += kept;
+        }
     }
     for c in plan.children() {
-        total += bytes_scanned(c.as_ref());
+        scan_stats(c.as_ref(), out);
     }
-    total
 }
 
 /// `line L, column C` of a byte offset.

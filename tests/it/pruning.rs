@@ -1,0 +1,170 @@
+//! Filters on `timestamp` and `event` skip files and row groups: measured by the files and
+//! row groups a query opens (DataFusion's scan metrics) with and without the filter, over 91
+//! daily partitions written in row groups of 50 rows (sorted by event, then timestamp, inside
+//! every file). The project's zone is not UTC, so the zone relabelling of `timestamp` is on
+//! the way.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use hedgerow_engine::clock::FixedClock;
+use hedgerow_engine::hogql::functions::WeekStart;
+use hedgerow_engine::ingest::TeamId;
+use hedgerow_engine::ingest::payload::CapturePayload;
+use hedgerow_engine::query::HogQLRun;
+use hedgerow_engine::{Engine, EngineConfig};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "phc_pruning_test_00000000000000000000000000";
+const PER_DAY: i64 = 200;
+
+async fn run(engine: &Engine, q: &str) -> HogQLRun {
+    let project = engine.meta().project(TeamId(1)).unwrap().unwrap();
+    engine
+        .query()
+        .run_hogql(
+            &project,
+            q,
+            &Default::default(),
+            WeekStart::Sunday,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{q}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamp_and_event_filters_skip_files_and_row_groups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let now: DateTime<Utc> = "2024-06-15T12:00:00Z".parse().unwrap();
+    let mut cfg = EngineConfig::new(tmp.path());
+    cfg.row_group_rows = 50;
+    cfg.flush.max_rows = 5_000;
+    cfg.flush.max_age = Duration::from_millis(100);
+    cfg.flush.compaction_interval = Duration::from_secs(3600);
+    let engine = Engine::open(cfg, Arc::new(FixedClock::new(now)))
+        .await
+        .unwrap();
+    engine.meta().bootstrap(Some(TOKEN), None, now).unwrap();
+    engine
+        .meta()
+        .set_project_timezone(TeamId(1), "America/New_York")
+        .unwrap();
+
+    // 91 days (2024-01-01 … 2024-03-31) of 200 events; one `rare` event a day, the last of
+    // its file's rows by the sort order.
+    let start: DateTime<Utc> = "2024-01-01T00:00:00Z".parse().unwrap();
+    let mut events: Vec<Map<String, Value>> = Vec::new();
+    for day in 0..91i64 {
+        for i in 0..PER_DAY {
+            let ts =
+                start + TimeDelta::days(day) + TimeDelta::hours(6) + TimeDelta::seconds(i * 300);
+            let name = if i == 7 { "rare" } else { "$pageview" };
+            let v = json!({
+                "event": name,
+                "distinct_id": format!("user-{}", (day * PER_DAY + i) % 97),
+                "timestamp": ts.to_rfc3339(),
+                "properties": {"$browser": "Chrome", "text": format!("{:0>120}", day * PER_DAY + i)},
+            });
+            events.push(v.as_object().unwrap().clone());
+        }
+    }
+    for chunk in events.chunks(1000) {
+        engine
+            .capture(CapturePayload {
+                token: TOKEN.into(),
+                sent_at: None,
+                historical_migration: true,
+                events: chunk.to_vec(),
+            })
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = engine.buffer().stats();
+        if s.rows == 0 && s.frozen_rows == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the buffer did not flush: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let cols = "count(), max(distinct_id), max(properties.text)";
+    let all = run(&engine, &format!("SELECT {cols} FROM events")).await;
+    assert_eq!(all.results[0][0], json!(91 * PER_DAY));
+    assert!(all.read_bytes > 0, "nothing read from Parquet");
+
+    // One month of three: the other months' files are never opened.
+    let march = run(
+        &engine,
+        &format!(
+            "SELECT {cols} FROM events WHERE timestamp >= '2024-03-01' AND timestamp < '2024-04-01'"
+        ),
+    )
+    .await;
+    assert_eq!(march.results[0][0], json!(31 * PER_DAY));
+    if std::env::var_os("PRUNING_EXPLAIN").is_some() {
+        let project = engine.meta().project(TeamId(1)).unwrap().unwrap();
+        let e = engine
+            .query()
+            .explain_hogql(
+                &project,
+                &format!("SELECT {cols} FROM events WHERE timestamp >= '2024-03-01' AND timestamp < '2024-04-01'"),
+            )
+            .await
+            .unwrap();
+        eprintln!("{e}");
+        let e = engine
+            .query()
+            .explain_hogql(&project, &format!("SELECT {cols} FROM events"))
+            .await
+            .unwrap();
+        eprintln!("{e}");
+    }
+    // The same through a function of the column PostHog queries use.
+    let march_day = run(
+        &engine,
+        &format!("SELECT {cols} FROM events WHERE toDate(timestamp) >= '2024-03-01'"),
+    )
+    .await;
+    assert_eq!(march_day.results[0][0], json!(31 * PER_DAY));
+    // One event name of two: in every file only the row group holding it is read.
+    let rare = run(
+        &engine,
+        &format!("SELECT {cols} FROM events WHERE event = 'rare'"),
+    )
+    .await;
+    assert_eq!(rare.results[0][0], json!(91));
+    eprintln!(
+        "scans: all {:?}\nmarch {:?}\ntoDate(march) {:?}\nevent=rare {:?}",
+        all.scan, march.scan, march_day.scan, rare.scan
+    );
+    // Every day is its own partition: 91 files (and more row groups) for everything.
+    assert!(all.scan.files >= 91, "{:?}", all.scan);
+    assert_eq!(all.scan.rows, 91 * PER_DAY as u64);
+    // One month of three: only March's files are opened.
+    assert!(
+        march.scan.files <= 31 + 1,
+        "a timestamp filter for March opened {} of {} files",
+        march.scan.files,
+        all.scan.files
+    );
+    assert!(
+        march_day.scan.files <= 31 + 1,
+        "toDate(timestamp) >= '2024-03-01' opened {} of {} files",
+        march_day.scan.files,
+        all.scan.files
+    );
+    // One event name of two: files are sorted by event, so in every file only the row
+    // group(s) holding `rare` are read.
+    assert!(
+        rare.scan.row_groups_read * 3 < all.scan.row_groups_read,
+        "event = 'rare' read {} of {} row groups",
+        rare.scan.row_groups_read,
+        all.scan.row_groups_read
+    );
+    engine.shutdown().await;
+}
