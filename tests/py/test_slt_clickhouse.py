@@ -207,8 +207,26 @@ def test_property_sugar_reads_escaped_and_nested_values(ch: slt.ClickHouse) -> N
         "properties.meta FROM events WHERE event = 'purchase' AND properties.plan = 'enterprise' "
         "AND properties.gift_message IS NOT NULL")
     rows, _ = slt.render_rows(ch.query(q))
+    # is_trial is a Boolean property (its first value was a JSON boolean): read as a Bool.
     assert rows == ['He said "hi" \\\\ then left\tSPRING\\\\24\tSPRING\\\\24\tGrüße 🎁 日本\t'
-                    '["sku-ü","sku-\\\\"q\\\\""]\ttrue\t[]\t{}']
+                    '["sku-ü","sku-\\\\"q\\\\""]\t1\t[]\t{}']
+
+
+def test_property_types_follow_posthogs_detection() -> None:
+    now = 1_718_452_800  # 2024-06-15 12:00:00 UTC
+    t = slt.detect_property_type
+    assert t("revenue", 49, now) == "Numeric" and t("score", 0.5, now) == "Numeric"
+    assert t("flag", False, now) == "Boolean" and t("flag", " TRUE ", now) == "Boolean"
+    assert t("when", "2024-01-31", now) == "DateTime"
+    assert t("when", "2024-01-31T13:05:00Z", now) == "DateTime"
+    assert t("when", "31-01-2024", now) == "String"
+    assert t("created_at", now - 3600, now) == "DateTime"
+    assert t("created_at", now - 40_000_000, now) == "Numeric"
+    assert t("utm_source", 5, now) == "String" and t("$feature/x", True, now) == "String"
+    assert t("nps", None, now) is None and t("cart", {"a": 1}, now) is None
+    types = slt.property_types()
+    assert types["revenue"] == "Numeric" and types["is_trial"] == "Boolean"
+    assert "nps" not in types and "$groups" not in types
 
 
 # --------------------------------------------------------------------------------------------

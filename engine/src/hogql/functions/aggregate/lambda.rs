@@ -164,6 +164,14 @@ fn build(
     } else {
         body
     };
+    // The body runs as a physical expression without the optimizer: simplify it here, which
+    // also rewrites functions that only exist to be simplified (coalesce → CASE).
+    let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(
+        datafusion::logical_expr::simplify::SimplifyContext::builder()
+            .with_schema(Arc::new(schema.clone()))
+            .build(),
+    );
+    let body = simplifier.simplify(body).map_err(df_err)?;
     let first_elem = match &array_types[0] {
         DataType::List(f) => f.data_type().clone(),
         _ => unreachable!(),

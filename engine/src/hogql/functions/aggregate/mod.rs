@@ -223,18 +223,10 @@ fn check_count(
     let plural = |n: usize| if n == 1 { "" } else { "s" };
     let expected = match max {
         Some(m) if m == min => format!("{min} {what}{}", plural(min)),
-        Some(m) if m == min + 1 => format!("{min} or {m} {what}s"),
-        Some(m) => format!("{min} to {m} {what}s"),
-        None => format!("at least {min} {what}{}", plural(min)),
+        Some(m) if got > m => format!("at most {m} {what}{}", plural(m)),
+        _ => format!("at least {min} {what}{}", plural(min)),
     };
-    let msg = if what == "argument" {
-        format!("Function `{name}` takes {expected}, got {got}")
-    } else {
-        format!(
-            "Function `{name}` takes {expected}, got {got} {what}{}",
-            plural(got)
-        )
-    };
+    let msg = format!("Function `{name}` expects {expected}, found {got}");
     Err(FunctionError::Arity(msg))
 }
 
@@ -385,19 +377,21 @@ mod tests {
     fn arity_messages() {
         assert_eq!(
             check_count("argMax", "argument", 2, Some(2), 3).unwrap_err(),
-            FunctionError::Arity("Function `argMax` takes 2 arguments, got 3".into())
+            FunctionError::Arity("Function `argMax` expects 2 arguments, found 3".into())
         );
         assert_eq!(
             check_count("count", "argument", 0, Some(1), 2).unwrap_err(),
-            FunctionError::Arity("Function `count` takes 0 or 1 arguments, got 2".into())
+            FunctionError::Arity("Function `count` expects at most 1 argument, found 2".into())
         );
         assert_eq!(
             check_count("range", "argument", 1, Some(3), 0).unwrap_err(),
-            FunctionError::Arity("Function `range` takes 1 to 3 arguments, got 0".into())
+            FunctionError::Arity("Function `range` expects at least 1 argument, found 0".into())
         );
         assert_eq!(
             check_count("arrayMap", "argument", 2, None, 1).unwrap_err(),
-            FunctionError::Arity("Function `arrayMap` takes at least 2 arguments, got 1".into())
+            FunctionError::Arity(
+                "Function `arrayMap` expects at least 2 arguments, found 1".into()
+            )
         );
         assert!(check_count("uniq", "argument", 1, None, 5).is_ok());
     }

@@ -53,11 +53,14 @@ pub(super) fn translate(
                 )));
             }
             // The value when the row asked for does not exist: the given default, else the
-            // type's default for a non-Nullable argument and NULL for a Nullable one.
+            // type's default for a non-Nullable argument and NULL for a Nullable one. PostHog
+            // runs `lag`/`lead` as lagInFrame/leadInFrame of toNullable(x): NULL.
             let default = match it.next() {
                 Some(d) if type_of(&d, ctx)? == t => d,
                 Some(d) => cast(d, t.clone()),
-                None if nullable(&x, ctx) => lit(ScalarValue::try_from(&t).map_err(super::df_err)?),
+                None if nullable(&x, ctx) || matches!(name, "lag" | "lead") => {
+                    lit(ScalarValue::try_from(&t).map_err(super::df_err)?)
+                }
                 None => lit(default_value(&t)),
             };
             let offset = lit(ScalarValue::Int64(Some(n)));
@@ -217,9 +220,10 @@ mod tests {
                 o(t.f("nth_value", vec![col("x"), lit(2)]), None),
                 vec!["0", "20", "20", "20", "0", "7"],
             ),
+            // PostHog's lag is lagInFrame(toNullable(x)): NULL without a neighbour.
             (
                 o(t.f("lag", vec![col("x"), lit(1)]), None),
-                vec!["0", "10", "20", "20", "0", "5"],
+                vec!["NULL", "10", "20", "20", "NULL", "5"],
             ),
             (
                 o(t.f("LEAD", vec![col("x"), lit(1), lit(-1)]), None),

@@ -11,7 +11,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::functions::expr_fn as f;
-use datafusion::logical_expr::{Cast, Expr, Operator, binary_expr};
+use datafusion::logical_expr::{Cast, Expr, Operator, binary_expr, when};
 
 use super::udf::{Kernel, Nulls, call};
 use super::{FnContext, FunctionError, invalid, type_of};
@@ -292,7 +292,13 @@ pub(super) fn translate(
             let a = args.pop().expect("2 args");
             f::power(float(a), float(b))
         }
-        "sqrt" => f::sqrt(float(args.remove(0))),
+        // DataFusion's sqrt refuses negative input; ClickHouse answers nan.
+        "sqrt" => {
+            let x = float(args.remove(0));
+            when(x.clone().lt(lit(0.0)), lit(f64::NAN))
+                .otherwise(f::sqrt(x))
+                .map_err(|e| invalid(e.to_string()))?
+        }
         "exp" => f::exp(float(args.remove(0))),
         "log" | "ln" => f::ln(float(args.remove(0))),
         "log2" => f::log2(float(args.remove(0))),

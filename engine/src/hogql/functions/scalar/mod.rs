@@ -68,7 +68,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("dateDiff", 3, Some(4), true, DateTime),
     ("date_diff", 3, Some(4), true, DateTime),
     ("timestampDiff", 3, Some(4), true, DateTime),
-    ("dateAdd", 2, Some(3), true, DateTime),
+    ("dateAdd", 2, Some(3), false, DateTime),
     ("date_add", 2, Some(3), true, DateTime),
     ("dateSub", 2, Some(3), true, DateTime),
     ("date_sub", 2, Some(3), true, DateTime),
@@ -175,25 +175,25 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("upper", 1, Some(1), true, Strings),
     ("ucase", 1, Some(1), true, Strings),
     ("upperUTF8", 1, Some(1), false, Strings),
-    ("concat", 1, None, true, Strings),
+    ("concat", 2, None, true, Strings),
     ("length", 1, Some(1), true, Strings),
     ("lengthUTF8", 1, Some(1), false, Strings),
     ("char_length", 1, Some(1), true, Strings),
     ("character_length", 1, Some(1), true, Strings),
     ("empty", 1, Some(1), false, Strings),
     ("notEmpty", 1, Some(1), false, Strings),
-    ("substring", 2, Some(3), true, Strings),
-    ("substr", 2, Some(3), true, Strings),
-    ("mid", 2, Some(3), true, Strings),
-    ("substringUTF8", 2, Some(3), false, Strings),
+    ("substring", 3, Some(3), true, Strings),
+    ("substr", 3, Some(3), true, Strings),
+    ("mid", 3, Some(3), true, Strings),
+    ("substringUTF8", 3, Some(3), false, Strings),
     ("left", 2, Some(2), true, Strings),
     ("right", 2, Some(2), true, Strings),
-    ("trim", 1, Some(1), false, Strings),
-    ("ltrim", 1, Some(1), false, Strings),
-    ("rtrim", 1, Some(1), false, Strings),
-    ("trimBoth", 1, Some(1), false, Strings),
-    ("trimLeft", 1, Some(1), false, Strings),
-    ("trimRight", 1, Some(1), false, Strings),
+    ("trim", 1, Some(2), false, Strings),
+    ("ltrim", 1, Some(2), false, Strings),
+    ("rtrim", 1, Some(2), false, Strings),
+    ("trimBoth", 1, Some(2), false, Strings),
+    ("trimLeft", 1, Some(2), false, Strings),
+    ("trimRight", 1, Some(2), false, Strings),
     ("replaceOne", 3, Some(3), false, Strings),
     ("replaceAll", 3, Some(3), false, Strings),
     ("replace", 3, Some(3), true, Strings),
@@ -334,15 +334,16 @@ pub fn translate(
     }
 }
 
+/// PostHog's wording: "expects N arguments" when the count is fixed, otherwise "at least" /
+/// "at most" the bound that was missed.
 fn arity_message(name: &str, min: usize, max: Option<usize>, got: usize) -> String {
     let plural = |n: usize| if n == 1 { "argument" } else { "arguments" };
-    let takes = match max {
+    let expects = match max {
         Some(m) if m == min => format!("{min} {}", plural(min)),
-        Some(m) if m == min + 1 => format!("{min} or {m} arguments"),
-        Some(m) => format!("{min} to {m} arguments"),
-        None => format!("at least {min} {}", plural(min)),
+        Some(m) if got > m => format!("at most {m} {}", plural(m)),
+        _ => format!("at least {min} {}", plural(min)),
     };
-    format!("Function `{name}` takes {takes}, got {got}")
+    format!("Function `{name}` expects {expects}, found {got}")
 }
 
 pub(crate) fn invalid(msg: impl Into<String>) -> FunctionError {

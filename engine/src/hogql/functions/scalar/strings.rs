@@ -380,9 +380,18 @@ pub(super) fn translate(
         "lowerUTF8" => f::lower(one(&mut args)),
         "upperUTF8" => f::upper(one(&mut args)),
         "concat" => {
+            // As PostHog prints it: every argument through ifNull(toString(x), ''), so a
+            // NULL reads as '' and concat never answers NULL.
             let args = args
                 .into_iter()
-                .map(|a| super::convert::to_string_expr(a, None, ctx))
+                .map(|a| {
+                    super::convert::to_string_expr(a, None, ctx).map(|s| {
+                        datafusion::functions::core::expr_fn::nvl(
+                            s,
+                            datafusion::logical_expr::lit(""),
+                        )
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
                 Some(v.concat())
@@ -464,33 +473,38 @@ pub(super) fn translate(
             let (a, b) = window(len, v[0].unwrap_or(1), v.get(1).copied().flatten());
             Some(char_slice(s, a, b))
         }),
+        // PostHog's left/right are ClickHouse's leftUTF8/rightUTF8: they count characters.
         "left" => str_ints(name, args, false, |s, v| {
             let n = v[0].unwrap_or(0);
-            let len = s.len() as i64;
+            let len = s.chars().count() as i64;
             let end = if n >= 0 { n.min(len) } else { (len + n).max(0) };
-            Some(bytes_str(s, 0, end as usize))
+            Some(char_slice(s, 0, end as usize))
         }),
         "right" => str_ints(name, args, false, |s, v| {
             let n = v[0].unwrap_or(0);
-            let len = s.len() as i64;
+            let len = s.chars().count() as i64;
             let start = if n >= 0 {
                 (len - n).max(0)
             } else {
                 (-n).min(len)
             };
-            Some(bytes_str(s, start as usize, len as usize))
+            Some(char_slice(s, start as usize, len as usize))
         }),
+        // trim(s[, chars]): without `chars`, spaces (ClickHouse's trim removes only ' ').
         "trim" | "trimBoth" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
-            Some(v[0].trim_matches(' ').to_string())
+            let set = v.get(1).copied().unwrap_or(" ");
+            Some(v[0].trim_matches(|c| set.contains(c)).to_string())
         }),
         "ltrim" | "trimLeft" => {
             strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
-                Some(v[0].trim_start_matches(' ').to_string())
+                let set = v.get(1).copied().unwrap_or(" ");
+                Some(v[0].trim_start_matches(|c| set.contains(c)).to_string())
             })
         }
         "rtrim" | "trimRight" => {
             strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
-                Some(v[0].trim_end_matches(' ').to_string())
+                let set = v.get(1).copied().unwrap_or(" ");
+                Some(v[0].trim_end_matches(|c| set.contains(c)).to_string())
             })
         }
         "replaceOne" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
@@ -645,12 +659,12 @@ mod tests {
     #[test]
     fn strings_like_clickhouse() {
         check(vec![
-            (call("substring", vec![s("hello"), i(2)]), "ello"),
+            (call("substring", vec![s("hello"), i(2), i(100)]), "ello"),
             (call("substring", vec![s("hello"), i(2), i(2)]), "el"),
-            (call("substring", vec![s("hello"), i(-3)]), "llo"),
+            (call("substring", vec![s("hello"), i(-3), i(3)]), "llo"),
             (call("substring", vec![s("hello"), i(-3), i(2)]), "ll"),
-            (call("substring", vec![s("hello"), i(0)]), ""),
-            (call("substring", vec![s("hello"), i(10)]), ""),
+            (call("substring", vec![s("hello"), i(0), i(1)]), ""),
+            (call("substring", vec![s("hello"), i(10), i(1)]), ""),
             (call("substring", vec![s("hello"), i(2), i(-1)]), "ell"),
             (call("substring", vec![s("hello"), i(-10), i(3)]), ""),
             (call("substringUTF8", vec![s("héllo"), i(2), i(2)]), "él"),
@@ -658,10 +672,16 @@ mod tests {
             (call("left", vec![s("hello"), i(-2)]), "hel"),
             (call("right", vec![s("hello"), i(2)]), "lo"),
             (call("right", vec![s("hello"), i(-2)]), "llo"),
+            (call("left", vec![s("Grüße"), i(3)]), "Grü"),
+            (call("right", vec![s("日本語"), i(2)]), "本語"),
+            (call("trim", vec![s("xxhixx"), s("x")]), "hi"),
+            (call("ltrim", vec![s("xyhi"), s("yx")]), "hi"),
+            (call("rtrim", vec![s("  hi  ")]), "  hi"),
             (call("trim", vec![s("  a b \t")]), "a b \t"),
             (call("ltrim", vec![s("  a ")]), "a "),
             (call("rtrim", vec![s("  a ")]), "  a"),
-            (call("concat", vec![s("a"), null(), s("b")]), "\\N"),
+            // PostHog prints concat(x) arguments as ifNull(toString(x), '').
+            (call("concat", vec![s("a"), null(), s("b")]), "ab"),
             (call("concat", vec![s("a"), i(1), fl(2.5)]), "a12.5"),
             (
                 call("concatWithSeparator", vec![s("-"), s("a"), s("b")]),
@@ -764,7 +784,7 @@ mod tests {
         assert_eq!(rows(call("length", vec![c("s")])), ["5", "0", "13", "\\N"]);
         assert_eq!(
             rows(call("concat", vec![c("s"), s("!")])),
-            ["Hello!", "!", "héllo wörld!", "\\N"]
+            ["Hello!", "!", "héllo wörld!", "!"]
         );
     }
 }

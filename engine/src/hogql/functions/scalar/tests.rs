@@ -260,13 +260,13 @@ fn arity_and_lookup() {
             vec![ts("2024-01-01 00:00:00"), s("UTC"), s("x")]
         ),
         Err(FunctionError::Arity(
-            "Function `toStartOfDay` takes 1 or 2 arguments, got 3".into()
+            "Function `toStartOfDay` expects at most 2 arguments, found 3".into()
         ))
     );
     assert_eq!(
         try_call("toYYYYMM", vec![]),
         Err(FunctionError::Arity(
-            "Function `toYYYYMM` takes 1 or 2 arguments, got 0".into()
+            "Function `toYYYYMM` expects at least 1 argument, found 0".into()
         ))
     );
 }
