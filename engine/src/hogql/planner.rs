@@ -128,6 +128,8 @@ struct Scope<'s> {
     schema: Arc<DFSchema>,
     /// Precomputed `arrayJoin(x)` columns.
     array_joins: Vec<(ast::Expr, String)>,
+    /// The SELECT's `WINDOW name AS (…)` definitions.
+    windows: &'s [(String, ast::WindowSpec)],
 }
 
 impl Planner<'_> {
@@ -451,6 +453,7 @@ impl Planner<'_> {
                         ctes,
                         schema,
                         array_joins: vec![],
+                        windows: &[],
                     };
                     // ClickHouse joins match NULL keys to nothing: plain `=` here.
                     let on = self.predicate(on, &scope, true)?;
@@ -526,6 +529,7 @@ impl Planner<'_> {
             ctes: &ctes,
             schema: plan.schema().clone(),
             array_joins: vec![],
+            windows: &s.window,
         };
 
         // ARRAY JOIN
@@ -1970,6 +1974,7 @@ impl Planner<'_> {
                         ctes: scope.ctes,
                         schema: lschema,
                         array_joins: vec![],
+                        windows: scope.windows,
                     };
                     let body = self.expr(body, &inner)?;
                     final_args.push(Arg::Lambda {
@@ -1984,7 +1989,7 @@ impl Planner<'_> {
         match over {
             None => Ok(v),
             Some(o) => {
-                let spec = self.window_spec(o, whole.span)?;
+                let spec = self.window_spec(o, scope.windows, whole.span)?;
                 let partition = spec
                     .partition_by
                     .iter()
@@ -2007,14 +2012,64 @@ impl Planner<'_> {
         }
     }
 
-    fn window_spec(&self, o: &ast::Over, span: Span) -> PResult<ast::WindowSpec> {
-        match o {
-            ast::Over::Spec(s) if s.base.is_none() => Ok(s.clone()),
-            _ => err(
-                "Named windows (`OVER w`, `WINDOW w AS …`) are not supported yet; write the window inline",
-                span,
-            ),
+    /// The window an `OVER` means: inline, a name from the WINDOW clause, or a named window
+    /// extended (`OVER (w ORDER BY …)`, SQL's rules: the base's PARTITION BY, its ORDER BY
+    /// unless it has none, the frame of the extension when it gives one).
+    fn window_spec(
+        &self,
+        o: &ast::Over,
+        windows: &[(String, ast::WindowSpec)],
+        span: Span,
+    ) -> PResult<ast::WindowSpec> {
+        let named = |name: &str| {
+            windows
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, w)| w.clone())
+                .ok_or_else(|| {
+                    PlanError::new(
+                        format!("Window `{name}` is not defined in this SELECT's WINDOW clause"),
+                        Some(span),
+                    )
+                })
+        };
+        let mut spec = match o {
+            ast::Over::Named(name) => ast::WindowSpec {
+                base: Some(name.clone()),
+                ..Default::default()
+            },
+            ast::Over::Spec(s) => s.clone(),
+        };
+        // Resolve the chain of bases (bounded: a window may not refer to itself).
+        for _ in 0..=windows.len() {
+            let Some(base_name) = spec.base.take() else {
+                return Ok(spec);
+            };
+            let base = named(&base_name)?;
+            if !spec.partition_by.is_empty() {
+                return err(
+                    format!("A window based on `{base_name}` cannot add PARTITION BY"),
+                    span,
+                );
+            }
+            if !spec.order_by.is_empty() && !base.order_by.is_empty() {
+                return err(
+                    format!("Window `{base_name}` already has an ORDER BY"),
+                    span,
+                );
+            }
+            spec = ast::WindowSpec {
+                base: base.base,
+                partition_by: base.partition_by,
+                order_by: if spec.order_by.is_empty() {
+                    base.order_by
+                } else {
+                    spec.order_by
+                },
+                frame: spec.frame.or(base.frame),
+            };
         }
+        err("Named windows refer to each other in a cycle", span)
     }
 
     fn frame(&self, f: &ast::WindowFrame) -> PResult<WindowFrame> {
