@@ -19,8 +19,8 @@ use datafusion::functions::core::expr_fn as core_fn;
 use datafusion::logical_expr::expr::{AggregateFunction, Sort, WindowFunction};
 use datafusion::logical_expr::utils::{find_aggregate_exprs, find_window_exprs};
 use datafusion::logical_expr::{
-    BinaryExpr, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Operator, WindowFrame,
-    WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition, cast, lit, when,
+    BinaryExpr, Expr, ExprSchemable, GroupingSet, LogicalPlan, LogicalPlanBuilder, Operator,
+    WindowFrame, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition, cast, lit, when,
 };
 
 use super::ast::{self, BinaryOp, ExprKind, Literal, Span, UnaryOp};
@@ -485,17 +485,11 @@ impl Planner<'_> {
             }
         }
         if let Some(gb) = &s.group_by
-            && (gb.modifier != ast::GroupByModifier::None || gb.with_totals)
+            && gb.with_totals
         {
-            let what = match (gb.modifier, gb.with_totals) {
-                (ast::GroupByModifier::Rollup, _) => "ROLLUP",
-                (ast::GroupByModifier::Cube, _) => "CUBE",
-                _ => "WITH TOTALS",
-            };
             return err(
-                format!(
-                    "GROUP BY … {what} is not supported yet; run the query once per grouping set instead"
-                ),
+                "GROUP BY … WITH TOTALS is not supported: the totals row has no place in a \
+                 query response; add the totals as a second query or use WITH ROLLUP",
                 s.span,
             );
         }
@@ -678,14 +672,63 @@ impl Planner<'_> {
         let mut qualify = qualify;
         let mut order = order;
         if !aggs.is_empty() || !group.is_empty() {
+            // ROLLUP / CUBE: DataFusion's grouping sets; a rolled-up key reads as its type's
+            // default (ClickHouse without group_by_use_nulls), NULL when the key is Nullable.
+            let modifier = s
+                .group_by
+                .as_ref()
+                .map_or(ast::GroupByModifier::None, |g| g.modifier);
+            let sets = match modifier {
+                ast::GroupByModifier::None => None,
+                ast::GroupByModifier::Rollup => Some(GroupingSet::Rollup(group.clone())),
+                ast::GroupByModifier::Cube => Some(GroupingSet::Cube(group.clone())),
+            };
+            let group_expr = match sets {
+                Some(g) if !group.is_empty() => vec![Expr::GroupingSet(g)],
+                _ => group.clone(),
+            };
+            let input_schema = plan.schema().clone();
             let agg_plan = LogicalPlanBuilder::from(plan)
-                .aggregate(group.clone(), aggs.clone())
+                .aggregate(group_expr, aggs.clone())
                 .and_then(|b| b.build())
                 .map_err(df)?;
             let out = agg_plan.schema().clone();
+            let grouping_id = out.index_of_column_by_name(
+                None,
+                datafusion::logical_expr::Aggregate::INTERNAL_GROUPING_ID,
+            );
             let mut map: Vec<(Expr, Expr)> = Vec::new();
-            for (i, e) in group.iter().chain(aggs.iter()).enumerate() {
+            let n = group.len();
+            for (i, e) in group.iter().enumerate() {
                 let (q, f) = out.qualified_field(i);
+                let col = Expr::Column(Column::new(q.cloned(), f.name()));
+                let value = match grouping_id {
+                    Some(gid) if !e.nullable(&input_schema).map_err(df)? => {
+                        let (gq, gf) = out.qualified_field(gid);
+                        let gcol = Expr::Column(Column::new(gq.cloned(), gf.name()));
+                        let t = e.get_type(&input_schema).map_err(df)?;
+                        let default = ScalarValue::new_default(&t).map_err(df)?;
+                        let shifted = Expr::BinaryExpr(BinaryExpr::new(
+                            Box::new(cast(gcol, DataType::UInt64)),
+                            Operator::BitwiseShiftRight,
+                            Box::new(lit((n - 1 - i) as u64)),
+                        ));
+                        let bit = Expr::BinaryExpr(BinaryExpr::new(
+                            Box::new(shifted),
+                            Operator::BitwiseAnd,
+                            Box::new(lit(1u64)),
+                        ));
+                        when(bit.eq(lit(1u64)), Expr::Literal(default, None))
+                            .otherwise(col)
+                            .map_err(df)?
+                    }
+                    _ => col,
+                };
+                map.push((e.clone(), value));
+            }
+            let first_agg = n + usize::from(grouping_id.is_some());
+            for (j, e) in aggs.iter().enumerate() {
+                let (q, f) = out.qualified_field(first_agg + j);
                 map.push((e.clone(), Expr::Column(Column::new(q.cloned(), f.name()))));
             }
             let rebase = |e: Expr| -> PResult<Expr> { rebase(e, &map, &out) };
