@@ -5,6 +5,7 @@
 mod auth;
 mod capture;
 mod durability;
+mod memory;
 mod pruning;
 mod query;
 mod slt;

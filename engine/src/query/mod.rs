@@ -8,6 +8,7 @@
 //! "very fresh" / "somewhat fresh" ages of PostHog's refresh modes apply on top: an entry on
 //! older data is still served while younger than those ages.
 
+pub mod pool;
 pub mod provider;
 pub mod result;
 pub mod upgrade;
@@ -23,7 +24,6 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
-use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{ExecutionPlan, collect};
@@ -263,7 +263,7 @@ impl QueryService {
         std::fs::create_dir_all(&cfg.spill_dir)
             .map_err(|e| QueryError::Internal(format!("cannot create spill directory: {e}")))?;
         let runtime = RuntimeEnvBuilder::new()
-            .with_memory_pool(Arc::new(FairSpillPool::new(cfg.memory_limit)))
+            .with_memory_pool(Arc::new(pool::HeadroomPool::new(cfg.memory_limit)))
             .with_disk_manager_builder(
                 DiskManagerBuilder::default()
                     .with_mode(DiskManagerMode::Directories(vec![cfg.spill_dir.clone()])),
@@ -309,6 +309,11 @@ impl QueryService {
         let opts = config.options_mut();
         opts.execution.parquet.pushdown_filters = true;
         opts.execution.parquet.reorder_filters = true;
+        // Every sort keeps this much back to merge its spill files (DataFusion's default is
+        // 10 MB per sorter): scaled down with the pool, or a small pool cannot sort at all.
+        let partitions = self.cfg.target_partitions.max(1);
+        opts.execution.sort_spill_reservation_bytes =
+            (self.cfg.memory_limit / (8 * partitions)).clamp(256 << 10, 10 << 20);
         SessionContext::new_with_config_rt(config, self.runtime.clone())
     }
 
@@ -1157,7 +1162,8 @@ fn truncate_batches(batches: Vec<RecordBatch>, mut rows: usize) -> Vec<RecordBat
 
 /// Bytes read from storage by a finished physical plan (Parquet scan metrics).
 /// What a query read from Parquet, summed over its scans: files opened, row groups kept after
-/// statistics, bloom filter and page index pruning (of how many), rows and bytes.
+/// statistics, bloom filter and page index pruning (of how many), rows and bytes; and what
+/// its operators spilled to disk when the memory pool ran short.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ScanStats {
     pub files: u64,
@@ -1165,12 +1171,14 @@ pub struct ScanStats {
     pub row_groups_read: u64,
     pub rows: u64,
     pub bytes: u64,
+    pub spilled_bytes: u64,
 }
 
 fn scan_stats(plan: &dyn ExecutionPlan, out: &mut ScanStats) {
     use datafusion::physical_plan::metrics::MetricValue;
     if let Some(m) = plan.metrics() {
         let count = |name: &str| m.sum_by_name(name).map_or(0, |v| v.as_usize() as u64);
+        out.spilled_bytes += m.spilled_bytes().unwrap_or(0) as u64;
         // Scans report one metric set per file: sum them.
         let pruning = |name: &str| {
             let mut found = None;
