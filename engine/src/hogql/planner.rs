@@ -23,10 +23,10 @@ use datafusion::logical_expr::{
     WindowFrame, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition, cast, lit, when,
 };
 
-use super::ast::{self, BinaryOp, ExprKind, Literal, Span, UnaryOp};
-use super::functions::{self, Arg, FnContext, FnKind, WeekStart};
 use crate::propdefs::{PropertyKind, PropertyType};
 
+use super::ast::{self, BinaryOp, ExprKind, Literal, Span, UnaryOp};
+use super::functions::{self, Arg, FnContext, FnKind, WeekStart};
 use super::schema::{Catalog, EVENTS_COLUMNS, EVENTS_LAZY_JOINS, SESSIONS_QUERY, TABLES};
 
 /// Why a query cannot be planned. Messages are for the query's author.

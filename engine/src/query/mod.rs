@@ -187,7 +187,6 @@ pub enum QueryOutcome {
     Running(Value),
 }
 
-/// A finished HogQL run, before it is shaped into a response.
 /// A planned HogQL query, ready to run.
 struct Planned {
     ctx: SessionContext,
@@ -198,6 +197,7 @@ struct Planned {
     hogql: String,
 }
 
+/// A finished HogQL run, before it is shaped into a response.
 pub struct HogQLRun {
     pub columns: Vec<String>,
     pub types: Vec<(String, String)>,
@@ -1160,7 +1160,6 @@ fn truncate_batches(batches: Vec<RecordBatch>, mut rows: usize) -> Vec<RecordBat
     out
 }
 
-/// Bytes read from storage by a finished physical plan (Parquet scan metrics).
 /// What a query read from Parquet, summed over its scans: files opened, row groups kept after
 /// statistics, bloom filter and page index pruning (of how many), rows and bytes; and what
 /// its operators spilled to disk when the memory pool ran short.
