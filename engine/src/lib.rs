@@ -202,6 +202,9 @@ impl Engine {
             replayed += batch.events.len();
             apply(&buffer, rec.seq, to_arrow(&meta, &batch));
         }
+        // Everything up to the WAL's end is now in the table or the buffer: queries waiting to
+        // read their writes compare against this.
+        buffer.note_seq(committed.max(wal.last_seq()));
         if !replay.is_empty() {
             info!(
                 records = replay.len(),

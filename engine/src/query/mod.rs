@@ -325,6 +325,13 @@ impl QueryService {
         while self.buffer.applied_seq() < target && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        if self.buffer.applied_seq() < target {
+            tracing::warn!(
+                applied = self.buffer.applied_seq(),
+                acknowledged = target,
+                "the ingest pipeline is behind by more than 10 s; the query runs without the newest events"
+            );
+        }
         // Buffer first, then the table: see EventBuffer::snapshot_parts.
         let parts = self.buffer.snapshot_parts(team);
         let (table, committed) = self
