@@ -1187,7 +1187,12 @@ impl Planner<'_> {
                     None => cmp,
                 })
             }
-            ExprKind::Alias { expr, .. } => self.predicate(expr, scope, join),
+            ExprKind::Alias { expr, name } => {
+                scope.expanding.borrow_mut().push(name.clone());
+                let r = self.predicate(expr, scope, join);
+                scope.expanding.borrow_mut().pop();
+                r
+            }
             ExprKind::In {
                 expr,
                 list: ast::InList::Subquery(q),
@@ -1559,7 +1564,14 @@ impl Planner<'_> {
                 }
                 Ok(core_fn::named_struct(args))
             }
-            ExprKind::Alias { expr, .. } => self.expr(expr, scope),
+            // Inside `expr AS name`, `name` is the column, not the alias being defined
+            // (`argMin(distinct_id, timestamp) AS distinct_id`).
+            ExprKind::Alias { expr, name } => {
+                scope.expanding.borrow_mut().push(name.clone());
+                let r = self.expr(expr, scope);
+                scope.expanding.borrow_mut().pop();
+                r
+            }
             ExprKind::Placeholder(name) => match self.ctx.values.get(name) {
                 Some(v) => json_literal(v, e.span),
                 None => err(
