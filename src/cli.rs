@@ -1,4 +1,4 @@
-//! The command line: `serve` (default), `keys create`, `schema`, `query`.
+//! The command line: `serve` (default), `keys create`, `schema`, `query`, `gen`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use hedgerow_engine::ingest::TeamId;
 use hedgerow_engine::meta::MetaStore;
 use tracing::{error, info};
 
-use crate::config::{Cli, Command, KeysCommand, OutputFormat, QueryArgs, ServeArgs};
+use crate::config::{Cli, Command, GenArgs, KeysCommand, OutputFormat, QueryArgs, ServeArgs};
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -50,10 +50,45 @@ pub fn main() -> ExitCode {
             }
         }
         Some(Command::Query(args)) => query(args),
+        Some(Command::Gen(args)) => gen_data(args),
         Some(Command::Schema) => {
             let json = hedgerow_engine::storage::schema::schema_json();
             println!("{}", serde_json::to_string_pretty(&json).expect("json"));
             ExitCode::SUCCESS
+        }
+    }
+}
+
+fn gen_data(args: GenArgs) -> ExitCode {
+    let cfg = crate::r#gen::GenConfig {
+        events: args.events,
+        seed: args.seed,
+        start: args.start,
+        days: args.days,
+        api_key: args.project_api_key,
+        batch_size: args.batch_size,
+    };
+    let started = std::time::Instant::now();
+    match crate::r#gen::generate(&cfg, &args.out) {
+        Ok(s) => {
+            println!(
+                "generated {} events ({} persons, {} sessions, {} batches, {:.1} MB JSON, {:.1} MB gzip) from {} to {} into {} in {:.1}s",
+                s.events,
+                s.persons,
+                s.sessions,
+                s.batches,
+                s.json_bytes as f64 / 1e6,
+                s.gzip_bytes as f64 / 1e6,
+                s.first_timestamp,
+                s.last_timestamp,
+                args.out.display(),
+                started.elapsed().as_secs_f64()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hedgerow gen: {e}");
+            ExitCode::from(2)
         }
     }
 }

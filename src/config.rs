@@ -47,6 +47,34 @@ pub enum Command {
     /// Run a HogQL query and print its result (against the data directory, or a running
     /// server with --url).
     Query(QueryArgs),
+    /// Generate a deterministic benchmark data set of PostHog web and product events:
+    /// `/batch/` bodies (batches.jsonl.gz) and the same events as events.parquet.
+    Gen(GenArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenArgs {
+    /// How many events.
+    #[arg(long)]
+    pub events: u64,
+    /// The same (events, seed, start, days, key) always gives the same bytes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output directory (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// First day of the events' time window (UTC).
+    #[arg(long, default_value = "2024-01-01")]
+    pub start: chrono::NaiveDate,
+    /// Length of the time window in days.
+    #[arg(long, default_value_t = 90)]
+    pub days: u32,
+    /// The `api_key` of every batch body.
+    #[arg(long, default_value = "phc_bench0000000000000000000000000000000000")]
+    pub project_api_key: String,
+    /// Events per `/batch/` body.
+    #[arg(long, default_value_t = 500)]
+    pub batch_size: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

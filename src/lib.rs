@@ -6,4 +6,5 @@
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod r#gen;
 pub mod http;
