@@ -55,7 +55,7 @@ PERSONAL_KEY = "phx_bench0000000000000000000000000000000000"
 PERSON_NAMESPACE = uuid.UUID("932979b4-65c3-4424-8467-0b66ec27bc22")
 # manifest.json's "version" of the data `hedgerow gen` writes; bump both together when the
 # generated data changes, so cached data sets are not reused across versions.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 
 def log(msg: str) -> None:
