@@ -1000,7 +1000,7 @@ fn simulate(cfg: &GenConfig) -> World {
                     person.device_merged[device as usize] = true;
                     if sign_up {
                         person.identified = true;
-                        if emitted < len {
+                        if emitted < len && state.t + 200 < w_end {
                             state.t += 200;
                             push(
                                 &state,
@@ -1013,7 +1013,7 @@ fn simulate(cfg: &GenConfig) -> World {
                             );
                             emitted += 1;
                         }
-                        if person.company.is_some() && emitted < len {
+                        if person.company.is_some() && emitted < len && state.t + 150 < w_end {
                             state.t += 150;
                             person.grouped = true;
                             push(
@@ -1047,7 +1047,7 @@ fn simulate(cfg: &GenConfig) -> World {
                     );
                     emitted += 1;
                     state.cart = false;
-                    if emitted < len {
+                    if emitted < len && state.t + 800 < w_end {
                         state.t += 800;
                         state.visit += 1;
                         push(
@@ -1100,8 +1100,9 @@ fn simulate(cfg: &GenConfig) -> World {
                         &person,
                     );
                     emitted += 1;
-                    if emitted < len {
-                        state.t += (3000.0 + exponential(&mut rng, 15_000.0)) as i64;
+                    let delay = (3000.0 + exponential(&mut rng, 15_000.0)) as i64;
+                    if emitted < len && state.t + delay < w_end {
+                        state.t += delay;
                         let answer = rng.random_range(0..1000u32);
                         let kind = if rng.random::<f64>() < 0.6 {
                             Kind::SurveySent
@@ -1833,7 +1834,7 @@ pub fn generate(cfg: &GenConfig, out: &Path) -> Result<GenSummary, String> {
     };
     let manifest = json!({
         "generator": "hedgerow gen",
-        "version": 1,
+        "version": 2,
         "events": cfg.events,
         "seed": cfg.seed,
         "start": cfg.start.to_string(),
@@ -2094,6 +2095,22 @@ mod tests {
             anon.person_id,
             person_uuid(TeamId(1), &anon.distinct_id).to_string()
         );
+    }
+
+    #[test]
+    fn every_event_is_inside_the_window() {
+        // A short window makes many persons run into its end.
+        for seed in 0..4 {
+            let mut c = cfg(20_000, seed);
+            c.days = 1;
+            let w = simulate(&c);
+            let (start, end) = window(&c);
+            assert_eq!(w.events.len(), 20_000);
+            assert!(
+                w.events.iter().all(|e| e.ts_ms >= start && e.ts_ms < end),
+                "seed {seed}"
+            );
+        }
     }
 
     #[test]
