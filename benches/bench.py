@@ -777,6 +777,11 @@ class Peers:
         # (rows as Python objects outside the timing; fetchall would need pytz for TIMESTAMPTZ)
         return elapsed, list(zip(*(c.to_pylist() for c in table.columns)))
 
+    def close(self) -> None:
+        # (before the work directory is removed: open connections write files on exit)
+        self.dk.close()
+        self.ch.close()
+
     def disk_bytes(self, work: Path) -> dict:
         ch = self.clickhouse(
             "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = currentDatabase() "
@@ -1129,6 +1134,7 @@ def main() -> int:
         rep["freshness"] = freshness(server, side_id, side_token)
         rep["freshness_ms"] = rep["freshness"]["ms"]
         hwm_query = server.vm_hwm()
+        peers.close()
     finally:
         server.stop()
 
