@@ -869,6 +869,8 @@ def run_queries(server: Server, peers: Peers, suite: list[Query], runs: int) -> 
         if n_c is not None and n_d is not None and n_c != n_d:
             entry["peers_difference"] = clip(first_difference(n_c, n_d))
         entry["same_rows"] = n_h is not None and n_h == n_c and n_h == n_d
+        entry["same_as_clickhouse"] = n_h is not None and n_h == n_c
+        entry["same_as_duckdb"] = n_h is not None and n_h == n_d
         if n_h is not None and n_c is not None and n_h != n_c:
             entry["difference_vs_clickhouse"] = clip(first_difference(n_h, n_c))
         if q.persons and n_h is not None:
@@ -1027,7 +1029,9 @@ def write_report(out: Path, rep: dict) -> None:
         same = "yes" if e["same_rows"] else ("**error**" if e["errors"].get("hedgerow") else "**no**")
         if not e["same_rows"] and e.get("same_rows_with_unmerged_person_ids"):
             same = "no: person merges only"
-        if not e["peers_agree"]:
+        if not e["same_rows"] and e.get("same_as_duckdb") and e.get("note"):
+            same = "= DuckDB; ClickHouse differs (known, see below)"
+        elif not e["peers_agree"]:
             same += " (peers disagree)"
         L.append(f"| {name} | {fmt_s(e['hedgerow_s'])} | {fmt_s(e['clickhouse_s'])} | {fmt_s(e['duckdb_s'])} | "
                  f"{fmt_r(e.get('ratio_clickhouse'))} | {fmt_r(e.get('ratio_duckdb'))} | "
