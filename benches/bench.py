@@ -630,20 +630,47 @@ def dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def wait_compaction(server: Server, timeout: float = 900) -> dict:
-    """Waits until compaction has run and stopped changing anything."""
+def pending_partitions(data_dir: Path, min_files: int, small_bytes: int) -> int | None:
+    """Partitions of the snapshot with at least `min_files` files under `small_bytes`: what
+    compaction still has to do. None when the snapshot cannot be read."""
+    try:
+        import deltalake
+        import pyarrow as pa
+        a = pa.table(deltalake.DeltaTable(str(data_dir / "events")).get_add_actions(flatten=True))
+    except Exception:  # noqa: BLE001
+        return None
+    keys = [n for n in a.column_names if n.startswith("partition.")]
+    counts: dict[tuple, int] = {}
+    sizes = a.column("size_bytes").to_pylist()
+    parts = list(zip(*(a.column(k).to_pylist() for k in keys)))
+    for key, size in zip(parts, sizes):
+        if size < small_bytes:
+            counts[key] = counts.get(key, 0) + 1
+    return sum(1 for n in counts.values() if n >= min_files)
+
+
+def wait_compaction(server: Server, data_dir: Path, min_files: int, timeout: float = 3600) -> dict:
+    """Waits until no partition of the snapshot has `min_files` small files left (compaction's
+    own rule, with the default 128 MiB target), then until the compaction metrics are still."""
     t0 = time.time()
-    last, stable_since = None, time.time()
+    small = 64 * 2**20
+    first = pending_partitions(data_dir, min_files, small)
+    pending = first
     while time.time() - t0 < timeout:
+        pending = pending_partitions(data_dir, min_files, small)
+        if pending == 0:
+            break
+        time.sleep(2)
+    done = time.time() - t0
+    last, stable_since = None, time.time()
+    while time.time() - stable_since < 3 and time.time() - t0 < timeout:
         m = server.metrics()
         cur = (m.get("hedgerow_compactions_total", 0), m.get("hedgerow_compaction_files_removed_total", 0))
         if cur != last:
             last, stable_since = cur, time.time()
-        # compaction ticks every second here; 10 quiet seconds mean nothing is left to do
-        if time.time() - stable_since > 10:
-            break
         time.sleep(0.5)
-    return {"compactions": int(last[0]), "files_removed": int(last[1]), "seconds": time.time() - t0 - 10}
+    return {"compactions": int(last[0]), "files_removed": int(last[1]), "seconds": done,
+            "partitions_to_compact": first, "partitions_left": pending}
 
 
 def second_project(server: Server) -> tuple[int, str]:
@@ -726,13 +753,15 @@ class Peers:
                 "`$session_id` Nullable(String), `$window_id` Nullable(String), person_id UUID, "
                 "`$group_0` Nullable(String)")
         for t in ("events", "events_raw", "person_id_today"):
-            self.ch.query(f"DROP TABLE IF EXISTS {t}")
+            self.ch.query(f"DROP TABLE IF EXISTS {t} SYNC")
         self.ch.query(
             f"CREATE TABLE events ({cols}, person_id_today UUID) ENGINE = MergeTree "
-            "ORDER BY (toDate(timestamp), event, cityHash64(distinct_id), cityHash64(uuid))"
+            "ORDER BY (toDate(timestamp), event, cityHash64(distinct_id), cityHash64(uuid)) "
+            "SETTINGS old_parts_lifetime = 1"
         )
         # (chdb drops the values of a Parquet file() joined in the same INSERT: stage first.)
-        self.ch.query(f"CREATE TABLE events_raw ({cols}) ENGINE = MergeTree ORDER BY tuple()")
+        self.ch.query(f"CREATE TABLE events_raw ({cols}) ENGINE = MergeTree ORDER BY tuple() "
+                      "SETTINGS old_parts_lifetime = 1")
         self.ch.query(f"INSERT INTO events_raw SELECT * FROM file('{pq_path}', Parquet)")
         self.ch.query("CREATE TABLE person_id_today (distinct_id String, person_id_today String) ENGINE = Memory")
         self.ch.query(f"INSERT INTO person_id_today SELECT * FROM file('{map_path}', Parquet)")
@@ -741,8 +770,9 @@ class Peers:
             "r.`$session_id`, r.`$window_id`, r.person_id, r.`$group_0`, m.person_id_today "
             "FROM events_raw AS r LEFT JOIN person_id_today AS m ON r.distinct_id = m.distinct_id"
         )
-        self.ch.query("DROP TABLE events_raw")
-        self.ch.query("DROP TABLE person_id_today")
+        # SYNC: an Atomic database otherwise keeps a dropped table's files for 8 minutes
+        self.ch.query("DROP TABLE events_raw SYNC")
+        self.ch.query("DROP TABLE person_id_today SYNC")
         self.ch.query("OPTIMIZE TABLE events FINAL")
         self.ch_load_s = time.perf_counter() - t0
         log(f"chdb loaded in {self.ch_load_s:.1f}s")
@@ -776,6 +806,11 @@ class Peers:
         elapsed = time.perf_counter() - t0
         # (rows as Python objects outside the timing; fetchall would need pytz for TIMESTAMPTZ)
         return elapsed, list(zip(*(c.to_pylist() for c in table.columns)))
+
+    def close(self) -> None:
+        # (before the work directory is removed: open connections write files on exit)
+        self.dk.close()
+        self.ch.close()
 
     def disk_bytes(self, work: Path) -> dict:
         ch = self.clickhouse(
@@ -834,6 +869,8 @@ def run_queries(server: Server, peers: Peers, suite: list[Query], runs: int) -> 
         if n_c is not None and n_d is not None and n_c != n_d:
             entry["peers_difference"] = clip(first_difference(n_c, n_d))
         entry["same_rows"] = n_h is not None and n_h == n_c and n_h == n_d
+        entry["same_as_clickhouse"] = n_h is not None and n_h == n_c
+        entry["same_as_duckdb"] = n_h is not None and n_h == n_d
         if n_h is not None and n_c is not None and n_h != n_c:
             entry["difference_vs_clickhouse"] = clip(first_difference(n_h, n_c))
         if q.persons and n_h is not None:
@@ -894,6 +931,13 @@ def machine() -> dict:
             "python": platform.python_version()}
 
 
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -918,7 +962,10 @@ def write_report(out: Path, rep: dict) -> None:
     m = rep["machine"]
     L.append(f"{rep['date']}, hedgerow {rep['hedgerow_commit']}, chdb {rep['versions']['chdb']}, "
              f"duckdb {rep['versions']['duckdb']}; {m['cores']} cores ({m['cpu_model']}), "
-             f"{m['ram_bytes'] / 2**30:.1f} GiB RAM. Seed {rep['seed']}, project time zone {rep['timezone']}.")
+             f"{m['ram_bytes'] / 2**30:.1f} GiB RAM. Seed {rep['seed']}, project time zone {rep['timezone']}. "
+             f"Load average (1/5/15 min) before ingest {rep['loadavg']['before_ingest']}, before the queries "
+             f"{rep['loadavg'].get('before_queries', '?')}, after them {rep['loadavg'].get('after_queries', '?')}: "
+             "the machine is shared, so other work shows in the numbers.")
     L.append("")
     L.append("## Ingest")
     L.append("")
@@ -938,7 +985,9 @@ def write_report(out: Path, rep: dict) -> None:
         c = st["after_compaction"]
         L.append(f"- After compaction: **{st['bytes_per_event_after_compaction']:.1f} bytes/event** "
                  f"({c['files']} files, {c['bytes'] / 1e6:.1f} MB; {c['compactions']} partition compactions, "
-                 f"{c['files_removed']} files replaced).")
+                 f"{c['files_removed']} files replaced, {c['seconds']:.0f} s after the restart"
+                 + (f"; {c['partitions_left']} partitions still had small files" if c.get("partitions_left") else "")
+                 + ").")
     else:
         L.append(f"- After compaction: {st.get('compaction_note', 'not measured')}.")
     duck = st["peers"]["duckdb"]
@@ -980,7 +1029,9 @@ def write_report(out: Path, rep: dict) -> None:
         same = "yes" if e["same_rows"] else ("**error**" if e["errors"].get("hedgerow") else "**no**")
         if not e["same_rows"] and e.get("same_rows_with_unmerged_person_ids"):
             same = "no: person merges only"
-        if not e["peers_agree"]:
+        if not e["same_rows"] and e.get("same_as_duckdb") and e.get("note"):
+            same = "= DuckDB; ClickHouse differs (known, see below)"
+        elif not e["peers_agree"]:
             same += " (peers disagree)"
         L.append(f"| {name} | {fmt_s(e['hedgerow_s'])} | {fmt_s(e['clickhouse_s'])} | {fmt_s(e['duckdb_s'])} | "
                  f"{fmt_r(e.get('ratio_clickhouse'))} | {fmt_r(e.get('ratio_duckdb'))} | "
@@ -1081,6 +1132,7 @@ def main() -> int:
 
     # Ingest with default settings.
     data_dir = work / "hedgerow-data"
+    rep["loadavg"] = {"before_ingest": loadavg()}
     server = Server(binary, data_dir, [], server_log)
     try:
         rep["ingest"] = ingest(server, data, args.clients)
@@ -1096,8 +1148,10 @@ def main() -> int:
     server = Server(binary, data_dir, ["--compaction-interval", "1s", "--compaction-min-files", "2",
                                        "--vacuum-retention", "0s"], server_log)
     try:
-        c = wait_compaction(server)
+        c = wait_compaction(server, data_dir, 2)
         files, size = table_files(data_dir)
+        if c["partitions_left"]:
+            log(f"compaction left {c['partitions_left']} partitions with small files")
         if c["compactions"] > 0:
             storage["after_compaction"] = {"files": files, "bytes": size, **c}
             storage["bytes_per_event_after_compaction"] = size / args.events
@@ -1125,10 +1179,13 @@ def main() -> int:
         storage["peers_load_s"] = {"clickhouse": peers.ch_load_s, "duckdb": peers.dk_load_s}
         rep["storage"] = storage
 
+        rep["loadavg"]["before_queries"] = loadavg()
         rep["queries"] = run_queries(server, peers, suite, args.runs)
+        rep["loadavg"]["after_queries"] = loadavg()
         rep["freshness"] = freshness(server, side_id, side_token)
         rep["freshness_ms"] = rep["freshness"]["ms"]
         hwm_query = server.vm_hwm()
+        peers.close()
     finally:
         server.stop()
 

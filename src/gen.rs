@@ -10,6 +10,8 @@
 //! - `events / 25` persons (at least one) with a Pareto(α = 1.2) activity weight capped at
 //!   1000; a person's share of the events is proportional to it (largest-remainder rounding,
 //!   so the total is exactly `events`). Heavy users start early in the window and stay.
+//!   Every event falls inside `[start, start + days)`: what a person cannot fit before the
+//!   end goes to the next person (after the last one, to extra light persons).
 //! - A person's events come in sessions of about 8 events. Inside a session events are 1 s –
 //!   20 min apart; between two sessions of the same person there are at least 30 minutes, so
 //!   posthog-js' session rule gives exactly our `$session_id`s. A session can have a second
