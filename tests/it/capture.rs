@@ -362,8 +362,11 @@ async fn refusals_have_posthog_error_shape() {
     assert_eq!(b["code"], "payload_too_large");
     let zipped = gzip(big.as_bytes());
     assert!(zipped.len() < 64 * 1024);
+    // A fresh client: the server closes a connection whose oversized body it did not read,
+    // and a pooled client may otherwise hand out that closing connection.
     let (st, _) = status_and_body(
-        c.post(srv.url("/batch/"))
+        client()
+            .post(srv.url("/batch/"))
             .header("Content-Encoding", "gzip")
             .body(zipped)
             .send()

@@ -81,10 +81,13 @@ async fn big_queries_spill_or_fail_cleanly_under_the_memory_limit() {
     );
 
     // One array of everything cannot spill: a clear error, not a crash.
-    let err = run(&engine, "SELECT length(groupArray(properties)) FROM events")
-        .await
-        .err()
-        .expect("a 30 MB array does not fit in 16 MiB");
+    let err = run(
+        &engine,
+        "SELECT length(groupArray(concat(properties, properties, properties))) FROM events",
+    )
+    .await
+    .err()
+    .expect("an 80 MB array does not fit in 32 MiB");
     assert!(matches!(err, QueryError::Memory(_)), "{err:?}");
     assert!(err.to_string().contains("memory"), "{err}");
 
