@@ -465,10 +465,13 @@ impl QueryService {
         timings.push(("./plan".to_string(), t0.elapsed().as_secs_f64()));
 
         let t2 = Instant::now();
-        let (batches, scan, schema) = tokio::select! {
+        let (_, physical, batches) = tokio::select! {
             r = self.execute(&ctx, plan) => r?,
             _ = cancel.cancelled() => return Err(QueryError::Cancelled(String::new())),
         };
+        let schema = physical.schema();
+        let mut scan = ScanStats::default();
+        scan_stats(physical.as_ref(), &mut scan);
         timings.push(("./execute".to_string(), t2.elapsed().as_secs_f64()));
 
         let mut results = result::json_rows(&batches);
@@ -561,12 +564,7 @@ impl QueryService {
         let p = self
             .plan_hogql(project, text, &HashMap::new(), WeekStart::Sunday)
             .await?;
-        let state = p.ctx.state();
-        let plan = state.optimize(&p.plan).map_err(from_df)?;
-        let physical = state.create_physical_plan(&plan).await.map_err(from_df)?;
-        collect(physical.clone(), p.ctx.task_ctx())
-            .await
-            .map_err(from_df)?;
+        let (plan, physical, _) = self.execute(&p.ctx, p.plan).await?;
         let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(
             physical.as_ref(),
         )
@@ -580,21 +578,20 @@ impl QueryService {
         ))
     }
 
+    /// Optimizes, plans and runs `plan`: the optimized logical plan, the finished physical
+    /// plan (its metrics filled in) and the result.
     async fn execute(
         &self,
         ctx: &SessionContext,
         plan: LogicalPlan,
-    ) -> Result<(Vec<RecordBatch>, ScanStats, Arc<Schema>), QueryError> {
+    ) -> Result<(LogicalPlan, Arc<dyn ExecutionPlan>, Vec<RecordBatch>), QueryError> {
         let state = ctx.state();
         let plan = state.optimize(&plan).map_err(from_df)?;
         let physical = state.create_physical_plan(&plan).await.map_err(from_df)?;
-        let schema = physical.schema();
         let batches = collect(physical.clone(), ctx.task_ctx())
             .await
             .map_err(from_df)?;
-        let mut scan = ScanStats::default();
-        scan_stats(physical.as_ref(), &mut scan);
-        Ok((batches, scan, schema))
+        Ok((plan, physical, batches))
     }
 
     /// A draft HogQL query for a plain-language `prompt`, built from the project's own event
