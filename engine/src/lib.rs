@@ -11,6 +11,7 @@ pub mod hogql;
 pub mod ingest;
 pub mod meta;
 pub mod metrics;
+pub mod persons;
 pub mod propdefs;
 pub mod query;
 pub mod storage;

@@ -1,0 +1,1060 @@
+//! The person state machine: applies events and API commands, in WAL order, to persons and
+//! groups through a cache, and collects the changes for the next store commit.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::store::{Activity, ChangeSet, GroupRow, NewTask, Op, PersonRow, PersonStore, Result};
+use super::{PersonAction, PersonCommand, PersonInput, apply_property_ops, is_mergeable_id};
+use crate::ingest::TeamId;
+use crate::ingest::normalize::person_uuid;
+
+/// An API command as the WAL records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    pub command: PersonCommand,
+    /// `api:<key label>`.
+    pub actor: String,
+    #[serde(with = "chrono::serde::ts_microseconds")]
+    pub at: DateTime<Utc>,
+}
+
+/// What an event carries out of person processing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamp {
+    pub person_id: Uuid,
+    /// The person's properties after this event, as JSON text; `None` for personless events.
+    pub properties: Option<Arc<str>>,
+}
+
+struct Cached {
+    row: PersonRow,
+    json: Option<Arc<str>>,
+}
+
+impl Cached {
+    fn json(&mut self) -> Arc<str> {
+        self.json
+            .get_or_insert_with(|| {
+                Arc::from(Value::Object(self.row.properties.clone()).to_string())
+            })
+            .clone()
+    }
+}
+
+/// Beyond this many cached persons the cache is dropped after a commit.
+const CACHE_PERSONS: usize = 500_000;
+
+pub struct Persons {
+    store: Arc<dyn PersonStore>,
+    distinct: HashMap<(TeamId, String), Option<i64>>,
+    persons: HashMap<i64, Cached>,
+    groups: HashMap<(TeamId, u8, String), Option<GroupRow>>,
+    /// Merged-away person → the person it went into (cached distinct ids may still name it).
+    moved: HashMap<i64, i64>,
+    deleted: HashSet<i64>,
+    dirty: BTreeSet<i64>,
+    dirty_groups: BTreeSet<(TeamId, u8, String)>,
+    ops: Vec<Op>,
+    next_id: i64,
+    /// The last WAL record applied (committed or not).
+    applied: u64,
+    records_pending: usize,
+}
+
+/// Context of one WAL record.
+pub struct RecordCtx<'a> {
+    pub team: TeamId,
+    pub received: DateTime<Utc>,
+    pub actor: Option<&'a str>,
+    pub event_names: &'a [String],
+}
+
+impl Persons {
+    pub fn open(store: Arc<dyn PersonStore>) -> Result<Self> {
+        let next_id = store.next_person_id()?;
+        let applied = store.last_seq();
+        Ok(Self {
+            store,
+            distinct: HashMap::new(),
+            persons: HashMap::new(),
+            groups: HashMap::new(),
+            moved: HashMap::new(),
+            deleted: HashSet::new(),
+            dirty: BTreeSet::new(),
+            dirty_groups: BTreeSet::new(),
+            ops: Vec::new(),
+            next_id,
+            applied,
+            records_pending: 0,
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn PersonStore> {
+        &self.store
+    }
+
+    /// The last WAL sequence stored (a replay applies only what follows it).
+    pub fn stored_seq(&self) -> u64 {
+        self.store.last_seq()
+    }
+
+    pub fn records_pending(&self) -> usize {
+        self.records_pending
+    }
+
+    fn resolve(&self, mut id: i64) -> i64 {
+        while let Some(n) = self.moved.get(&id) {
+            id = *n;
+        }
+        id
+    }
+
+    fn lookup(&mut self, team: TeamId, did: &str) -> Result<Option<i64>> {
+        let key = (team, did.to_owned());
+        let found = match self.distinct.get(&key) {
+            Some(hit) => *hit,
+            None => {
+                let got = self.store.person_id_of(team, did)?;
+                self.distinct.insert(key, got);
+                got
+            }
+        };
+        Ok(found
+            .map(|id| self.resolve(id))
+            .filter(|id| !self.deleted.contains(id)))
+    }
+
+    fn load(&mut self, team: TeamId, id: i64) -> Result<Option<&mut Cached>> {
+        if !self.persons.contains_key(&id) {
+            match self.store.person(team, id)? {
+                Some(row) => {
+                    self.persons.insert(id, Cached { row, json: None });
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(self.persons.get_mut(&id))
+    }
+
+    fn set_distinct(&mut self, team: TeamId, did: &str, person_id: i64) {
+        self.distinct
+            .insert((team, did.to_owned()), Some(person_id));
+        self.ops.push(Op::SetDistinct {
+            team,
+            distinct_id: did.to_owned(),
+            person_id,
+        });
+    }
+
+    fn create(
+        &mut self,
+        team: TeamId,
+        did: &str,
+        at: DateTime<Utc>,
+        identified: bool,
+        actor: &str,
+        received: DateTime<Utc>,
+    ) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let uuid = person_uuid(team, did);
+        self.persons.insert(
+            id,
+            Cached {
+                row: PersonRow {
+                    id,
+                    team,
+                    uuid,
+                    created_at: at,
+                    properties: Map::new(),
+                    is_identified: identified,
+                    version: 0,
+                },
+                json: None,
+            },
+        );
+        self.dirty.insert(id);
+        // A person deleted or merged away may have had this uuid: events under it are this
+        // new person's now.
+        self.ops.push(Op::ClearOverride { team, old: uuid });
+        self.set_distinct(team, did, id);
+        self.ops.push(Op::Activity(Activity {
+            team,
+            person_id: id,
+            person_uuid: uuid,
+            activity: "created".into(),
+            actor: actor.to_owned(),
+            detail: json!({}),
+            at: received,
+        }));
+        id
+    }
+
+    fn warn(&mut self, team: TeamId, kind: &str, details: Value, at: DateTime<Utc>) {
+        self.ops.push(Op::Warning {
+            team,
+            kind: kind.to_owned(),
+            details,
+            at,
+        });
+    }
+
+    fn mark_identified(&mut self, team: TeamId, id: i64) -> Result<()> {
+        if let Some(p) = self.load(team, id)?
+            && !p.row.is_identified
+        {
+            p.row.is_identified = true;
+            p.row.version += 1;
+            self.dirty.insert(id);
+        }
+        Ok(())
+    }
+
+    /// The person an event of `did` belongs to, made when there is none.
+    fn person_for(
+        &mut self,
+        team: TeamId,
+        did: &str,
+        at: DateTime<Utc>,
+        actor: &str,
+        received: DateTime<Utc>,
+    ) -> Result<i64> {
+        match self.lookup(team, did)? {
+            Some(id) if self.load(team, id)?.is_some() => Ok(id),
+            _ => Ok(self.create(team, did, at, false, actor, received)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn merge(
+        &mut self,
+        team: TeamId,
+        target: &str,
+        other: &str,
+        dangerous: bool,
+        event: &str,
+        at: DateTime<Utc>,
+        actor: &str,
+        received: DateTime<Utc>,
+    ) -> Result<i64> {
+        if other == target {
+            return self.person_for(team, target, at, actor, received);
+        }
+        if !is_mergeable_id(target) || !is_mergeable_id(other) {
+            let bad = if is_mergeable_id(target) {
+                other
+            } else {
+                target
+            };
+            self.warn(
+                team,
+                "cannot_merge_with_illegal_distinct_id",
+                json!({"sourcePersonDistinctId": other, "targetPersonDistinctId": target, "illegalDistinctId": bad, "eventName": event}),
+                received,
+            );
+            return self.person_for(team, target, at, actor, received);
+        }
+        let t = self.lookup(team, target)?;
+        let o = self.lookup(team, other)?;
+        match (t, o) {
+            (None, None) => {
+                let id = self.create(team, target, at, true, actor, received);
+                self.set_distinct(team, other, id);
+                Ok(id)
+            }
+            (Some(t), None) => {
+                self.set_distinct(team, other, t);
+                self.mark_identified(team, t)?;
+                Ok(t)
+            }
+            (None, Some(o)) => {
+                self.set_distinct(team, target, o);
+                self.mark_identified(team, o)?;
+                Ok(o)
+            }
+            (Some(t), Some(o)) if t == o => {
+                self.mark_identified(team, t)?;
+                Ok(t)
+            }
+            (Some(t), Some(o)) => {
+                let Some(other_row) = self.load(team, o)?.map(|c| c.row.clone()) else {
+                    self.set_distinct(team, other, t);
+                    return Ok(t);
+                };
+                if other_row.is_identified && !dangerous {
+                    self.warn(
+                        team,
+                        "cannot_merge_already_identified",
+                        json!({"sourcePersonDistinctId": other, "targetPersonDistinctId": target, "eventName": event}),
+                        received,
+                    );
+                    return Ok(t);
+                }
+                let Some(target) = self.load(team, t)? else {
+                    return Ok(o);
+                };
+                let mut props = other_row.properties.clone();
+                props.extend(std::mem::take(&mut target.row.properties));
+                target.row.properties = props;
+                target.row.created_at = target.row.created_at.min(other_row.created_at);
+                target.row.is_identified = true;
+                target.row.version += 1;
+                target.json = None;
+                let target_uuid = target.row.uuid;
+                self.dirty.insert(t);
+                self.dirty.remove(&o);
+                self.persons.remove(&o);
+                self.moved.insert(o, t);
+                self.ops.push(Op::MergePerson {
+                    team,
+                    from: o,
+                    to: t,
+                });
+                self.ops.push(Op::Override {
+                    team,
+                    old: other_row.uuid,
+                    new: target_uuid,
+                });
+                self.ops.push(Op::Activity(Activity {
+                    team,
+                    person_id: t,
+                    person_uuid: target_uuid,
+                    activity: "merged".into(),
+                    actor: actor.to_owned(),
+                    detail: json!({"merged_person_id": o, "merged_person_uuid": other_row.uuid, "event": event}),
+                    at: received,
+                }));
+                Ok(t)
+            }
+        }
+    }
+
+    fn group(
+        &mut self,
+        team: TeamId,
+        index: u8,
+        key: &str,
+        set: &Map<String, Value>,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        let k = (team, index, key.to_owned());
+        if !self.groups.contains_key(&k) {
+            let got = self.store.group(team, index, key)?;
+            self.groups.insert(k.clone(), got);
+        }
+        let slot = self.groups.get_mut(&k).expect("inserted");
+        let g = slot.get_or_insert_with(|| GroupRow {
+            team,
+            index,
+            key: key.to_owned(),
+            created_at: at,
+            updated_at: at,
+            properties: Map::new(),
+        });
+        g.properties
+            .extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        g.created_at = g.created_at.min(at);
+        g.updated_at = g.updated_at.max(at);
+        self.dirty_groups.insert(k);
+        Ok(())
+    }
+
+    /// Applies one WAL record's events; returns each event's stamp, in order.
+    pub fn process(
+        &mut self,
+        seq: u64,
+        ctx: &RecordCtx<'_>,
+        inputs: &[PersonInput],
+    ) -> Result<Vec<Stamp>> {
+        if seq <= self.applied {
+            // Already applied before a restart: stamp with what is stored, change nothing.
+            return inputs
+                .iter()
+                .map(|i| self.stamp_only(ctx.team, i))
+                .collect();
+        }
+        let team = ctx.team;
+        let mut out = Vec::with_capacity(inputs.len());
+        for (n, i) in inputs.iter().enumerate() {
+            let event = ctx.event_names.get(n).map(String::as_str).unwrap_or("");
+            let actor_owned;
+            let actor = match ctx.actor {
+                Some(a) => a,
+                None => {
+                    actor_owned = format!("event:{event}");
+                    &actor_owned
+                }
+            };
+            for w in &i.warnings {
+                self.warn(team, &w.kind, w.details.clone(), ctx.received);
+            }
+            if let PersonAction::Group {
+                index: Some(index),
+                key,
+                set,
+                ..
+            } = &i.action
+            {
+                self.group(team, *index, key, set, i.timestamp)?;
+            }
+            if !i.process {
+                if let PersonAction::Merge { .. } = i.action {
+                    self.warn(
+                        team,
+                        "invalid_event_when_process_person_profile_is_false",
+                        json!({"eventName": event, "distinctId": i.distinct_id, "reason": "merges need person processing; $process_person_profile is false"}),
+                        ctx.received,
+                    );
+                }
+                out.push(Stamp {
+                    person_id: person_uuid(team, &i.distinct_id),
+                    properties: None,
+                });
+                continue;
+            }
+            let id = match &i.action {
+                PersonAction::Merge {
+                    other,
+                    dangerous,
+                    event,
+                } => self.merge(
+                    team,
+                    &i.distinct_id,
+                    other,
+                    *dangerous,
+                    event,
+                    i.timestamp,
+                    actor,
+                    ctx.received,
+                )?,
+                _ => self.person_for(team, &i.distinct_id, i.timestamp, actor, ctx.received)?,
+            };
+            let explicit = i.explicit;
+            let Some(p) = self.load(team, id)? else {
+                out.push(Stamp {
+                    person_id: person_uuid(team, &i.distinct_id),
+                    properties: None,
+                });
+                continue;
+            };
+            let before = explicit.then(|| p.row.properties.clone());
+            let changed = apply_property_ops(&mut p.row.properties, &i.set_once, &i.set, &i.unset);
+            let mut activity = None;
+            if changed {
+                p.row.version += 1;
+                p.json = None;
+                if let Some(before) = before {
+                    let after = &p.row.properties;
+                    let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+                    let changes: Vec<Value> = keys
+                        .into_iter()
+                        .filter(|k| before.get(*k) != after.get(*k))
+                        .map(|k| json!({"key": k, "before": before.get(k), "after": after.get(k)}))
+                        .collect();
+                    if !changes.is_empty() {
+                        activity = Some(Activity {
+                            team,
+                            person_id: id,
+                            person_uuid: p.row.uuid,
+                            activity: "updated".into(),
+                            actor: actor.to_owned(),
+                            detail: json!({"changes": changes}),
+                            at: ctx.received,
+                        });
+                    }
+                }
+            }
+            if changed {
+                self.dirty.insert(id);
+            }
+            if let Some(a) = activity {
+                self.ops.push(Op::Activity(a));
+            }
+            let p = self.persons.get_mut(&id).expect("loaded");
+            out.push(Stamp {
+                person_id: p.row.uuid,
+                properties: Some(p.json()),
+            });
+        }
+        self.applied = seq;
+        self.records_pending += 1;
+        Ok(out)
+    }
+
+    fn stamp_only(&mut self, team: TeamId, i: &PersonInput) -> Result<Stamp> {
+        if i.process
+            && let Some(id) = self.lookup(team, &i.distinct_id)?
+            && let Some(p) = self.load(team, id)?
+        {
+            return Ok(Stamp {
+                person_id: p.row.uuid,
+                properties: Some(p.json()),
+            });
+        }
+        Ok(Stamp {
+            person_id: person_uuid(team, &i.distinct_id),
+            properties: None,
+        })
+    }
+
+    /// Applies an API command (a WAL record of its own).
+    pub fn command(&mut self, seq: u64, team: TeamId, rec: &CommandRecord) -> Result<()> {
+        if seq <= self.applied {
+            return Ok(());
+        }
+        // Commands read distinct ids from the store: write what is pending first.
+        let prev = self.applied;
+        self.commit(prev)?;
+        let at = rec.at;
+        let actor = rec.actor.as_str();
+        match &rec.command {
+            PersonCommand::Delete {
+                ids,
+                distinct_ids,
+                delete_events,
+            } => {
+                let mut targets: BTreeSet<i64> = ids.iter().copied().collect();
+                for d in distinct_ids {
+                    if let Some(id) = self.lookup(team, d)? {
+                        targets.insert(id);
+                    }
+                }
+                for id in targets {
+                    let Some(row) = self.load(team, id)?.map(|c| c.row.clone()) else {
+                        continue;
+                    };
+                    let dids = self.store.distinct_ids(team, id)?;
+                    if *delete_events {
+                        self.queue_task(team, &row, &dids, "events", actor, at)?;
+                    }
+                    self.ops.push(Op::DeletePerson { team, id });
+                    self.ops.push(Op::Activity(Activity {
+                        team,
+                        person_id: id,
+                        person_uuid: row.uuid,
+                        activity: "deleted".into(),
+                        actor: actor.to_owned(),
+                        detail: json!({"distinct_ids_count": dids.len(), "delete_events": delete_events}),
+                        at,
+                    }));
+                    self.persons.remove(&id);
+                    self.dirty.remove(&id);
+                    self.deleted.insert(id);
+                }
+            }
+            PersonCommand::DeleteEvents { id } | PersonCommand::DeleteRecordings { id } => {
+                let kind = if matches!(rec.command, PersonCommand::DeleteEvents { .. }) {
+                    "events"
+                } else {
+                    "recordings"
+                };
+                if let Some(row) = self.load(team, *id)?.map(|c| c.row.clone()) {
+                    let dids = self.store.distinct_ids(team, *id)?;
+                    self.queue_task(team, &row, &dids, kind, actor, at)?;
+                }
+            }
+            PersonCommand::Split { id } => {
+                if let Some(row) = self.load(team, *id)?.map(|c| c.row.clone()) {
+                    let mut dids = self.store.distinct_ids(team, *id)?;
+                    // The id the person was made from keeps it (its uuid is that id's), so
+                    // no new person can take the same uuid.
+                    if let Some(i) = dids.iter().position(|d| person_uuid(team, d) == row.uuid) {
+                        let keep = dids.remove(i);
+                        dids.insert(0, keep);
+                    }
+                    let mut split = Vec::new();
+                    for d in dids.iter().skip(1) {
+                        let new = self.create(team, d, row.created_at, false, actor, at);
+                        split.push(json!({"distinct_id": d, "person_id": new}));
+                    }
+                    self.ops.push(Op::Activity(Activity {
+                        team,
+                        person_id: *id,
+                        person_uuid: row.uuid,
+                        activity: "split".into(),
+                        actor: actor.to_owned(),
+                        detail: json!({"kept_distinct_id": dids.first(), "new_persons": split}),
+                        at,
+                    }));
+                }
+            }
+        }
+        self.applied = seq;
+        self.records_pending += 1;
+        self.commit(seq)
+    }
+
+    fn queue_task(
+        &mut self,
+        team: TeamId,
+        row: &PersonRow,
+        dids: &[String],
+        kind: &str,
+        actor: &str,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        let mut ids: BTreeSet<String> = BTreeSet::new();
+        ids.insert(row.uuid.to_string());
+        for u in self.store.merged_into(team, row.uuid)? {
+            ids.insert(u.to_string());
+        }
+        for d in dids {
+            ids.insert(person_uuid(team, d).to_string());
+        }
+        self.ops.push(Op::Task(NewTask {
+            team,
+            kind: kind.to_owned(),
+            person_id: row.id,
+            person_uuid: row.uuid,
+            event_person_ids: ids.into_iter().collect(),
+            actor: actor.to_owned(),
+            at,
+        }));
+        self.ops.push(Op::Activity(Activity {
+            team,
+            person_id: row.id,
+            person_uuid: row.uuid,
+            activity: format!("{kind}_deletion_queued"),
+            actor: actor.to_owned(),
+            detail: json!({}),
+            at,
+        }));
+        Ok(())
+    }
+
+    /// Writes the pending changes with `seq` as the last record they cover.
+    pub fn commit(&mut self, seq: u64) -> Result<()> {
+        if self.records_pending == 0 && self.ops.is_empty() && self.dirty.is_empty() {
+            return Ok(());
+        }
+        let mut changes = ChangeSet {
+            ops: std::mem::take(&mut self.ops),
+            ..ChangeSet::default()
+        };
+        for id in std::mem::take(&mut self.dirty) {
+            if let Some(p) = self.persons.get(&id) {
+                changes.persons.insert(id, p.row.clone());
+            }
+        }
+        for k in std::mem::take(&mut self.dirty_groups) {
+            if let Some(Some(g)) = self.groups.get(&k) {
+                changes.ops.push(Op::Group(g.clone()));
+            }
+        }
+        if let Err(e) = self.store.commit(&changes, seq, self.next_id) {
+            // Keep everything for the next attempt.
+            self.dirty.extend(changes.persons.keys().copied());
+            self.ops = changes
+                .ops
+                .into_iter()
+                .filter(|o| !matches!(o, Op::Group(_)))
+                .collect();
+            return Err(e);
+        }
+        self.records_pending = 0;
+        if self.persons.len() > CACHE_PERSONS {
+            self.distinct.clear();
+            self.persons.clear();
+            self.groups.clear();
+            self.moved.clear();
+            self.deleted.clear();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::Event;
+    use crate::persons::person_input;
+    use crate::persons::store::SqliteStore;
+
+    struct Harness {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        p: Persons,
+        seq: u64,
+        t: i64,
+    }
+
+    const T: TeamId = TeamId(1);
+
+    impl Harness {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("meta.sqlite");
+            let store = Arc::new(SqliteStore::open(&path).unwrap());
+            Self {
+                _dir: dir,
+                path,
+                p: Persons::open(store).unwrap(),
+                seq: 0,
+                t: 0,
+            }
+        }
+
+        fn send(&mut self, name: &str, did: &str, props: Value) -> Stamp {
+            self.t += 1;
+            let ts = DateTime::from_timestamp(1_700_000_000 + self.t, 0).unwrap();
+            let e = Event {
+                uuid: Uuid::nil(),
+                event: name.into(),
+                distinct_id: did.into(),
+                timestamp: ts,
+                created_at: ts,
+                properties: props.as_object().unwrap().clone(),
+            };
+            let input = person_input(&e, |ty| match ty {
+                "company" => Some(0),
+                "project" => Some(1),
+                _ => None,
+            });
+            self.seq += 1;
+            let names = [name.to_owned()];
+            let ctx = RecordCtx {
+                team: T,
+                received: ts,
+                actor: None,
+                event_names: &names,
+            };
+            let s = self.p.process(self.seq, &ctx, &[input]).unwrap();
+            self.p.commit(self.seq).unwrap();
+            s.into_iter().next().unwrap()
+        }
+
+        fn cmd(&mut self, c: PersonCommand) {
+            self.seq += 1;
+            let rec = CommandRecord {
+                command: c,
+                actor: "api:test".into(),
+                at: DateTime::UNIX_EPOCH,
+            };
+            self.p.command(self.seq, T, &rec).unwrap();
+        }
+
+        fn person(&self, did: &str) -> Option<crate::persons::Person> {
+            let s = self.p.store();
+            let id = s.person_id_of(T, did).unwrap()?;
+            s.full_person(T, id).unwrap()
+        }
+
+        fn props(&self, did: &str) -> Value {
+            Value::Object(self.person(did).unwrap().properties)
+        }
+
+        fn count(&self) -> u64 {
+            self.p.store().list(T, &Default::default(), 1, 0).unwrap().1
+        }
+
+        fn warnings(&self) -> Vec<String> {
+            self.p
+                .store()
+                .warnings(T)
+                .unwrap()
+                .into_iter()
+                .map(|w| w.kind)
+                .collect()
+        }
+    }
+
+    #[test]
+    fn new_person_from_first_event() {
+        let mut h = Harness::new();
+        let s = h.send(
+            "$pageview",
+            "anon-1",
+            json!({"$browser": "Chrome", "$set_once": {"first": 1}, "$set": {"plan": "free"}}),
+        );
+        assert_eq!(s.person_id, person_uuid(T, "anon-1"));
+        let p = h.person("anon-1").unwrap();
+        assert_eq!(p.uuid, person_uuid(T, "anon-1"));
+        assert!(!p.is_identified);
+        assert_eq!(p.created_at.timestamp(), 1_700_000_001);
+        assert_eq!(
+            Value::Object(p.properties),
+            json!({"$browser": "Chrome", "$initial_browser": "Chrome", "first": 1, "plan": "free"})
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(s.properties.as_deref().unwrap()).unwrap(),
+            json!({"$browser": "Chrome", "$initial_browser": "Chrome", "first": 1, "plan": "free"})
+        );
+        // Later events: set overwrites, set_once does not, the snapshot follows.
+        let s2 = h.send(
+            "$pageview",
+            "anon-1",
+            json!({"$browser": "Firefox", "$set_once": {"first": 2}}),
+        );
+        assert_eq!(h.props("anon-1")["$browser"], "Firefox");
+        assert_eq!(h.props("anon-1")["$initial_browser"], "Chrome");
+        assert_eq!(h.props("anon-1")["first"], 1);
+        assert!(s2.properties.as_deref().unwrap().contains("Firefox"));
+        h.send(
+            "$delete_person_property",
+            "anon-1",
+            json!({"$unset": ["plan"]}),
+        );
+        assert!(h.props("anon-1").get("plan").is_none());
+    }
+
+    #[test]
+    fn identify_outcomes() {
+        // Neither id has a person: one identified person with both.
+        let mut h = Harness::new();
+        h.send(
+            "$identify",
+            "user-1",
+            json!({"$anon_distinct_id": "anon-1", "$set": {"email": "a@x.io"}}),
+        );
+        let p = h.person("user-1").unwrap();
+        assert!(p.is_identified);
+        assert_eq!(p.uuid, person_uuid(T, "user-1"));
+        assert_eq!(p.distinct_ids, vec!["anon-1", "user-1"]);
+        assert_eq!(h.count(), 1);
+
+        // Only the anonymous id has one: the user id joins it.
+        let mut h = Harness::new();
+        h.send("$pageview", "anon-2", json!({}));
+        h.send(
+            "$identify",
+            "user-2",
+            json!({"$anon_distinct_id": "anon-2"}),
+        );
+        let p = h.person("user-2").unwrap();
+        assert_eq!(p.uuid, person_uuid(T, "anon-2"));
+        assert!(p.is_identified);
+        assert_eq!(h.count(), 1);
+
+        // Only the target has one: the other id joins it.
+        let mut h = Harness::new();
+        h.send("x", "user-3", json!({}));
+        h.send(
+            "$identify",
+            "user-3",
+            json!({"$anon_distinct_id": "anon-3"}),
+        );
+        assert_eq!(h.person("anon-3").unwrap().uuid, person_uuid(T, "user-3"));
+
+        // A plain $identify neither merges nor marks identified.
+        let mut h = Harness::new();
+        h.send("$identify", "user-4", json!({"$set": {"a": 1}}));
+        assert!(!h.person("user-4").unwrap().is_identified);
+    }
+
+    #[test]
+    fn merge_of_two_persons() {
+        let mut h = Harness::new();
+        h.send(
+            "$pageview",
+            "anon",
+            json!({"$set": {"color": "red", "only_anon": 1}}),
+        );
+        h.send("$pageview", "user", json!({"$set": {"color": "blue"}}));
+        let anon_uuid = person_uuid(T, "anon");
+        let s = h.send("$identify", "user", json!({"$anon_distinct_id": "anon"}));
+        assert_eq!(h.count(), 1);
+        let p = h.person("anon").unwrap();
+        assert_eq!(p.uuid, person_uuid(T, "user"), "the target survives");
+        assert_eq!(s.person_id, p.uuid);
+        assert!(p.is_identified);
+        assert_eq!(p.properties["color"], "blue", "the target's properties win");
+        assert_eq!(p.properties["only_anon"], 1);
+        assert_eq!(
+            p.created_at.timestamp(),
+            1_700_000_001,
+            "earliest created_at"
+        );
+        assert_eq!(
+            h.p.store()
+                .overrides(T)
+                .unwrap()
+                .get(&anon_uuid.to_string()),
+            Some(&p.uuid.to_string())
+        );
+        // The merged person's later events go to the target.
+        assert_eq!(h.send("x", "anon", json!({})).person_id, p.uuid);
+        // Chains: the merged person merges again.
+        h.send("x", "other", json!({}));
+        h.send("$create_alias", "other", json!({"alias": "user"}));
+        // `user`'s person is identified now: refused.
+        assert_eq!(h.warnings(), vec!["cannot_merge_already_identified"]);
+        assert_eq!(h.count(), 2);
+        h.send("$merge_dangerously", "other", json!({"alias": "user"}));
+        assert_eq!(h.count(), 1);
+        let o = h.p.store().overrides(T).unwrap();
+        assert_eq!(
+            o[&anon_uuid.to_string()],
+            person_uuid(T, "other").to_string(),
+            "chains are followed"
+        );
+        assert_eq!(
+            o[&person_uuid(T, "user").to_string()],
+            person_uuid(T, "other").to_string()
+        );
+        assert_eq!(h.person("anon").unwrap().distinct_ids.len(), 3);
+    }
+
+    #[test]
+    fn forbidden_ids_and_personless_events() {
+        let mut h = Harness::new();
+        h.send("x", "real", json!({}));
+        h.send(
+            "$identify",
+            "real",
+            json!({"$anon_distinct_id": "undefined"}),
+        );
+        h.send("$create_alias", "Anonymous", json!({"alias": "real"}));
+        assert_eq!(h.warnings().len(), 2);
+        assert!(
+            h.warnings()
+                .iter()
+                .all(|w| w == "cannot_merge_with_illegal_distinct_id")
+        );
+        assert!(h.person("undefined").is_none());
+        assert_eq!(h.person("real").unwrap().distinct_ids, vec!["real"]);
+        let s = h.send(
+            "x",
+            "ghost",
+            json!({"$process_person_profile": false, "$set": {"a": 1}}),
+        );
+        assert_eq!(
+            s,
+            Stamp {
+                person_id: person_uuid(T, "ghost"),
+                properties: None
+            }
+        );
+        assert!(h.person("ghost").is_none());
+        h.send(
+            "$identify",
+            "ghost",
+            json!({"$process_person_profile": false, "$anon_distinct_id": "real"}),
+        );
+        assert!(h.person("ghost").is_none());
+        assert!(
+            h.warnings()
+                .contains(&"invalid_event_when_process_person_profile_is_false".to_string())
+        );
+    }
+
+    #[test]
+    fn groups_merge_shallowly() {
+        let mut h = Harness::new();
+        h.send("$groupidentify", "u", json!({"$group_type": "company", "$group_key": "acme", "$group_set": {"plan": "free", "size": {"n": 1}}}));
+        h.send("$groupidentify", "u", json!({"$group_type": "company", "$group_key": "acme", "$group_set": {"size": {"m": 2}}}));
+        h.send(
+            "$groupidentify",
+            "u",
+            json!({"$group_type": "sixth", "$group_key": "k"}),
+        );
+        let g = h.p.store().group(T, 0, "acme").unwrap().unwrap();
+        assert_eq!(
+            Value::Object(g.properties),
+            json!({"plan": "free", "size": {"m": 2}})
+        );
+        assert_eq!(h.p.store().group_rows(T).unwrap().len(), 1);
+        assert_eq!(h.warnings(), vec!["group_type_limit_exceeded"]);
+    }
+
+    #[test]
+    fn commands_delete_split_and_queue() {
+        let mut h = Harness::new();
+        h.send(
+            "$identify",
+            "user",
+            json!({"$anon_distinct_id": "anon", "$set": {"email": "u@x.io"}}),
+        );
+        let id = h.person("user").unwrap().id;
+        h.cmd(PersonCommand::Split { id });
+        assert_eq!(h.count(), 2);
+        assert_eq!(
+            h.person("user").unwrap().id,
+            id,
+            "the id the person was made from keeps it"
+        );
+        assert_ne!(h.person("anon").unwrap().id, id);
+        assert_eq!(h.person("anon").unwrap().uuid, person_uuid(T, "anon"));
+        h.cmd(PersonCommand::DeleteEvents { id });
+        h.cmd(PersonCommand::Delete {
+            ids: vec![id],
+            distinct_ids: vec![],
+            delete_events: true,
+        });
+        assert!(h.person("user").is_none());
+        let tasks = h.p.store().tasks(T).unwrap();
+        assert_eq!(tasks.len(), 2);
+        assert!(
+            tasks[1]
+                .event_person_ids
+                .contains(&person_uuid(T, "user").to_string())
+        );
+        let (acts, _) = h.p.store().activity(T, Some(id), 100, 0).unwrap();
+        assert_eq!(
+            acts.iter().map(|a| a.activity.as_str()).collect::<Vec<_>>(),
+            vec!["deleted"],
+            "only the values-free entry survives"
+        );
+        // A new event of the deleted id makes a new person.
+        h.send("x", "user", json!({}));
+        assert_ne!(h.person("user").unwrap().id, id);
+        h.cmd(PersonCommand::Delete {
+            ids: vec![],
+            distinct_ids: vec!["anon".into()],
+            delete_events: false,
+        });
+        assert!(h.person("anon").is_none());
+    }
+
+    #[test]
+    fn replay_applies_nothing_twice() {
+        let mut h = Harness::new();
+        h.send("x", "a", json!({"$set": {"n": 1}}));
+        // A record is applied but not committed when the process dies.
+        h.seq += 1;
+        let e = Event {
+            uuid: Uuid::nil(),
+            event: "$identify".into(),
+            distinct_id: "b".into(),
+            timestamp: DateTime::UNIX_EPOCH,
+            created_at: DateTime::UNIX_EPOCH,
+            properties: json!({"$anon_distinct_id": "a"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        };
+        let names = ["$identify".to_string()];
+        let ctx = RecordCtx {
+            team: T,
+            received: DateTime::UNIX_EPOCH,
+            actor: None,
+            event_names: &names,
+        };
+        let input = person_input(&e, |_| None);
+        h.p.process(h.seq, &ctx, std::slice::from_ref(&input))
+            .unwrap();
+        // Restart: the store covers seq 1 only; the record is replayed and applied once.
+        let store = Arc::new(SqliteStore::open(&h.path).unwrap());
+        let mut p = Persons::open(store).unwrap();
+        assert_eq!(p.stored_seq(), 1);
+        p.process(1, &ctx, std::slice::from_ref(&input)).unwrap();
+        p.process(2, &ctx, std::slice::from_ref(&input)).unwrap();
+        p.commit(2).unwrap();
+        let s = p.store();
+        let id = s.person_id_of(T, "b").unwrap().unwrap();
+        assert_eq!(
+            s.full_person(T, id).unwrap().unwrap().distinct_ids,
+            vec!["a", "b"]
+        );
+        assert_eq!(s.list(T, &Default::default(), 10, 0).unwrap().1, 1);
+        // Replaying it a third time changes nothing and stamps from the store.
+        let mut p = Persons::open(Arc::new(SqliteStore::open(&h.path).unwrap())).unwrap();
+        let st = p.process(2, &ctx, &[input]).unwrap();
+        assert_eq!(st[0].person_id, person_uuid(T, "a"));
+    }
+}
