@@ -31,6 +31,7 @@ use url::Url;
 
 use crate::clock::SharedClock;
 use crate::error::{ErrorKind, HasKind};
+use crate::ingest::TeamId;
 use crate::ingest::normalize::{NormalizeContext, Outcome, normalize_event};
 use crate::ingest::payload::CapturePayload;
 use crate::ingest::pipeline::{FlushConfig, Ingested, Pipeline, apply, to_arrow};
@@ -38,6 +39,9 @@ use crate::ingest::wal::{Wal, WalConfig, WalError};
 use crate::ingest::{CaptureError, IngestBatch};
 use crate::meta::{MetaError, MetaStore, Project};
 use crate::metrics::Metrics;
+use crate::persons::PersonCommand;
+use crate::persons::process::{CommandRecord, Persons};
+use crate::persons::store::{PersonStore, SqliteStore, StoreError};
 use crate::query::{QueryConfig, QueryService};
 use crate::storage::buffer::EventBuffer;
 use crate::storage::lease::WriterLease;
@@ -89,6 +93,8 @@ pub enum EngineError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Wal(#[from] WalError),
+    #[error(transparent)]
+    Persons(#[from] StoreError),
     #[error("{0}")]
     Io(String),
     #[error("{0}")]
@@ -101,6 +107,7 @@ impl HasKind for EngineError {
             EngineError::Meta(e) => e.kind(),
             EngineError::Storage(e) => e.kind(),
             EngineError::Wal(e) => e.kind(),
+            EngineError::Persons(e) => e.kind(),
             EngineError::Io(_) => ErrorKind::Internal,
             EngineError::Locked(_) => ErrorKind::Conflict,
         }
@@ -126,6 +133,9 @@ pub struct Engine {
     buffer: Arc<EventBuffer>,
     table: Arc<EventsTable>,
     lease: Arc<WriterLease>,
+    person_store: Arc<dyn PersonStore>,
+    /// The last WAL seq whose person changes are stored.
+    persons_seq: watch::Receiver<u64>,
     tokens: RwLock<HashMap<String, Project>>,
     shutdown: watch::Sender<bool>,
     pipeline: tokio::sync::Mutex<Option<JoinHandle<()>>>,
@@ -187,13 +197,20 @@ impl Engine {
         let metrics = Arc::new(Metrics::default());
         metrics.committed_seq.store(committed, Ordering::Relaxed);
 
+        let person_store: Arc<dyn PersonStore> =
+            Arc::new(SqliteStore::open(&data_dir.join("meta.sqlite"))?);
+        let mut persons = Persons::open(person_store.clone())?;
+        let persons_seq = persons.stored_seq();
+
         let (tx, rx) = mpsc::channel(1024);
         let wal_cfg = WalConfig {
             dir: data_dir.join("wal"),
             segment_bytes: cfg.wal_segment_bytes,
             ..WalConfig::default()
         };
-        let (wal, replay) = Wal::open(wal_cfg, committed, tx)?;
+        // Replay from the older of the two positions: the table's rows and the person store's
+        // changes are each applied once (see `apply`'s `in_table`).
+        let (wal, replay) = Wal::open(wal_cfg, committed.min(persons_seq), tx)?;
         let buffer = Arc::new(EventBuffer::default());
         let mut replayed = 0usize;
         for rec in &replay {
@@ -201,8 +218,20 @@ impl Engine {
                 EngineError::Io(format!("WAL record {} does not decode: {e}", rec.seq))
             })?;
             replayed += batch.events.len();
-            apply(&buffer, rec.seq, to_arrow(&meta, &batch));
+            apply(
+                &buffer,
+                &mut persons,
+                &metrics,
+                rec.seq,
+                to_arrow(&meta, &batch),
+                rec.seq <= committed,
+            );
         }
+        let applied = replay
+            .last()
+            .map_or(persons_seq, |r| r.seq.max(persons_seq));
+        persons.commit(applied)?;
+        let (persons_seq_tx, persons_seq_rx) = watch::channel(person_store.last_seq());
         // Everything up to the WAL's end is now in the table or the buffer: queries waiting to
         // read their writes compare against this.
         buffer.note_seq(committed.max(wal.last_seq()));
@@ -225,6 +254,9 @@ impl Engine {
                 metrics: metrics.clone(),
                 cfg: cfg.flush.clone(),
                 may_commit: Arc::new(move || lease.is_held()),
+                persons,
+                persons_seq: persons_seq_tx,
+                applied,
             }
         };
         let handle = tokio::spawn(pipeline.run(rx, shutdown_rx, committed));
@@ -243,6 +275,7 @@ impl Engine {
                     let wal = wal.clone();
                     Arc::new(move || wal.last_seq())
                 },
+                person_store.clone(),
             )
             .map_err(|e| EngineError::Io(e.to_string()))?,
         );
@@ -257,6 +290,8 @@ impl Engine {
             buffer,
             table,
             lease,
+            person_store,
+            persons_seq: persons_seq_rx,
             tokens: RwLock::new(HashMap::new()),
             shutdown,
             pipeline: tokio::sync::Mutex::new(Some(handle)),
@@ -285,6 +320,140 @@ impl Engine {
     }
     pub fn buffer(&self) -> &Arc<EventBuffer> {
         &self.buffer
+    }
+
+    /// Persons, groups, activity, warnings and deletion tasks.
+    pub fn persons(&self) -> &Arc<dyn PersonStore> {
+        &self.person_store
+    }
+
+    /// Waits (up to 10 s) until the person changes of every record acknowledged so far are
+    /// stored: the persons API reads its own and capture's writes.
+    pub async fn persons_settled(&self) -> bool {
+        let target = self.wal.last_seq();
+        self.persons_through(target).await
+    }
+
+    async fn persons_through(&self, seq: u64) -> bool {
+        let mut rx = self.persons_seq.clone();
+        let ok = matches!(
+            tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|s| *s >= seq)).await,
+            Ok(Ok(_))
+        );
+        if !ok {
+            warn!(
+                seq,
+                "person processing is more than 10 s behind; answering from what is stored"
+            );
+        }
+        ok
+    }
+
+    /// Captures an event for the persons API (PATCH and update_property send `$set`,
+    /// delete_property `$delete_person_property`), through the same pipeline as capture, and
+    /// waits until it is applied.
+    pub async fn person_event(
+        &self,
+        team: TeamId,
+        distinct_id: &str,
+        event: &str,
+        properties: serde_json::Map<String, serde_json::Value>,
+        actor: &str,
+    ) -> Result<u64, CaptureError> {
+        let now = self.clock.now();
+        let batch = IngestBatch {
+            team_id: team,
+            historical: false,
+            events: vec![ingest::Event {
+                uuid: uuid::Uuid::now_v7(),
+                event: event.to_owned(),
+                distinct_id: distinct_id.to_owned(),
+                timestamp: now,
+                created_at: now,
+                properties,
+            }],
+            command: None,
+            actor: Some(actor.to_owned()),
+        };
+        let seq = self.append_batch(&batch).await?;
+        self.persons_through(seq).await;
+        Ok(seq)
+    }
+
+    /// Applies a persons API command through the WAL, in order with events, and waits until
+    /// it is applied.
+    pub async fn person_command(
+        &self,
+        team: TeamId,
+        command: PersonCommand,
+        actor: &str,
+    ) -> Result<u64, CaptureError> {
+        let batch = IngestBatch {
+            team_id: team,
+            historical: false,
+            events: Vec::new(),
+            command: Some(CommandRecord {
+                command,
+                actor: actor.to_owned(),
+                at: self.clock.now(),
+            }),
+            actor: None,
+        };
+        let seq = self.append_batch(&batch).await?;
+        self.persons_through(seq).await;
+        Ok(seq)
+    }
+
+    /// A person's properties over time, rebuilt from the snapshots its events carry: one
+    /// point per run of events with the same properties, with the run's first timestamp and
+    /// its event count. Reads at most the person's first 50 000 events with properties.
+    pub async fn properties_timeline(
+        &self,
+        project: &Project,
+        person: uuid::Uuid,
+    ) -> Result<serde_json::Value, query::QueryError> {
+        const MAX_EVENTS: usize = 50_000;
+        let text = format!(
+            "SELECT timestamp, person.properties FROM events WHERE person_id = '{person}' \
+             AND person.properties IS NOT NULL ORDER BY timestamp, uuid LIMIT {MAX_EVENTS}"
+        );
+        let run = self
+            .query
+            .run_hogql(
+                project,
+                &text,
+                &HashMap::new(),
+                query::Modifiers::default(),
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await?;
+        let mut points: Vec<serde_json::Value> = Vec::new();
+        let mut last: Option<&str> = None;
+        for row in &run.results {
+            let (Some(ts), Some(props)) = (row.get(0), row.get(1).and_then(|v| v.as_str())) else {
+                continue;
+            };
+            if last == Some(props) {
+                if let Some(p) = points.last_mut() {
+                    let n = p["relevant_event_count"].as_u64().unwrap_or(0) + 1;
+                    p["relevant_event_count"] = n.into();
+                }
+                continue;
+            }
+            last = Some(props);
+            let parsed: serde_json::Value =
+                serde_json::from_str(props).unwrap_or(serde_json::Value::Null);
+            points.push(serde_json::json!({"timestamp": ts, "properties": parsed, "relevant_event_count": 1}));
+        }
+        let first = run.results.first().and_then(|r| r.get(0)).cloned();
+        let end = run.results.last().and_then(|r| r.get(0)).cloned();
+        Ok(serde_json::json!({
+            "points": points,
+            "crucial_property_keys": [],
+            "effective_date_from": first,
+            "effective_date_to": end,
+            "truncated": run.results.len() >= MAX_EVENTS,
+        }))
     }
 
     /// The highest WAL sequence made durable (acknowledged) so far.
@@ -394,22 +563,10 @@ impl Engine {
             team_id: project.id,
             historical: payload.historical_migration,
             events,
+            command: None,
+            actor: None,
         };
-        let bytes =
-            serde_json::to_vec(&batch).map_err(|e| CaptureError::InvalidPayload(e.to_string()))?;
-        // Arrow conversion runs here, on the request's worker, so it spreads over all cores.
-        let ingested = to_arrow(&self.meta, &batch);
-        let seq = self
-            .wal
-            .append(bytes, ingested)
-            .await
-            .map_err(|e| match e {
-                e @ WalError::TooLarge(_) => CaptureError::TooLarge(e.to_string()),
-                other => {
-                    self.metrics.reject("unavailable", accepted as u64);
-                    CaptureError::Unavailable(other.to_string())
-                }
-            })?;
+        let seq = self.append_batch(&batch).await?;
         self.metrics
             .events_accepted
             .fetch_add(accepted as u64, Ordering::Relaxed);
@@ -420,6 +577,22 @@ impl Engine {
             accepted,
             skipped,
             seq: Some(seq),
+        })
+    }
+
+    /// Makes one record durable in the WAL; the pipeline applies it in order.
+    async fn append_batch(&self, batch: &IngestBatch) -> Result<u64, CaptureError> {
+        let n = batch.events.len() as u64;
+        let bytes =
+            serde_json::to_vec(batch).map_err(|e| CaptureError::InvalidPayload(e.to_string()))?;
+        // Arrow conversion runs here, on the request's worker, so it spreads over all cores.
+        let ingested = to_arrow(&self.meta, batch);
+        self.wal.append(bytes, ingested).await.map_err(|e| match e {
+            e @ WalError::TooLarge(_) => CaptureError::TooLarge(e.to_string()),
+            other => {
+                self.metrics.reject("unavailable", n);
+                CaptureError::Unavailable(other.to_string())
+            }
         })
     }
 

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub wal_records: AtomicU64,
     pub flushes: AtomicU64,
     pub flush_failures: AtomicU64,
+    /// Person processing or person-store commits that failed.
+    pub person_failures: AtomicU64,
     pub flushed_rows: AtomicU64,
     pub bytes_written: AtomicU64,
     pub files_written: AtomicU64,
@@ -48,7 +50,7 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(2048);
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 14] = [
+        let counters: [(&str, &str, u64); 15] = [
             (
                 "hedgerow_events_accepted_total",
                 "Events acknowledged to a client (durable in the WAL).",
@@ -88,6 +90,11 @@ impl Metrics {
                 "hedgerow_flush_failures_total",
                 "Buffer flushes that failed and will be retried.",
                 load(&self.flush_failures),
+            ),
+            (
+                "hedgerow_person_failures_total",
+                "Person processing steps or person-store commits that failed (logged).",
+                load(&self.person_failures),
             ),
             (
                 "hedgerow_flushed_rows_total",

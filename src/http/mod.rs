@@ -2,6 +2,7 @@
 
 mod auth;
 mod capture;
+pub mod persons;
 mod projects;
 mod query;
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use hedgerow_engine::Engine;
 
 use crate::error::ApiError;
@@ -79,6 +80,54 @@ pub fn router(app: App) -> Router {
         .route(
             "/api/projects/{project_id}/query/{id}/log/",
             scoped(&app, "query:read", get(query::log)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/",
+            scoped(&app, "person:read", get(persons::list)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/activity/",
+            scoped(&app, "activity_log:read", get(persons::project_activity)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/bulk_delete/",
+            scoped(&app, "person:write", post(persons::bulk_delete)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/",
+            scoped(&app, "person:read", get(persons::get)).merge(scoped(
+                &app,
+                "person:write",
+                patch(persons::patch).delete(persons::delete),
+            )),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/activity/",
+            scoped(&app, "activity_log:read", get(persons::activity)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/properties_timeline/",
+            scoped(&app, "person:read", get(persons::properties_timeline)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/delete_events/",
+            scoped(&app, "person:write", post(persons::delete_events)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/delete_recordings/",
+            scoped(&app, "person:write", post(persons::delete_recordings)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/delete_property/",
+            scoped(&app, "person:write", post(persons::delete_property)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/update_property/",
+            scoped(&app, "person:write", post(persons::update_property)),
+        )
+        .route(
+            "/api/projects/{project_id}/persons/{id}/split/",
+            scoped(&app, "person:write", post(persons::split)),
         )
         .fallback(not_found)
         .with_state(app)

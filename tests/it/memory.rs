@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use hedgerow_engine::clock::FixedClock;
-use hedgerow_engine::hogql::functions::WeekStart;
 use hedgerow_engine::ingest::TeamId;
 use hedgerow_engine::ingest::payload::CapturePayload;
 use hedgerow_engine::query::{HogQLRun, QueryError};
@@ -26,7 +25,7 @@ async fn run(engine: &Engine, q: &str) -> Result<HogQLRun, QueryError> {
             &project,
             q,
             &Default::default(),
-            WeekStart::Sunday,
+            hedgerow_engine::query::Modifiers::default(),
             &CancellationToken::new(),
         )
         .await

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use hedgerow_engine::clock::FixedClock;
-use hedgerow_engine::hogql::functions::WeekStart;
 use hedgerow_engine::ingest::TeamId;
 use hedgerow_engine::ingest::payload::CapturePayload;
 use hedgerow_engine::query::HogQLRun;
@@ -28,7 +27,7 @@ async fn run(engine: &Engine, q: &str) -> HogQLRun {
             &project,
             q,
             &Default::default(),
-            WeekStart::Sunday,
+            hedgerow_engine::query::Modifiers::default(),
             &CancellationToken::new(),
         )
         .await

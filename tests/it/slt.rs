@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hedgerow_engine::clock::FixedClock;
-use hedgerow_engine::hogql::functions::WeekStart;
 use hedgerow_engine::ingest::TeamId;
 use hedgerow_engine::ingest::payload::CapturePayload;
 use hedgerow_engine::query::result::text_value;
@@ -183,7 +182,13 @@ async fn hogql_semantics_match_clickhouse() {
             let cancel = CancellationToken::new();
             let run = engine
                 .query()
-                .run_hogql(&project, &case.sql, &none, WeekStart::Sunday, &cancel)
+                .run_hogql(
+                    &project,
+                    &case.sql,
+                    &none,
+                    hedgerow_engine::query::Modifiers::default(),
+                    &cancel,
+                )
                 .await;
             let outcome: Result<(), String> = match (&case.expect, run) {
                 (Expect::Error(want), Err(e)) => {

@@ -7,6 +7,7 @@
 pub mod ast;
 pub mod functions;
 pub mod lexer;
+pub mod overrides;
 pub mod parser;
 pub mod planner;
 pub mod print;

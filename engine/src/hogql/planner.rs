@@ -68,6 +68,8 @@ pub struct PlanContext<'a> {
     pub parse: &'a (dyn Fn(&str) -> Result<ast::Query, String> + Sync),
     /// Prints an expression as HogQL (names of unaliased columns).
     pub print: &'a (dyn Fn(&ast::Expr) -> String + Sync),
+    /// How events' `person_id` and `person.properties` are read.
+    pub persons_mode: super::overrides::PersonsMode,
 }
 
 /// Plans a whole query.
@@ -273,10 +275,14 @@ impl Planner<'_> {
         };
         let mut plan = plan;
         if events {
+            let joined = self.ctx.persons_mode.joined_properties();
             for name in EVENTS_LAZY_JOINS {
-                if lazy.contains(&format!("{}.{name}", rel.alias))
-                    || lazy.contains(&format!(".{name}"))
-                {
+                let wanted = |n: &str| {
+                    lazy.contains(&format!("{}.{n}", rel.alias)) || lazy.contains(&format!(".{n}"))
+                };
+                // `person.properties` reads the event's snapshot unless the persons mode
+                // asks for the person's current properties.
+                if wanted(name) || (*name == "person" && joined && wanted("person.properties")) {
                     plan = self.add_lazy_join(plan, &mut rel, name, t.span)?;
                 }
             }
@@ -311,6 +317,17 @@ impl Planner<'_> {
                 f.name(),
             ));
             if name == "events" && matches!(f.name().as_str(), "team_id" | "event_date") {
+                continue;
+            }
+            if name == "events"
+                && f.name() == "person_id"
+                && self.ctx.persons_mode.overrides()
+                && let Some(map) = self.ctx.catalog.person_overrides()
+            {
+                exprs.push(
+                    super::overrides::override_person_id(cast(c, DataType::Utf8), map)
+                        .alias(f.name()),
+                );
                 continue;
             }
             if name == "events" && f.name() == "elements_chain" {
@@ -2192,6 +2209,7 @@ impl Planner<'_> {
         if rel.events
             && rest[0] == "person"
             && rest.get(1).map(String::as_str) == Some("properties")
+            && !self.ctx.persons_mode.joined_properties()
         {
             return Ok(Some((
                 Expr::Column(Column::new(q, "person_properties")),
@@ -2881,11 +2899,24 @@ fn collect_aliases(e: &ast::Expr, out: &mut HashMap<String, ast::Expr>) {
 fn collect_lazy(e: &ast::Expr, out: &mut HashSet<String>) {
     walk(e, &mut |x| {
         if let ExprKind::Field(p) = &x.kind {
-            if p.len() > 1 && EVENTS_LAZY_JOINS.contains(&p[0].as_str()) {
-                out.insert(format!(".{}", p[0]));
+            // `person.id` is the event's own column and `person.properties` its snapshot
+            // (unless the persons mode joins): they are marked apart from the join.
+            let key = |name: &str, next: Option<&String>| match (name, next.map(String::as_str)) {
+                ("person", Some("id")) => None,
+                ("person", Some("properties")) => Some("person.properties".to_string()),
+                _ => Some(name.to_string()),
+            };
+            if p.len() > 1
+                && EVENTS_LAZY_JOINS.contains(&p[0].as_str())
+                && let Some(k) = key(&p[0], p.get(1))
+            {
+                out.insert(format!(".{k}"));
             }
-            if p.len() > 2 && EVENTS_LAZY_JOINS.contains(&p[1].as_str()) {
-                out.insert(format!("{}.{}", p[0], p[1]));
+            if p.len() > 2
+                && EVENTS_LAZY_JOINS.contains(&p[1].as_str())
+                && let Some(k) = key(&p[1], p.get(2))
+            {
+                out.insert(format!("{}.{k}", p[0]));
             }
         }
     });

@@ -18,6 +18,7 @@ pub const TABLES: &[&str] = &[
     "groups",
     "sessions",
     "query_log",
+    "ingestion_warnings",
 ];
 
 /// The columns `SELECT *` gives for `events`, in order (compat.md's list). Other columns are
@@ -51,6 +52,11 @@ pub trait Catalog: Send + Sync {
     /// The provider of a stored table (`events`, `persons`, `person_distinct_ids`, `groups`,
     /// `query_log`). `sessions` is derived from `events` by the planner.
     fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>>;
+
+    /// The project's person-id overrides, when it has any.
+    fn person_overrides(&self) -> Option<Arc<super::overrides::OverrideMap>> {
+        None
+    }
 
     /// The type the project's property definitions give a property, if any.
     fn property_type(&self, kind: PropertyKind, name: &str) -> Option<PropertyType> {

@@ -51,6 +51,14 @@ pub struct IngestBatch {
     #[serde(default)]
     pub historical: bool,
     pub events: Vec<Event>,
+    /// A persons API command (then `events` is empty): it travels through the WAL so it is
+    /// applied in order with events, once, and replayed after a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<crate::persons::process::CommandRecord>,
+    /// Who sent the events when it was the persons API (`api:<key label>`), for the
+    /// activity log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }
 
 /// Why a capture request, or one event of it, was refused.

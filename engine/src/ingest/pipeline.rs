@@ -14,12 +14,15 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch, StringBuilder};
+use chrono::{DateTime, Utc};
 
 use super::wal::Wal;
 use super::{IngestBatch, TeamId};
 use crate::meta::MetaStore;
 use crate::metrics::Metrics;
+use crate::persons::process::{CommandRecord, Persons, RecordCtx, Stamp};
+use crate::persons::{PersonInput, person_input};
 use crate::storage::buffer::{EventBuffer, Part};
 use crate::storage::schema::events_to_batch;
 use crate::storage::table::{AppendStats, EventsTable, StorageError};
@@ -53,13 +56,20 @@ impl Default for FlushConfig {
     }
 }
 
-/// A WAL record's events, already in Arrow form: capture builds it on the request's own
-/// thread, so the single pipeline only appends (the conversion is the costly part).
+/// A WAL record's events, already in Arrow form, with what they ask of persons: capture
+/// builds it on the request's own thread, so the single pipeline only processes persons and
+/// appends (the conversion is the costly part).
 #[derive(Debug, Clone)]
 pub struct Ingested {
     pub team_id: TeamId,
     /// `None` for a record with no events.
     pub batch: Option<RecordBatch>,
+    /// One per row of `batch`.
+    pub persons: Vec<PersonInput>,
+    pub names: Vec<String>,
+    pub command: Option<CommandRecord>,
+    pub actor: Option<String>,
+    pub received: DateTime<Utc>,
 }
 
 pub type Record = (u64, Ingested);
@@ -75,43 +85,137 @@ pub struct Pipeline {
     pub cfg: FlushConfig,
     /// Set while this process may commit (the writer lease is held).
     pub may_commit: Arc<dyn Fn() -> bool + Send + Sync>,
+    pub persons: Persons,
+    /// Told the last WAL seq whose person changes are stored.
+    pub persons_seq: watch::Sender<u64>,
+    /// The last WAL record applied.
+    pub applied: u64,
 }
 
 /// Turns a WAL record's events into Arrow. Group type indexes are assigned here, in order
 /// of first use; they are stored before the record is acknowledged, so a replay finds the
 /// same ones. Property definitions are recorded here too (a replay records nothing new).
 pub fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
+    let received = batch
+        .events
+        .first()
+        .map(|e| e.created_at)
+        .or(batch.command.as_ref().map(|c| c.at))
+        .unwrap_or_default();
+    let mut out = Ingested {
+        team_id: batch.team_id,
+        batch: None,
+        persons: Vec::new(),
+        names: Vec::new(),
+        command: batch.command.clone(),
+        actor: batch.actor.clone(),
+        received,
+    };
     if batch.events.is_empty() {
-        return Ingested {
-            team_id: batch.team_id,
-            batch: None,
-        };
+        return out;
     }
     if let Err(e) = meta.observe_properties(batch.team_id, &batch.events) {
         error!(error = %e, team_id = batch.team_id.0, "cannot record property definitions; queries read these properties as strings until a later event records them");
     }
     let now = batch.events[0].created_at;
-    let rb = events_to_batch(
+    let group_index = |team: TeamId, ty: &str| match meta.group_type_index(team, ty, now) {
+        Ok(i) => i,
+        Err(e) => {
+            error!(error = %e, team_id = team.0, group_type = ty, "cannot read or make a group type; the event keeps its $groups property only");
+            None
+        }
+    };
+    out.batch = Some(events_to_batch(
         batch.events.iter().map(|e| (batch.team_id, e)),
-        |team, ty| match meta.group_type_index(team, ty, now) {
-            Ok(i) => i.map(usize::from),
-            Err(e) => {
-                error!(error = %e, team_id = team.0, group_type = ty, "cannot read or make a group type; the event keeps its $groups property only");
-                None
-            }
-        },
-    );
-    Ingested {
-        team_id: batch.team_id,
-        batch: Some(rb),
-    }
+        |team, ty| group_index(team, ty).map(usize::from),
+    ));
+    out.persons = batch
+        .events
+        .iter()
+        .map(|e| person_input(e, |ty| group_index(batch.team_id, ty)))
+        .collect();
+    out.names = batch.events.iter().map(|e| e.event.clone()).collect();
+    out
 }
 
-/// Applies one durable WAL record to the buffer.
-pub fn apply(buffer: &EventBuffer, seq: u64, rec: Ingested) {
-    match rec.batch {
-        Some(rb) => buffer.append(rec.team_id, rb, seq),
-        None => buffer.note_seq(seq),
+/// Puts each event's person id and person-properties snapshot into its row.
+fn stamp(batch: &RecordBatch, stamps: &[Stamp]) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let n = batch.num_rows();
+    let mut ids = StringBuilder::with_capacity(n, n * 36);
+    let mut props = StringBuilder::with_capacity(n, n * 64);
+    let mut buf = uuid::Uuid::encode_buffer();
+    for s in stamps {
+        ids.append_value(s.person_id.hyphenated().encode_lower(&mut buf));
+        match &s.properties {
+            Some(p) => props.append_value(p),
+            None => props.append_null(),
+        }
+    }
+    let schema = batch.schema();
+    let mut cols = batch.columns().to_vec();
+    let (ids, props): (ArrayRef, ArrayRef) = (Arc::new(ids.finish()), Arc::new(props.finish()));
+    if let Ok(i) = schema.index_of("person_id") {
+        cols[i] = ids;
+    }
+    if let Ok(i) = schema.index_of("person_properties") {
+        cols[i] = props;
+    }
+    RecordBatch::try_new(schema, cols)
+}
+
+/// Applies one durable WAL record: persons first, then the stamped rows to the buffer.
+/// `in_table`: the table already holds this record's rows (a replay after a crash between
+/// the table's commit and the person store's), so only persons are processed.
+pub fn apply(
+    buffer: &EventBuffer,
+    persons: &mut Persons,
+    metrics: &Metrics,
+    seq: u64,
+    rec: Ingested,
+    in_table: bool,
+) {
+    if let Some(cmd) = &rec.command {
+        if let Err(e) = persons.command(seq, rec.team_id, cmd) {
+            metrics.person_failures.fetch_add(1, Ordering::Relaxed);
+            persons.skip(seq);
+            error!(error = %e, seq, "a persons command failed; it is not applied");
+        }
+        if !in_table {
+            buffer.note_seq(seq);
+        }
+        return;
+    }
+    let Some(rb) = rec.batch else {
+        if !in_table {
+            buffer.note_seq(seq);
+        }
+        return;
+    };
+    let ctx = RecordCtx {
+        team: rec.team_id,
+        received: rec.received,
+        actor: rec.actor.as_deref(),
+        event_names: &rec.names,
+    };
+    let rb = match persons.process(seq, &ctx, &rec.persons) {
+        Ok(stamps) if stamps.len() == rb.num_rows() => match stamp(&rb, &stamps) {
+            Ok(b) => b,
+            Err(e) => {
+                error!(error = %e, seq, "cannot stamp persons on events; they keep their distinct-id person ids");
+                rb
+            }
+        },
+        Ok(_) => rb,
+        Err(e) => {
+            // The events are kept (they were acknowledged); their person changes are not.
+            metrics.person_failures.fetch_add(1, Ordering::Relaxed);
+            persons.skip(seq);
+            error!(error = %e, seq, "person processing failed; the events keep their distinct-id person ids");
+            rb
+        }
+    };
+    if !in_table {
+        buffer.append(rec.team_id, rb, seq);
     }
 }
 
@@ -149,6 +253,24 @@ impl Pipeline {
         }))
     }
 
+    /// Stores pending person changes; on failure they stay pending and the WAL keeps the
+    /// records.
+    fn commit_persons(&mut self) {
+        if self.persons.records_pending() > 0
+            && let Err(e) = self.persons.commit(self.applied)
+        {
+            self.metrics.person_failures.fetch_add(1, Ordering::Relaxed);
+            error!(error = %e, "cannot store person changes; retrying with the next batch");
+        }
+        // Commands commit themselves: tell waiters whatever is stored now.
+        let stored = self.persons.stored_seq();
+        self.persons_seq.send_if_modified(|v| {
+            let moved = stored > *v;
+            *v = (*v).max(stored);
+            moved
+        });
+    }
+
     fn finish_flush(
         &self,
         part: &Part,
@@ -174,7 +296,9 @@ impl Pipeline {
                     "flushed"
                 );
                 // Deleting segments is blocking file I/O (and may wait on an fsync).
-                let (wal, seq) = (self.wal.clone(), part.last_seq);
+                // A segment goes only once the person store covers it too.
+                let seq = part.last_seq.min(self.persons.stored_seq());
+                let wal = self.wal.clone();
                 tokio::task::spawn_blocking(move || {
                     if let Err(e) = wal.truncate_through(seq) {
                         warn!(error = %e, "could not delete covered WAL segments; will retry after the next flush");
@@ -193,7 +317,7 @@ impl Pipeline {
     /// Runs until `shutdown` turns true or the WAL side hangs up, then writes everything
     /// left. `committed` is the WAL position the table already covers.
     pub async fn run(
-        self,
+        mut self,
         mut rx: mpsc::Receiver<Record>,
         mut shutdown: watch::Receiver<bool>,
         mut committed: u64,
@@ -214,7 +338,13 @@ impl Pipeline {
             tokio::select! {
                 rec = rx.recv(), if !full => match rec {
                     Some((seq, batch)) => {
-                        apply(&self.buffer, seq, batch);
+                        let rec_is_command = batch.command.is_some();
+                        apply(&self.buffer, &mut self.persons, &self.metrics, seq, batch, false);
+                        self.applied = seq;
+                        // Write-behind: one person-store transaction per burst of records.
+                        if rx.is_empty() || self.persons.records_pending() >= 2048 || rec_is_command {
+                            self.commit_persons();
+                        }
                         self.update_gauges();
                         if flush.is_none() && self.due() && tokio::time::Instant::now() >= retry_at {
                             flush = self.start_flush(committed);
@@ -238,6 +368,7 @@ impl Pipeline {
                     self.update_gauges();
                 }
                 _ = tick.tick() => {
+                    self.commit_persons();
                     if flush.is_none() && tokio::time::Instant::now() >= retry_at
                         && (self.due() || self.buffer.stats().frozen_rows > 0)
                     {
@@ -254,8 +385,17 @@ impl Pipeline {
         }
         // Shutdown: take what is already durable, then write it all.
         while let Ok((seq, batch)) = rx.try_recv() {
-            apply(&self.buffer, seq, batch);
+            apply(
+                &self.buffer,
+                &mut self.persons,
+                &self.metrics,
+                seq,
+                batch,
+                false,
+            );
+            self.applied = seq;
         }
+        self.commit_persons();
         if let Some(c) = compaction {
             c.abort();
         }

@@ -108,6 +108,15 @@ impl Persons {
         self.records_pending
     }
 
+    /// Counts a record whose person processing failed as applied, so the stored sequence
+    /// moves past it (its events were kept without person changes).
+    pub fn skip(&mut self, seq: u64) {
+        if seq > self.applied {
+            self.applied = seq;
+            self.records_pending += 1;
+        }
+    }
+
     fn resolve(&self, mut id: i64) -> i64 {
         while let Some(n) = self.moved.get(&id) {
             id = *n;

@@ -232,7 +232,9 @@ pub trait PersonStore: Send + Sync {
         offset: usize,
     ) -> Result<(Vec<Activity>, u64)>;
     fn warnings(&self, team: TeamId) -> Result<Vec<WarningRow>>;
-    fn persons_rows(&self, team: TeamId) -> Result<Vec<PersonRow>>;
+    /// The project's persons as the `persons` table shows them: (uuid, created_at in
+    /// microseconds, properties JSON text, is_identified).
+    fn persons_rows(&self, team: TeamId) -> Result<Vec<(String, i64, String, bool)>>;
     fn distinct_id_rows(&self, team: TeamId) -> Result<Vec<(String, Uuid)>>;
     fn group_rows(&self, team: TeamId) -> Result<Vec<GroupRow>>;
 
@@ -1012,12 +1014,14 @@ impl PersonStore for SqliteStore {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn persons_rows(&self, team: TeamId) -> Result<Vec<PersonRow>> {
+    fn persons_rows(&self, team: TeamId) -> Result<Vec<(String, i64, String, bool)>> {
         let conn = lock(&self.reader);
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {PERSON_COLS} FROM persons WHERE team_id = ?1"
-        ))?;
-        let rows = stmt.query_map(params![team.0], person_row)?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT uuid, created_at, properties, is_identified FROM persons WHERE team_id = ?1",
+        )?;
+        let rows = stmt.query_map(params![team.0], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 

@@ -8,6 +8,7 @@
 //! "very fresh" / "somewhat fresh" ages of PostHog's refresh modes apply on top: an entry on
 //! older data is still served while younger than those ages.
 
+pub mod persons_tables;
 pub mod pool;
 pub mod provider;
 pub mod result;
@@ -33,9 +34,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::error::{ErrorKind, HasKind};
+use crate::hogql::overrides::{OverrideMap, PersonsMode};
 use crate::hogql::{ast, functions::WeekStart, parser, planner, print, schema::Catalog};
 use crate::ingest::TeamId;
 use crate::meta::{MetaStore, Project, QueryLogEntry};
+use crate::persons::store::PersonStore;
 use crate::storage::buffer::EventBuffer;
 use crate::storage::table::EventsTable;
 
@@ -249,6 +252,9 @@ pub struct QueryService {
     acked: Arc<dyn Fn() -> u64 + Send + Sync>,
     /// Bumped by anything that changes data without new events (deletions).
     epoch: std::sync::atomic::AtomicU64,
+    persons: Arc<dyn PersonStore>,
+    /// Each project's person-id overrides, with the store version they were read at.
+    overrides: Arc<Mutex<OverrideCache>>,
 }
 
 impl QueryService {
@@ -259,6 +265,7 @@ impl QueryService {
         buffer: Arc<EventBuffer>,
         clock: SharedClock,
         acked: Arc<dyn Fn() -> u64 + Send + Sync>,
+        persons: Arc<dyn PersonStore>,
     ) -> Result<Self, QueryError> {
         std::fs::create_dir_all(&cfg.spill_dir)
             .map_err(|e| QueryError::Internal(format!("cannot create spill directory: {e}")))?;
@@ -284,6 +291,8 @@ impl QueryService {
             tasks: Arc::new(Mutex::new(HashMap::new())),
             acked,
             epoch: Default::default(),
+            persons,
+            overrides: Default::default(),
         })
     }
 
@@ -293,7 +302,9 @@ impl QueryService {
 
     /// The project's data version: changes whenever its events change.
     pub fn data_version(&self, team: TeamId) -> u64 {
-        self.buffer.team_seq(team) ^ (self.epoch.load(std::sync::atomic::Ordering::Relaxed) << 48)
+        self.buffer.team_seq(team)
+            ^ (self.epoch.load(std::sync::atomic::Ordering::Relaxed) << 48)
+            ^ (self.persons.version() << 24)
     }
 
     /// Marks every project's data as changed (after deletions).
@@ -323,6 +334,9 @@ impl QueryService {
         let target = (self.acked)();
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.buffer.applied_seq() < target && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        while self.persons.last_seq() < target && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         if self.buffer.applied_seq() < target {
@@ -357,6 +371,8 @@ impl QueryService {
             meta: self.meta.clone(),
             team,
             log_since: self.clock.now() - LOG_RETENTION,
+            persons: self.persons.clone(),
+            overrides: self.overrides.clone(),
         })
     }
 }
@@ -448,12 +464,12 @@ impl QueryService {
         project: &Project,
         text: &str,
         values: &HashMap<String, Value>,
-        week_start: WeekStart,
+        modifiers: Modifiers,
         cancel: &CancellationToken,
     ) -> Result<HogQLRun, QueryError> {
         let mut timings = Vec::new();
         let t0 = Instant::now();
-        let planned = self.plan_hogql(project, text, values, week_start).await?;
+        let planned = self.plan_hogql(project, text, values, modifiers).await?;
         let Planned {
             ctx,
             plan,
@@ -511,7 +527,7 @@ impl QueryService {
         project: &Project,
         text: &str,
         values: &HashMap<String, Value>,
-        week_start: WeekStart,
+        modifiers: Modifiers,
     ) -> Result<Planned, QueryError> {
         let mut query = parser::parse_query(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         // LIMIT rules: none → 100 (one more fetched to know hasMore); above 50 000 → 50 000.
@@ -525,7 +541,8 @@ impl QueryService {
             let pctx = planner::PlanContext {
                 catalog: &catalog,
                 timezone: project.timezone.clone(),
-                week_start,
+                week_start: modifiers.week_start,
+                persons_mode: modifiers.persons_mode,
                 now: self.clock.now(),
                 values: values.clone(),
                 parse: &parse,
@@ -562,7 +579,7 @@ impl QueryService {
     /// row groups pruned). What `hedgerow query --explain` prints.
     pub async fn explain_hogql(&self, project: &Project, text: &str) -> Result<String, QueryError> {
         let p = self
-            .plan_hogql(project, text, &HashMap::new(), WeekStart::Sunday)
+            .plan_hogql(project, text, &HashMap::new(), Modifiers::default())
             .await?;
         let (plan, physical, _) = self.execute(&p.ctx, p.plan).await?;
         let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(
@@ -606,7 +623,7 @@ impl QueryService {
                 project,
                 "SELECT event, count() AS c FROM events GROUP BY event ORDER BY c DESC LIMIT 200",
                 &none,
-                WeekStart::Sunday,
+                Modifiers::default(),
                 &cancel,
             )
             .await?;
@@ -620,7 +637,7 @@ impl QueryService {
                 project,
                 "SELECT properties FROM events ORDER BY timestamp DESC LIMIT 500",
                 &none,
-                WeekStart::Sunday,
+                Modifiers::default(),
                 &cancel,
             )
             .await?;
@@ -739,7 +756,10 @@ impl QueryService {
                     &project2,
                     &node2.query,
                     &node2.values,
-                    WeekStart::Sunday,
+                    Modifiers {
+                        week_start: WeekStart::Sunday,
+                        persons_mode: node2.persons_mode,
+                    },
                     &cancel,
                 )
                 .await;
@@ -1022,6 +1042,8 @@ pub struct HogQLNode {
     pub query: String,
     pub values: HashMap<String, Value>,
     pub modifiers: Value,
+    /// `modifiers.personsOnEventsMode`.
+    pub persons_mode: PersonsMode,
 }
 
 impl HogQLNode {
@@ -1049,12 +1071,37 @@ impl HogQLNode {
             Some(_) => return Err(QueryError::Invalid("query.values must be an object".into())),
         };
         let modifiers = obj.get("modifiers").cloned().unwrap_or_else(|| json!({}));
+        let persons_mode = match modifiers.get("personsOnEventsMode") {
+            None | Some(Value::Null) => PersonsMode::default(),
+            Some(Value::String(m)) => PersonsMode::parse(m).ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "modifiers.personsOnEventsMode '{m}' is not supported; use one of: {}",
+                    PersonsMode::NAMES.join(", ")
+                ))
+            })?,
+            Some(_) => {
+                return Err(QueryError::Invalid(
+                    "modifiers.personsOnEventsMode must be a string".into(),
+                ));
+            }
+        };
         Ok(Self {
             query,
             values,
             modifiers,
+            persons_mode,
         })
     }
+}
+
+/// Each project's person-id overrides, with the person-store version they were read at.
+type OverrideCache = HashMap<TeamId, (u64, Option<Arc<OverrideMap>>)>;
+
+/// The query modifiers that change how a query is planned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Modifiers {
+    pub week_start: WeekStart,
+    pub persons_mode: PersonsMode,
 }
 
 fn cache_key(team: TeamId, node: &HogQLNode) -> String {
@@ -1232,14 +1279,46 @@ struct TeamCatalog {
     meta: Arc<MetaStore>,
     team: TeamId,
     log_since: DateTime<Utc>,
+    persons: Arc<dyn PersonStore>,
+    overrides: Arc<Mutex<OverrideCache>>,
 }
 
-fn empty_table(fields: Vec<Field>) -> Arc<dyn TableProvider> {
-    let schema = Arc::new(Schema::new(fields));
-    Arc::new(MemTable::try_new(schema, vec![vec![]]).expect("empty table"))
+impl TeamCatalog {
+    fn store_table(
+        &self,
+        build: fn(&dyn PersonStore, TeamId) -> Result<MemTable, QueryError>,
+    ) -> Option<Arc<dyn TableProvider>> {
+        match build(self.persons.as_ref(), self.team) {
+            Ok(t) => Some(Arc::new(t)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the person store");
+                None
+            }
+        }
+    }
 }
 
 impl Catalog for TeamCatalog {
+    fn person_overrides(&self) -> Option<Arc<OverrideMap>> {
+        let version = self.persons.version();
+        let mut cache = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((v, m)) = cache.get(&self.team)
+            && *v == version
+        {
+            return m.clone();
+        }
+        let map = match self.persons.overrides(self.team) {
+            Ok(m) if m.is_empty() => None,
+            Ok(map) => Some(Arc::new(OverrideMap { version, map })),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read person-id overrides; merged persons' older events keep their old person id in this query");
+                None
+            }
+        };
+        cache.insert(self.team, (version, map.clone()));
+        map
+    }
+
     fn property_type(
         &self,
         kind: crate::propdefs::PropertyKind,
@@ -1249,12 +1328,6 @@ impl Catalog for TeamCatalog {
     }
 
     fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
-        let ts = || {
-            DataType::Timestamp(
-                datafusion::arrow::datatypes::TimeUnit::Microsecond,
-                Some("UTC".into()),
-            )
-        };
         match name {
             "events" => Some(self.events.clone()),
             "query_log" => match query_log_table(&self.meta, self.team, self.log_since) {
@@ -1264,25 +1337,10 @@ impl Catalog for TeamCatalog {
                     None
                 }
             },
-            // Persons and groups are built by the persons store (not yet): empty tables
-            // with their real columns, so queries plan and answer "nothing".
-            "persons" => Some(empty_table(vec![
-                Field::new("id", DataType::Utf8, false),
-                Field::new("created_at", ts(), false),
-                Field::new("properties", DataType::Utf8, false),
-                Field::new("is_identified", DataType::Boolean, false),
-            ])),
-            "person_distinct_ids" => Some(empty_table(vec![
-                Field::new("distinct_id", DataType::Utf8, false),
-                Field::new("person_id", DataType::Utf8, false),
-            ])),
-            "groups" => Some(empty_table(vec![
-                Field::new("index", DataType::Int64, false),
-                Field::new("key", DataType::Utf8, false),
-                Field::new("created_at", ts(), false),
-                Field::new("updated_at", ts(), false),
-                Field::new("properties", DataType::Utf8, false),
-            ])),
+            "persons" => self.store_table(persons_tables::persons),
+            "person_distinct_ids" => self.store_table(persons_tables::distinct_ids),
+            "groups" => self.store_table(persons_tables::groups),
+            "ingestion_warnings" => self.store_table(persons_tables::warnings),
             _ => None,
         }
     }
