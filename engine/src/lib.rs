@@ -227,9 +227,13 @@ impl Engine {
                 rec.seq <= committed,
             );
         }
+        // Everything up to the WAL's end is applied now (a data directory from before person
+        // processing, or a WAL with nothing new, moves the store's position up to it too).
         let applied = replay
             .last()
-            .map_or(persons_seq, |r| r.seq.max(persons_seq));
+            .map_or(persons_seq, |r| r.seq.max(persons_seq))
+            .max(wal.last_seq());
+        persons.skip(applied);
         persons.commit(applied)?;
         let (persons_seq_tx, persons_seq_rx) = watch::channel(person_store.last_seq());
         // Everything up to the WAL's end is now in the table or the buffer: queries waiting to

@@ -329,7 +329,9 @@ impl QueryService {
     }
 
     /// The providers a project's query may read.
-    async fn catalog(&self, team: TeamId, ctx: &SessionContext) -> Result<TeamCatalog, QueryError> {
+    /// Read your writes: waits (briefly) for the pipeline and the person store to apply what
+    /// was acknowledged.
+    async fn caught_up(&self) {
         // Read your writes: wait (briefly) for the pipeline to apply what was acknowledged.
         let target = (self.acked)();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -346,6 +348,10 @@ impl QueryService {
                 "the ingest pipeline is behind by more than 10 s; the query runs without the newest events"
             );
         }
+    }
+
+    async fn catalog(&self, team: TeamId, ctx: &SessionContext) -> Result<TeamCatalog, QueryError> {
+        self.caught_up().await;
         // Buffer first, then the table: see EventBuffer::snapshot_parts.
         let parts = self.buffer.snapshot_parts(team);
         let (table, committed) = self
@@ -678,6 +684,7 @@ impl QueryService {
         }
         let node = HogQLNode::from_value(&req.query)?;
         let key = cache_key(project.id, &node);
+        self.caught_up().await;
         let version = self.data_version(project.id);
         let query_id = req
             .client_query_id
