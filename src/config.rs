@@ -153,6 +153,10 @@ pub struct ServeArgs {
     /// … or when its oldest event is this old.
     #[arg(long, env = "HEDGEROW_FLUSH_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub flush_interval: Duration,
+    /// Person changes are written to the person store when ingestion goes idle, every 2048
+    /// WAL records, or, when this is set, at most this often (write-behind).
+    #[arg(long, env = "HEDGEROW_PERSONS_COMMIT_INTERVAL", default_value = "0s", value_parser = parse_duration)]
+    pub persons_commit_interval: Duration,
     /// Buffered bytes above which ingestion waits for a flush (back-pressure).
     #[arg(long, env = "HEDGEROW_BUFFER_LIMIT", default_value = "1GiB", value_parser = parse_size)]
     pub buffer_limit: u64,
@@ -257,6 +261,7 @@ impl ServeArgs {
             compaction_interval: self.compaction_interval,
             compaction_min_files: self.compaction_min_files,
             vacuum_retention: self.vacuum_retention,
+            persons_commit_interval: self.persons_commit_interval,
         };
         Ok(cfg)
     }

@@ -6,6 +6,7 @@ mod auth;
 mod capture;
 mod durability;
 mod memory;
+mod persons;
 mod pruning;
 mod query;
 mod slt;

@@ -40,6 +40,9 @@ pub struct FlushConfig {
     pub compaction_min_files: usize,
     /// Files removed by compaction are deleted once no snapshot this young needs them.
     pub vacuum_retention: Duration,
+    /// Zero: person changes are stored when ingestion goes idle (or every 2048 records).
+    /// Otherwise at most this often.
+    pub persons_commit_interval: Duration,
 }
 
 impl Default for FlushConfig {
@@ -52,6 +55,7 @@ impl Default for FlushConfig {
             compaction_interval: Duration::from_secs(300),
             compaction_min_files: 8,
             vacuum_retention: Duration::from_secs(3600),
+            persons_commit_interval: Duration::ZERO,
         }
     }
 }
@@ -331,6 +335,7 @@ impl Pipeline {
         let mut flush: Option<FlushTask> = None;
         let mut compaction: Option<JoinHandle<()>> = None;
         let mut backoff = Duration::ZERO;
+        let mut persons_committed_at = tokio::time::Instant::now();
         let mut retry_at = tokio::time::Instant::now();
         loop {
             let s = self.buffer.stats();
@@ -342,8 +347,15 @@ impl Pipeline {
                         apply(&self.buffer, &mut self.persons, &self.metrics, seq, batch, false);
                         self.applied = seq;
                         // Write-behind: one person-store transaction per burst of records.
-                        if rx.is_empty() || self.persons.records_pending() >= 2048 || rec_is_command {
+                        let interval = self.cfg.persons_commit_interval;
+                        let due = if interval.is_zero() {
+                            rx.is_empty() || self.persons.records_pending() >= 2048
+                        } else {
+                            persons_committed_at.elapsed() >= interval
+                        };
+                        if due || rec_is_command {
                             self.commit_persons();
+                            persons_committed_at = tokio::time::Instant::now();
                         }
                         self.update_gauges();
                         if flush.is_none() && self.due() && tokio::time::Instant::now() >= retry_at {
@@ -368,7 +380,10 @@ impl Pipeline {
                     self.update_gauges();
                 }
                 _ = tick.tick() => {
-                    self.commit_persons();
+                    if persons_committed_at.elapsed() >= self.cfg.persons_commit_interval {
+                        self.commit_persons();
+                        persons_committed_at = tokio::time::Instant::now();
+                    }
                     if flush.is_none() && tokio::time::Instant::now() >= retry_at
                         && (self.due() || self.buffer.stats().frozen_rows > 0)
                     {
