@@ -473,7 +473,7 @@ impl MetaStore {
             return Ok(*hit);
         }
         let mut conn = self.conn();
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let existing: Option<u8> = tx
             .query_row(
                 "SELECT idx FROM group_types WHERE team_id = ?1 AND group_type = ?2",
@@ -574,7 +574,7 @@ impl MetaStore {
         }
         let now = events.first().map(|e| e.created_at).unwrap_or_default();
         let mut conn = self.conn();
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut stored = Vec::with_capacity(new.len());
         {
             let mut upsert = tx.prepare_cached(

@@ -781,7 +781,7 @@ impl PersonStore for SqliteStore {
 
     fn commit(&self, changes: &ChangeSet, seq: u64, next_person_id: i64) -> Result<()> {
         let mut conn = lock(&self.writer);
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         Self::apply(&tx, changes)?;
         tx.prepare_cached(
             "INSERT INTO persons_state (key, value) VALUES ('last_seq', ?1), ('next_person_id', ?2)
@@ -1066,7 +1066,7 @@ impl PersonStore for SqliteStore {
 
     fn finish_task(&self, task: &Task, rows_deleted: u64, at: DateTime<Utc>) -> Result<()> {
         let mut conn = lock(&self.writer);
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute(
             "UPDATE deletion_tasks SET status = 'done', finished_at = ?2, rows_deleted = ?3, event_person_ids = '[]' WHERE id = ?1",
             params![task.id, micros(at), rows_deleted as i64],
@@ -1099,7 +1099,7 @@ impl PersonStore for SqliteStore {
 
     fn scrub(&self, team: TeamId, needles: &[String]) -> Result<()> {
         let mut conn = lock(&self.writer);
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         for n in needles.iter().filter(|n| !n.is_empty()) {
             tx.execute(
                 "DELETE FROM ingestion_warnings WHERE team_id = ?1 AND instr(details, ?2) > 0",
