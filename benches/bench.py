@@ -605,9 +605,6 @@ def ingest(server: Server, data: Path, clients: int) -> dict:
         "wire_bytes": sum(map(len, bodies)),
         "json_bytes": json_bytes,
         "ack_to_committed_s": to_commit,
-        "with_persons": None,
-        "with_persons_note": "not available yet: person processing (issue 4) does not exist, so every run is "
-                             "without persons (person_id = UUIDv5 of team and distinct_id)",
     }
 
 
@@ -974,7 +971,11 @@ def write_report(out: Path, rep: dict) -> None:
              f"{ing['mb_per_s']:.1f} MB/s on the wire ({ing['json_mb_per_s']:.1f} MB/s of JSON), "
              f"{ing['seconds']:.1f} s. The clients run on the same machine.")
     L.append(f"- Last ack → everything committed to Parquet: {ing['ack_to_committed_s']:.1f} s.")
-    L.append(f"- With person processing: {ing['with_persons_note']}.")
+    wo = rep.get("ingest_without_persons")
+    if wo:
+        L.append(f"- The same bodies into a fresh server with `--person-processing off`: "
+                 f"{wo['events_per_s']:,.0f} events/s, so person processing keeps "
+                 f"**{ing['events_per_s'] / wo['events_per_s']:.0%}** of the rate without it.")
     L.append("")
     L.append("## Storage")
     L.append("")
@@ -1093,6 +1094,8 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None,
                     help="hedgerow data dirs and peer databases (default <cache>/work; removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--skip-no-persons", action="store_true",
+                    help="skip the second ingest run with person processing off")
     ap.add_argument("--queries", default="", help="comma-separated query names to run (default all)")
     ap.add_argument("--duckdb-source", choices=("table", "parquet"), default="table",
                     help="DuckDB's events: a native table (default; ~1.2 KB/event on disk) or a view over "
@@ -1139,6 +1142,18 @@ def main() -> int:
         hwm_ingest = server.vm_hwm()
     finally:
         server.stop()
+    # The same bodies again, person processing off, into a directory of its own.
+    if not args.skip_no_persons:
+        np_dir = work / "hedgerow-no-persons"
+        server = Server(binary, np_dir, ["--person-processing", "off"], server_log)
+        try:
+            rep["ingest_without_persons"] = ingest(server, data, args.clients)
+        finally:
+            server.stop()
+        shutil.rmtree(np_dir, ignore_errors=True)
+        rep["ingest"]["ratio_to_without_persons"] = (
+            rep["ingest"]["events_per_s"] / rep["ingest_without_persons"]["events_per_s"])
+        log(f"ingest without persons: {rep['ingest_without_persons']['events_per_s']:,.0f} events/s")
     files, size = table_files(data_dir)
     storage = {"after_flush": {"files": files, "bytes": size, "data_dir_bytes": dir_bytes(data_dir)},
                "bytes_per_event": size / args.events}

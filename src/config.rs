@@ -153,6 +153,10 @@ pub struct ServeArgs {
     /// … or when its oldest event is this old.
     #[arg(long, env = "HEDGEROW_FLUSH_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub flush_interval: Duration,
+    /// `off`: no person profiles are made or changed and every event is personless (as if it
+    /// carried `$process_person_profile: false`); groups are still kept.
+    #[arg(long, env = "HEDGEROW_PERSON_PROCESSING", default_value = "on", value_parser = ["on", "off"])]
+    pub person_processing: String,
     /// Person changes are written to the person store when ingestion goes idle, every 2048
     /// WAL records, or, when this is set, at most this often (write-behind).
     #[arg(long, env = "HEDGEROW_PERSONS_COMMIT_INTERVAL", default_value = "0s", value_parser = parse_duration)]
@@ -253,6 +257,7 @@ impl ServeArgs {
         cfg.query.very_fresh = self.query_very_fresh;
         cfg.query.somewhat_fresh = self.query_somewhat_fresh;
         cfg.query.cache_entries = self.query_cache_entries;
+        cfg.person_processing = self.person_processing == "on";
         cfg.flush = FlushConfig {
             max_rows: self.flush_rows,
             max_bytes: self.flush_bytes as usize,

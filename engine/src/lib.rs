@@ -67,6 +67,8 @@ pub struct EngineConfig {
     /// Query memory, cache ages and parallelism. Its `spill_dir` is relative to `data_dir`
     /// when not absolute.
     pub query: QueryConfig,
+    /// False: no person is made or changed; every event is personless.
+    pub person_processing: bool,
 }
 
 impl EngineConfig {
@@ -81,6 +83,7 @@ impl EngineConfig {
             target_file_bytes: 128 << 20,
             lease_ttl: Duration::from_secs(30),
             query: QueryConfig::new(PathBuf::from("spill")),
+            person_processing: true,
         }
     }
 }
@@ -200,6 +203,7 @@ impl Engine {
         let person_store: Arc<dyn PersonStore> =
             Arc::new(SqliteStore::open(&data_dir.join("meta.sqlite"))?);
         let mut persons = Persons::open(person_store.clone())?;
+        persons.set_enabled(cfg.person_processing);
         let persons_seq = persons.stored_seq();
 
         let (tx, rx) = mpsc::channel(1024);

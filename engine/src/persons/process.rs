@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::store::{Activity, ChangeSet, GroupRow, NewTask, Op, PersonRow, PersonStore, Result};
+use super::store::{
+    Activity, ChangeSet, GroupRow, NewTask, Op, PersonRow, PersonStore, PersonWrite, Result,
+};
 use super::{PersonAction, PersonCommand, PersonInput, apply_property_ops, is_mergeable_id};
 use crate::ingest::TeamId;
 use crate::ingest::normalize::person_uuid;
@@ -65,6 +67,8 @@ pub struct Persons {
     /// The last WAL record applied (committed or not).
     applied: u64,
     records_pending: usize,
+    /// False: every event is personless (the service's person processing is off).
+    enabled: bool,
 }
 
 /// Context of one WAL record.
@@ -92,7 +96,13 @@ impl Persons {
             next_id,
             applied,
             records_pending: 0,
+            enabled: true,
         })
+    }
+
+    /// Turns person processing off (every event personless, groups still kept) or on.
+    pub fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
     }
 
     pub fn store(&self) -> &Arc<dyn PersonStore> {
@@ -412,8 +422,10 @@ impl Persons {
             {
                 self.group(team, *index, key, set, i.timestamp)?;
             }
-            if !i.process {
-                if let PersonAction::Merge { .. } = i.action {
+            if !i.process || !self.enabled {
+                if let PersonAction::Merge { .. } = i.action
+                    && self.enabled
+                {
                     self.warn(
                         team,
                         "invalid_event_when_process_person_profile_is_false",
@@ -647,8 +659,21 @@ impl Persons {
             ..ChangeSet::default()
         };
         for id in std::mem::take(&mut self.dirty) {
-            if let Some(p) = self.persons.get(&id) {
-                changes.persons.insert(id, p.row.clone());
+            if let Some(p) = self.persons.get_mut(&id) {
+                let properties = p.json();
+                let r = &p.row;
+                changes.persons.insert(
+                    id,
+                    PersonWrite {
+                        id,
+                        team: r.team,
+                        uuid: r.uuid,
+                        created_at: r.created_at,
+                        properties,
+                        is_identified: r.is_identified,
+                        version: r.version,
+                    },
+                );
             }
         }
         for k in std::mem::take(&mut self.dirty_groups) {

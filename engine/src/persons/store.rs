@@ -161,10 +161,36 @@ pub struct WarningRow {
     pub timestamp: DateTime<Utc>,
 }
 
+/// A changed person as a commit writes it (properties already JSON text).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersonWrite {
+    pub id: i64,
+    pub team: TeamId,
+    pub uuid: Uuid,
+    pub created_at: DateTime<Utc>,
+    pub properties: std::sync::Arc<str>,
+    pub is_identified: bool,
+    pub version: i64,
+}
+
+impl From<&PersonRow> for PersonWrite {
+    fn from(p: &PersonRow) -> Self {
+        Self {
+            id: p.id,
+            team: p.team,
+            uuid: p.uuid,
+            created_at: p.created_at,
+            properties: Value::Object(p.properties.clone()).to_string().into(),
+            is_identified: p.is_identified,
+            version: p.version,
+        }
+    }
+}
+
 /// What a commit writes.
 #[derive(Debug, Default, Clone)]
 pub struct ChangeSet {
-    pub persons: BTreeMap<i64, PersonRow>,
+    pub persons: BTreeMap<i64, PersonWrite>,
     pub ops: Vec<Op>,
 }
 
@@ -761,7 +787,7 @@ impl SqliteStore {
                 p.team.0,
                 p.uuid.to_string(),
                 micros(p.created_at),
-                Value::Object(p.properties.clone()).to_string(),
+                &*p.properties,
                 p.is_identified,
                 p.version
             ])?;
@@ -1173,7 +1199,7 @@ mod tests {
             ),
         ];
         for (id, props, at, did) in people {
-            c.persons.insert(id, row(id, props, at));
+            c.persons.insert(id, (&row(id, props, at)).into());
             c.ops.push(Op::SetDistinct {
                 team: TeamId(1),
                 distinct_id: did.into(),
