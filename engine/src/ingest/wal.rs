@@ -347,6 +347,15 @@ impl<T: Send + 'static> Wal<T> {
         self.inner.shared.store.truncate_through(seq)
     }
 
+    /// Closes the active segment so the next append starts a new one, and returns the last
+    /// seq written before. Every record up to that seq is then in a closed segment, so once a
+    /// table commit covers it, `truncate_through(seq)` unlinks every file that held one of
+    /// them (segments are only ever unlinked or cut shorter, never reused or renamed). How
+    /// erasure gets records out of the log without waiting for the segment to fill up.
+    pub fn rotate(&self) -> Result<u64, WalError> {
+        self.inner.shared.store.rotate()
+    }
+
     /// The highest seq made durable so far, or `max(after, last seq on disk)` from `open`.
     pub fn last_seq(&self) -> u64 {
         self.inner.shared.store.last_seq.load(Ordering::Acquire)
@@ -603,6 +612,22 @@ impl Store {
             len: 0,
         });
         Ok(())
+    }
+
+    fn rotate(&self) -> Result<u64, WalError> {
+        let mut guard = lock(&self.log);
+        let log = &mut *guard;
+        let last = log.next_seq - 1;
+        // An empty active segment holds nothing to close; with none at all (after a failed
+        // write) the next group starts a new one anyway.
+        if log
+            .active
+            .as_ref()
+            .is_some_and(|active| log.next_seq > active.first_seq)
+        {
+            self.start_segment(log)?;
+        }
+        Ok(last)
     }
 
     fn truncate_through(&self, seq: u64) -> Result<(), WalError> {
@@ -1166,6 +1191,73 @@ mod tests {
         let first = replay[0].seq;
         assert!(first <= truncated + 1);
         assert_eq!(seqs(&replay), (first..=300).collect::<Vec<_>>());
+    }
+
+    /// Whether any file in `dir` holds `needle`.
+    fn dir_holds(dir: &Path, needle: &[u8]) -> bool {
+        fs::read_dir(dir).unwrap().any(|e| {
+            let p = e.unwrap().path();
+            p.is_file()
+                && fs::read(&p)
+                    .unwrap()
+                    .windows(needle.len())
+                    .any(|w| w == needle)
+        })
+    }
+
+    #[tokio::test]
+    async fn rotate_lets_truncate_unlink_every_covered_record() {
+        let dir = tempfile::tempdir().unwrap();
+        // Segments far bigger than the records: without a rotation all share one file.
+        let cfg = config(dir.path(), 1 << 20);
+        let (wal, _, _rx) = open(&cfg, 0);
+        for i in 0..3 {
+            let secret = format!("victim-wal-secret-{i}").into_bytes();
+            within(wal.append(secret, i)).await.unwrap();
+        }
+        assert_eq!(append_all(&wal, [100]).await, vec![4]);
+        // A record above the covered seq keeps the shared segment, and the secrets, alive.
+        wal.truncate_through(3).unwrap();
+        assert!(dir_holds(dir.path(), b"victim-wal-secret"));
+
+        let covered = wal.rotate().unwrap();
+        assert_eq!(covered, 4);
+        // Nothing new since: rotating again changes nothing.
+        assert_eq!(wal.rotate().unwrap(), 4);
+        assert_eq!(segment_files(dir.path()).len(), 2);
+        assert_eq!(append_all(&wal, [5, 6]).await, vec![5, 6]);
+        wal.truncate_through(covered).unwrap();
+        assert!(!dir_holds(dir.path(), b"victim-wal-secret"));
+        assert!(!dir_holds(dir.path(), &payload(100)));
+        assert_eq!(segment_files(dir.path()).len(), 1);
+        wal.close();
+
+        // What came after the rotation is intact.
+        let (_wal, replay, _rx) = open(&cfg, covered);
+        assert_eq!(seqs(&replay), vec![5, 6]);
+        assert_eq!(replay[0].payload, payload(5));
+    }
+
+    #[tokio::test]
+    async fn rotate_and_truncate_remove_a_failed_write_left_in_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path(), 1 << 20);
+        let (wal, _, _rx) = open(&cfg, 0);
+        append_all(&wal, 0..2).await;
+        // The failed record's bytes stay behind in the abandoned file.
+        wal.inject_fault(Fault::SyncKeepTail);
+        let failed = within(wal.append(b"victim-failed-write".to_vec(), 99)).await;
+        assert!(failed.is_err());
+        assert!(dir_holds(dir.path(), b"victim-failed-write"));
+        assert_eq!(append_all(&wal, [3]).await, vec![3]);
+
+        let covered = wal.rotate().unwrap();
+        assert_eq!(covered, 3);
+        assert_eq!(append_all(&wal, [4]).await, vec![4]);
+        wal.truncate_through(covered).unwrap();
+        assert!(!dir_holds(dir.path(), b"victim-failed-write"));
+        assert!(!dir_holds(dir.path(), &payload(3)));
+        assert!(dir_holds(dir.path(), &payload(4)));
     }
 
     #[tokio::test]

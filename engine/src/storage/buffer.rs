@@ -5,12 +5,12 @@
 //! events go to a fresh part. Readers see frozen ∪ active, so an event is visible from the
 //! moment it is acknowledged until the moment its file is committed, and never twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
+use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::compute::{concat_batches, filter_record_batch};
 
 use super::schema::events_schema;
 use crate::ingest::TeamId;
@@ -18,7 +18,7 @@ use crate::ingest::TeamId;
 /// Small batches are merged once a project has this many, to bound per-batch overhead.
 const COALESCE_AT: usize = 256;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Part {
     pub teams: HashMap<TeamId, Vec<RecordBatch>>,
     pub rows: usize,
@@ -141,6 +141,37 @@ impl EventBuffer {
         out
     }
 
+    /// Drops project `team`'s rows whose `person_id` is in `person_ids` from the active and
+    /// the frozen part; returns how many rows went. Each part keeps its WAL position
+    /// (`last_seq`) and age, so it is still committed (and its WAL records then deleted) as
+    /// before, just without those rows; row and byte counts shrink. `team_seq` is left alone:
+    /// the deletion counter is what tells caches the data changed.
+    ///
+    /// A flush already under way has its own copy of the frozen part and may still commit
+    /// the dropped rows: delete them from the table once the table covers
+    /// [`Self::frozen_seq`] (the commit lock orders the two).
+    pub fn remove_person_events(&self, team: TeamId, person_ids: &HashSet<String>) -> usize {
+        if person_ids.is_empty() {
+            return 0;
+        }
+        let mut st = self.write();
+        let mut removed = remove_from_part(&mut st.active, team, person_ids);
+        if let Some(frozen) = &st.frozen {
+            let mut copy = Part::clone(frozen);
+            let n = remove_from_part(&mut copy, team, person_ids);
+            if n > 0 {
+                removed += n;
+                st.frozen = Some(Arc::new(copy));
+            }
+        }
+        removed
+    }
+
+    /// The WAL position of the part being flushed, if a flush is under way.
+    pub fn frozen_seq(&self) -> Option<u64> {
+        self.read().frozen.as_ref().map(|p| p.last_seq)
+    }
+
     /// The last WAL seq the pipeline has applied here.
     pub fn applied_seq(&self) -> u64 {
         self.read().active.last_seq
@@ -151,6 +182,50 @@ impl EventBuffer {
     pub fn team_seq(&self, team: TeamId) -> u64 {
         self.read().team_seq.get(&team).copied().unwrap_or(0)
     }
+}
+
+/// Drops `team`'s rows of `person_ids` from `part`, fixing its row and byte counts.
+fn remove_from_part(part: &mut Part, team: TeamId, person_ids: &HashSet<String>) -> usize {
+    let Some(batches) = part.teams.get_mut(&team) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for batch in batches.iter_mut() {
+        let Some(keep) = keep_mask(batch, person_ids) else {
+            continue;
+        };
+        let kept = keep.true_count();
+        if kept == batch.num_rows() {
+            continue;
+        }
+        let Ok(filtered) = filter_record_batch(batch, &keep) else {
+            // Filtering a valid batch with a mask of its length cannot fail; if it did,
+            // keeping rows is the safe failure only if someone notices: say so.
+            tracing::error!("could not drop erased rows from a buffered batch");
+            continue;
+        };
+        removed += batch.num_rows() - kept;
+        part.bytes = (part.bytes + filtered.get_array_memory_size())
+            .saturating_sub(batch.get_array_memory_size());
+        *batch = filtered;
+    }
+    batches.retain(|b| b.num_rows() > 0);
+    if batches.is_empty() {
+        part.teams.remove(&team);
+    }
+    part.rows -= removed;
+    removed
+}
+
+/// `true` for the rows to keep, `None` when the batch has no `person_id` text column.
+fn keep_mask(batch: &RecordBatch, person_ids: &HashSet<String>) -> Option<BooleanArray> {
+    let col = batch.column_by_name("person_id")?;
+    let ids = col.as_string_opt::<i32>()?;
+    Some(
+        ids.iter()
+            .map(|v| Some(!v.is_some_and(|id| person_ids.contains(id))))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -207,6 +282,80 @@ mod tests {
         b.flushed();
         b.note_seq(9);
         assert_eq!(b.freeze(g.last_seq).unwrap().last_seq, 9);
+    }
+
+    fn people(team: i64, distinct_ids: &[&str]) -> RecordBatch {
+        let events: Vec<Event> = distinct_ids
+            .iter()
+            .map(|d| Event {
+                uuid: uuid::Uuid::now_v7(),
+                event: "e".into(),
+                distinct_id: (*d).into(),
+                timestamp: chrono::Utc::now(),
+                created_at: chrono::Utc::now(),
+                properties: Default::default(),
+            })
+            .collect();
+        events_to_batch(events.iter().map(|e| (TeamId(team), e)), |_, _| None)
+    }
+
+    fn pid(team: i64, distinct_id: &str) -> String {
+        crate::ingest::normalize::person_uuid(TeamId(team), distinct_id).to_string()
+    }
+
+    fn distinct_ids(b: &EventBuffer, team: TeamId) -> Vec<String> {
+        let mut out: Vec<String> = snapshot(b, team)
+            .iter()
+            .flat_map(|x| {
+                let c = x.column_by_name("distinct_id").unwrap().as_string::<i32>();
+                c.iter().map(|v| v.unwrap().to_owned()).collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn removes_a_persons_rows_from_active_and_frozen_parts() {
+        let b = EventBuffer::default();
+        b.append(TeamId(1), people(1, &["v", "x", "v"]), 1);
+        b.append(TeamId(2), people(2, &["v"]), 2);
+        let in_flight = b.freeze(0).unwrap();
+        b.append(TeamId(1), people(1, &["v", "y"]), 3);
+        let before = b.stats();
+
+        let victim = HashSet::from([pid(1, "v")]);
+        assert_eq!(b.remove_person_events(TeamId(1), &victim), 3);
+        assert_eq!(distinct_ids(&b, TeamId(1)), vec!["x", "y"]);
+        // Another project's "v" is another person.
+        assert_eq!(distinct_ids(&b, TeamId(2)), vec!["v"]);
+        let after = b.stats();
+        assert_eq!((after.rows, after.frozen_rows), (1, 2));
+        assert!(after.bytes < before.bytes && after.frozen_bytes < before.frozen_bytes);
+        assert_eq!(b.remove_person_events(TeamId(1), &victim), 0);
+
+        // The WAL positions are untouched; a retried flush gets the part without the rows,
+        // while the flush already under way keeps its own copy (hence `frozen_seq`).
+        assert_eq!(b.applied_seq(), 3);
+        assert_eq!(b.team_seq(TeamId(1)), 3);
+        assert_eq!(b.frozen_seq(), Some(2));
+        let retry = b.freeze(0).unwrap();
+        assert_eq!((retry.rows, retry.last_seq), (2, 2));
+        assert_eq!(retry.concat().unwrap().num_rows(), 2);
+        assert_eq!(in_flight.rows, 4);
+        b.flushed();
+        assert_eq!(b.frozen_seq(), None);
+
+        // A part left with no rows still carries its WAL position to commit.
+        assert_eq!(
+            b.remove_person_events(TeamId(1), &HashSet::from([pid(1, "y")])),
+            1
+        );
+        assert_eq!(b.stats().rows, 0);
+        assert!(snapshot(&b, TeamId(1)).is_empty());
+        let last = b.freeze(2).unwrap();
+        assert_eq!((last.rows, last.last_seq), (0, 3));
+        assert_eq!(last.concat().unwrap().num_rows(), 0);
     }
 
     #[test]

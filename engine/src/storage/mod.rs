@@ -2,6 +2,7 @@
 //! single-writer lease, compaction. The only way event data reaches a disk or a bucket.
 
 pub mod buffer;
+pub mod inspect;
 pub mod lease;
 pub mod schema;
 pub mod table;
