@@ -10,7 +10,9 @@ use hedgerow_engine::ingest::TeamId;
 use hedgerow_engine::meta::MetaStore;
 use tracing::{error, info};
 
-use crate::config::{Cli, Command, GenArgs, KeysCommand, OutputFormat, QueryArgs, ServeArgs};
+use crate::config::{
+    Cli, Command, GenArgs, KeysCommand, OutputFormat, QueryArgs, ServeArgs, TasksCommand,
+};
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -51,6 +53,11 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Query(args)) => query(args),
         Some(Command::Gen(args)) => gen_data(args),
+        Some(Command::Tasks(TasksCommand::Run {
+            url,
+            personal_api_key,
+            data_dir,
+        })) => tasks_run(url, personal_api_key, data_dir),
         Some(Command::Schema) => {
             let json = hedgerow_engine::storage::schema::schema_json();
             println!("{}", serde_json::to_string_pretty(&json).expect("json"));
@@ -156,6 +163,10 @@ async fn run_server(args: ServeArgs) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("hedgerow listening on http://{addr}");
     info!(%addr, data_dir = %engine.config().data_dir.display(), "listening");
+    if args.deletion_schedule.trim() != "off" {
+        let when = hedgerow_engine::schedule::Weekly::parse(&args.deletion_schedule)?;
+        engine.spawn_deletion_scheduler(when);
+    }
     let app = crate::http::router(crate::http::App::new(
         engine.clone(),
         args.max_body_size as usize,
@@ -181,6 +192,60 @@ fn shutdown_signal() -> Result<impl Future<Output = ()>, String> {
             _ = int.recv() => {},
         }
     })
+}
+
+fn tasks_run(url: Option<url::Url>, key: Option<String>, data_dir: std::path::PathBuf) -> ExitCode {
+    init_logging("warn");
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hedgerow: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        if let Some(url) = url {
+            let key = key.ok_or("--url needs --personal-api-key (or HEDGEROW_PERSONAL_API_KEY)")?;
+            let endpoint = url
+                .join("/api/deletion_tasks/run/")
+                .map_err(|e| e.to_string())?;
+            let resp = reqwest::Client::new()
+                .post(endpoint)
+                .bearer_auth(key)
+                .send()
+                .await
+                .map_err(|e| format!("cannot reach {url}: {e}"))?;
+            let status = resp.status();
+            let v: serde_json::Value = resp.json().await.map_err(|e| e.to_string())?;
+            if !status.is_success() {
+                return Err(v["detail"].as_str().unwrap_or(&v.to_string()).to_string());
+            }
+            return Ok(v);
+        }
+        let engine = Engine::open(
+            hedgerow_engine::EngineConfig::new(&data_dir),
+            Arc::new(SystemClock),
+        )
+        .await
+        .map_err(|e| format!("{e} (is a server running on it? then use --url)"))?;
+        let run = engine.run_deletion_tasks().await;
+        engine.shutdown().await;
+        run.map(|r| serde_json::to_value(r).unwrap_or_default())
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(v) => {
+            println!("{v}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hedgerow: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn query(args: QueryArgs) -> ExitCode {

@@ -47,6 +47,9 @@ pub enum Command {
     /// Run a HogQL query and print its result (against the data directory, or a running
     /// server with --url).
     Query(QueryArgs),
+    /// Background tasks: `tasks run` runs the queued person deletions now.
+    #[command(subcommand)]
+    Tasks(TasksCommand),
     /// Generate a deterministic benchmark data set of PostHog web and product events:
     /// `/batch/` bodies (batches.jsonl.gz) and the same events as events.parquet.
     Gen(GenArgs),
@@ -108,6 +111,22 @@ pub struct QueryArgs {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Run every queued deletion task now (events of deleted persons, recordings), instead
+    /// of waiting for the weekly schedule. Prints what was done as JSON.
+    Run {
+        /// Ask this running server to do it (needs a person:write key for all projects).
+        #[arg(long, env = "HEDGEROW_URL")]
+        url: Option<Url>,
+        #[arg(long, env = "HEDGEROW_PERSONAL_API_KEY", hide_env_values = true)]
+        personal_api_key: Option<String>,
+        /// Open this data directory (no server may be running on it).
+        #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
+        data_dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// Make a personal API key; prints the secret once.
     Create {
@@ -153,6 +172,9 @@ pub struct ServeArgs {
     /// … or when its oldest event is this old.
     #[arg(long, env = "HEDGEROW_FLUSH_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub flush_interval: Duration,
+    /// When queued person-event deletions run: `<weekday> <HH:MM>` in UTC, or `off`.
+    #[arg(long, env = "HEDGEROW_DELETION_SCHEDULE", default_value = "sun 05:00")]
+    pub deletion_schedule: String,
     /// `off`: no person profiles are made or changed and every event is personless (as if it
     /// carried `$process_person_profile: false`); groups are still kept.
     #[arg(long, env = "HEDGEROW_PERSON_PROCESSING", default_value = "on", value_parser = ["on", "off"])]

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod persons;
 pub mod propdefs;
 pub mod query;
+pub mod schedule;
 pub mod storage;
 
 use std::collections::HashMap;
@@ -117,6 +118,16 @@ impl HasKind for EngineError {
     }
 }
 
+/// What a deletion run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DeletionRun {
+    pub event_tasks: u64,
+    pub recording_tasks: u64,
+    pub rows_deleted: u64,
+    pub files_rewritten: u64,
+    pub files_vacuumed: u64,
+}
+
 /// What a capture call accepted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CaptureReceipt {
@@ -139,6 +150,8 @@ pub struct Engine {
     person_store: Arc<dyn PersonStore>,
     /// The last WAL seq whose person changes are stored.
     persons_seq: watch::Receiver<u64>,
+    flush_now: Arc<std::sync::atomic::AtomicBool>,
+    deletion_lock: tokio::sync::Mutex<()>,
     tokens: RwLock<HashMap<String, Project>>,
     shutdown: watch::Sender<bool>,
     pipeline: tokio::sync::Mutex<Option<JoinHandle<()>>>,
@@ -253,6 +266,7 @@ impl Engine {
         }
 
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let flush_now = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let pipeline = {
             let lease = lease.clone();
             Pipeline {
@@ -265,6 +279,7 @@ impl Engine {
                 persons,
                 persons_seq: persons_seq_tx,
                 applied,
+                flush_now: flush_now.clone(),
             }
         };
         let handle = tokio::spawn(pipeline.run(rx, shutdown_rx, committed));
@@ -300,6 +315,8 @@ impl Engine {
             lease,
             person_store,
             persons_seq: persons_seq_rx,
+            flush_now,
+            deletion_lock: tokio::sync::Mutex::new(()),
             tokens: RwLock::new(HashMap::new()),
             shutdown,
             pipeline: tokio::sync::Mutex::new(Some(handle)),
@@ -600,6 +617,117 @@ impl Engine {
             other => {
                 self.metrics.reject("unavailable", n);
                 CaptureError::Unavailable(other.to_string())
+            }
+        })
+    }
+
+    /// Runs every queued deletion task now (the scheduler calls this weekly; `hedgerow tasks
+    /// run` on demand). For event tasks, every event of the persons is removed from the
+    /// table (a Delta delete, then a vacuum and log cleanup so no old file or log entry keeps
+    /// them), from the WAL (the buffer is flushed and every segment holding older records is
+    /// deleted) and from the Arrow buffer; the persons' distinct ids and text values are then
+    /// scrubbed from the ingestion warnings and the query log, and SQLite is rewritten.
+    /// Recording tasks complete at once: this service stores no recordings.
+    pub async fn run_deletion_tasks(&self) -> Result<DeletionRun, EngineError> {
+        let _one_at_a_time = self.deletion_lock.lock().await;
+        let tasks = self.person_store.pending_tasks()?;
+        let mut run = DeletionRun::default();
+        if tasks.is_empty() {
+            return Ok(run);
+        }
+        let now = self.clock.now();
+        let (events, recordings): (Vec<_>, Vec<_>) =
+            tasks.into_iter().partition(|t| t.kind == "events");
+        for t in &recordings {
+            self.person_store.finish_task(t, 0, now)?;
+            run.recording_tasks += 1;
+        }
+        if events.is_empty() {
+            return Ok(run);
+        }
+        // 1. Everything acknowledged so far goes to the table, and the WAL segments that held
+        //    it are deleted.
+        let through = self.wal.rotate()?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(600);
+        loop {
+            let committed = self.metrics.committed_seq.load(Ordering::Acquire);
+            if committed >= through && self.person_store.last_seq() >= through {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(EngineError::Io(format!(
+                    "deletion: the buffer was not written out within 10 minutes (table at WAL seq {committed}, need {through}); the tasks stay queued"
+                )));
+            }
+            self.flush_now.store(true, Ordering::Release);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let wal = self.wal.clone();
+        tokio::task::spawn_blocking(move || wal.truncate_through(through))
+            .await
+            .map_err(|e| EngineError::Io(format!("WAL truncation task: {e}")))??;
+        // 2. The table, then what arrived in the buffer meanwhile.
+        let mut by_team: std::collections::BTreeMap<TeamId, std::collections::HashSet<String>> =
+            Default::default();
+        for t in &events {
+            by_team
+                .entry(t.team)
+                .or_default()
+                .extend(t.event_person_ids.iter().cloned());
+        }
+        let mut rows_by_team: HashMap<TeamId, u64> = HashMap::new();
+        for (team, ids) in &by_team {
+            let list: Vec<String> = ids.iter().cloned().collect();
+            let stats = self.table.delete_person_events(*team, &list).await?;
+            let in_buffer = self.buffer.remove_person_events(*team, ids) as u64;
+            run.files_rewritten += stats.files_rewritten as u64;
+            run.files_vacuumed += stats.files_vacuumed as u64;
+            rows_by_team.insert(*team, stats.rows_deleted as u64 + in_buffer);
+        }
+        self.query.bump_epoch();
+        // 3. The metadata: warnings and query log, then the tasks, then SQLite is rewritten.
+        let mut scrub: std::collections::BTreeMap<TeamId, Vec<String>> = Default::default();
+        for t in &events {
+            scrub
+                .entry(t.team)
+                .or_default()
+                .extend(t.scrub.iter().cloned());
+        }
+        for t in &events {
+            // Rows are counted per project; each task of the project reports the total.
+            let rows = rows_by_team.get(&t.team).copied().unwrap_or(0);
+            self.person_store.finish_task(t, rows, now)?;
+            run.event_tasks += 1;
+        }
+        for (team, terms) in &scrub {
+            self.person_store.scrub(*team, terms)?;
+        }
+        run.rows_deleted = rows_by_team.values().sum();
+        info!(?run, "deletion tasks done");
+        Ok(run)
+    }
+
+    /// Runs the deletion tasks at every occurrence of `when` (by the engine's clock) until
+    /// the engine shuts down. A failed run is logged; its tasks stay queued for the next.
+    pub fn spawn_deletion_scheduler(self: &Arc<Self>, when: schedule::Weekly) -> JoinHandle<()> {
+        let weak = Arc::downgrade(self);
+        let mut stop = self.shutdown.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let Some(engine) = weak.upgrade() else { return };
+                let now = engine.clock.now();
+                let next = when.next_after(now);
+                drop(engine);
+                info!(next_run = %next, "deletion tasks scheduled");
+                let wait = (next - now).to_std().unwrap_or_default();
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.changed() => return,
+                }
+                let Some(engine) = weak.upgrade() else { return };
+                if let Err(e) = engine.run_deletion_tasks().await {
+                    tracing::error!(error = %e, "the scheduled deletion run failed; its tasks stay queued");
+                }
             }
         })
     }

@@ -129,6 +129,10 @@ pub fn router(app: App) -> Router {
             "/api/projects/{project_id}/persons/{id}/split/",
             scoped(&app, "person:write", post(persons::split)),
         )
+        .route(
+            "/api/deletion_tasks/run/",
+            scoped(&app, "person:write", post(persons::run_deletion_tasks)),
+        )
         .fallback(not_found)
         .with_state(app)
 }

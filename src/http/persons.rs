@@ -726,6 +726,23 @@ pub async fn bulk_delete(
     Ok(empty_ok())
 }
 
+/// `POST /api/deletion_tasks/run/` (hedgerow's own): runs every queued deletion task now, as
+/// `hedgerow tasks run --url` does. It touches every project, so the key must see them all.
+pub async fn run_deletion_tasks(
+    State(app): State<App>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    if caller.grant.projects.is_some() {
+        return Err(ApiError::new(
+            ErrorKind::Forbidden,
+            "permission_denied",
+            "running deletion tasks needs a key for all projects",
+        ));
+    }
+    let run = app.engine.run_deletion_tasks().await?;
+    Ok(Json(serde_json::to_value(run).unwrap_or_default()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -726,6 +726,32 @@ async fn merges_override_old_events_in_queries() {
     assert_eq!(s, 400, "{v}");
     assert_eq!(user["properties"]["color"], "red", "merged properties");
     assert_eq!(user["properties"]["plan"], "pro", "the target's win");
+
+    // Compaction folds the override into the files: then even the raw stored ids agree.
+    let dir = srv.data_dir.clone();
+    let mut srv = srv;
+    srv.stop();
+    let srv = Server::start_in(&dir, &["--compaction-interval", "1s"]);
+    let api = Api {
+        srv: &srv,
+        ..Api::new(&srv)
+    };
+    let raw_mode = json!({"personsOnEventsMode": "person_id_no_override_properties_on_events"});
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let raw = api.hogql(q, raw_mode.clone()).await;
+        if raw.iter().all(|r| r[1] == uuid) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the override was not folded into the files: {raw:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let rows = api.hogql(q, json!({})).await;
+    assert!(rows.iter().all(|r| r[1] == uuid));
+    assert_eq!(rows[0][2], "free", "snapshots are untouched by folding");
 }
 
 /// Generated data with sign-ups and second devices: every event's person must be the one
@@ -954,4 +980,181 @@ async fn crash_during_person_processing_replays_to_the_same_persons() {
         .sum();
     assert_eq!(total, 2000);
     assert_eq!(crashed, clean);
+}
+
+/// GDPR: DELETE with delete_events, then `hedgerow tasks run`: no byte of the person's
+/// distinct ids or property values is left anywhere in the data directory, and everyone
+/// else's events are all still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_task_leaves_no_byte_of_the_person() {
+    use hedgerow_engine::storage::inspect::{grep_dir, parquet_values_containing};
+    const ANON: &str = "aaaa-victim-anon-9f3e1a";
+    const USER: &str = "aaaa-victim-user-9f3e1a";
+    const SECRET: &str = "victim-secret-77c41d";
+    const EMAIL: &str = "victim-77c41d@mail.test";
+    let needles = [ANON, USER, SECRET, EMAIL];
+    let srv = Server::start(&[
+        "--compaction-interval",
+        "1s",
+        "--compaction-min-files",
+        "2",
+        "--deletion-schedule",
+        "off",
+    ]);
+    let api = Api::new(&srv);
+    let others = |k: usize| -> Vec<Value> {
+        (0..50)
+            .map(|i| {
+                ev(
+                    "$pageview",
+                    &format!("other-{}", i % 7),
+                    &format!("2024-05-0{}T10:{:02}:00Z", 1 + k % 3, i),
+                    json!({"$current_url": format!("https://x.io/{i}"), "n": i}),
+                )
+            })
+            .collect()
+    };
+    // Several flushes (and so several files per partition, then compaction) with the
+    // victim's events among others'.
+    for k in 0..4 {
+        let mut batch = others(k);
+        let day = format!("2024-05-0{}", 1 + k % 3);
+        batch.push(ev(
+            "$pageview",
+            ANON,
+            &format!("{day}T11:00:0{k}Z"),
+            json!({"note": SECRET, "$browser": "Chrome"}),
+        ));
+        if k == 1 {
+            batch.push(ev(
+                "$identify",
+                USER,
+                &format!("{day}T11:30:00Z"),
+                json!({"$anon_distinct_id": ANON, "$set": {"email": EMAIL}}),
+            ));
+            batch.push(ev(
+                "$create_alias",
+                USER,
+                &format!("{day}T11:31:00Z"),
+                json!({"alias": "undefined"}),
+            ));
+        }
+        if k == 2 {
+            batch.push(ev(
+                "purchase",
+                USER,
+                &format!("{day}T12:00:00Z"),
+                json!({"$process_person_profile": false, "ref": SECRET}),
+            ));
+        }
+        api.capture(json!(batch)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    }
+    // The query log and the ingestion warnings name the victim too.
+    api.hogql(
+        &format!("SELECT count() FROM events WHERE distinct_id = '{USER}'"),
+        json!({}),
+    )
+    .await;
+    let before = api
+        .hogql(
+            "SELECT count() FROM events WHERE distinct_id NOT LIKE 'aaaa%'",
+            json!({}),
+        )
+        .await;
+    assert_eq!(before, vec![json!([200])]);
+    let raw_hits = grep_dir(&srv.data_dir, &needles);
+    let value_hits = parquet_values_containing(&srv.data_dir, &needles);
+    assert!(
+        !raw_hits.is_empty() && !value_hits.is_empty(),
+        "the search must see the victim before: {raw_hits:?} {value_hits:?}"
+    );
+
+    let victim = api.person_by_did(USER).await;
+    let id = victim["id"].as_i64().unwrap();
+    let (s, _) = api
+        .send(
+            Method::DELETE,
+            &format!("/api/projects/1/persons/{id}/?delete_events=true"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 204);
+    let act = api
+        .get(&format!("/api/projects/1/persons/{id}/activity/"))
+        .await;
+    assert!(act.to_string().contains("events_deletion_queued"), "{act}");
+    // Queued, not run: the events are still there until the task runs.
+    let still = api
+        .hogql(
+            "SELECT count() FROM events WHERE distinct_id LIKE 'aaaa%'",
+            json!({}),
+        )
+        .await;
+    assert_eq!(still, vec![json!([7])]);
+    api.capture(json!(others(9))).await;
+
+    let out = std::process::Command::new(bin())
+        .args([
+            "tasks",
+            "run",
+            "--url",
+            &srv.base,
+            "--personal-api-key",
+            KEY,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["event_tasks"], 1, "{run}");
+    assert_eq!(run["rows_deleted"], 7, "{run}");
+
+    let gone = api
+        .hogql(
+            "SELECT count() FROM events WHERE distinct_id LIKE 'aaaa%'",
+            json!({}),
+        )
+        .await;
+    assert_eq!(gone, vec![json!([0])]);
+    let kept = api
+        .hogql(
+            "SELECT count() FROM events WHERE distinct_id NOT LIKE 'aaaa%'",
+            json!({}),
+        )
+        .await;
+    assert_eq!(kept, vec![json!([250])], "everyone else's events stay");
+    let act = api
+        .get(&format!("/api/projects/1/persons/{id}/activity/"))
+        .await;
+    let done = act["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["activity"] == "events_deleted")
+        .expect("task outcome in the activity log");
+    assert_eq!(done["detail"]["rows_deleted"], 7);
+
+    let dir = srv.data_dir.clone();
+    let mut srv = srv;
+    srv.stop();
+    let raw_hits = grep_dir(&dir, &needles);
+    assert!(
+        raw_hits.is_empty(),
+        "bytes of the deleted person remain: {raw_hits:?}"
+    );
+    let value_hits = parquet_values_containing(&dir, &needles);
+    assert!(
+        value_hits.is_empty(),
+        "Parquet values of the deleted person remain: {value_hits:?}"
+    );
+    // And the service still works on this directory.
+    let srv = Server::start_in(&dir, &[]);
+    let api = Api::new(&srv);
+    let kept = api.hogql("SELECT count() FROM events", json!({})).await;
+    assert_eq!(kept, vec![json!([250])]);
 }

@@ -94,6 +94,8 @@ pub struct Pipeline {
     pub persons_seq: watch::Sender<u64>,
     /// The last WAL record applied.
     pub applied: u64,
+    /// Set by whoever needs the buffer written now (a deletion run); the next tick flushes.
+    pub flush_now: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Turns a WAL record's events into Arrow. Group type indexes are assigned here, in order
@@ -236,7 +238,8 @@ impl Pipeline {
 
     fn due(&self) -> bool {
         let s = self.buffer.stats();
-        s.rows >= self.cfg.max_rows
+        (s.rows > 0 && self.flush_now.swap(false, Ordering::AcqRel))
+            || s.rows >= self.cfg.max_rows
             || s.bytes >= self.cfg.max_bytes
             || s.age.is_some_and(|a| a >= self.cfg.max_age)
     }
@@ -438,6 +441,7 @@ impl Pipeline {
         let metrics = self.metrics.clone();
         let min_files = self.cfg.compaction_min_files;
         let retention = self.cfg.vacuum_retention;
+        let store = self.persons.store().clone();
         tokio::spawn(async move {
             match table.compact(min_files).await {
                 Ok(s) if s.partitions > 0 => {
@@ -456,6 +460,34 @@ impl Pipeline {
                 }
                 Ok(_) => {}
                 Err(e) => warn!(error = %e, "compaction failed; will try again"),
+            }
+            // Merged persons: once the table holds every event stored under an old person
+            // id, rewrite those ids in the files and forget the override.
+            match table.committed_seq().await {
+                Ok(committed) => match store.overrides_through(committed) {
+                    Ok(teams) => {
+                        for (team, map) in teams {
+                            match table.rewrite_person_ids(team, &map).await {
+                                Ok(stats) => {
+                                    if let Err(e) = store.forget_overrides(team, &map) {
+                                        warn!(error = %e, "cannot forget folded person-id overrides; they stay (harmless)");
+                                    }
+                                    info!(
+                                        team_id = team.0,
+                                        overrides = map.len(),
+                                        ?stats,
+                                        "folded person-id overrides into the files"
+                                    );
+                                }
+                                Err(e) => {
+                                    warn!(error = %e, "folding person-id overrides failed; will try again")
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => warn!(error = %e, "cannot read person-id overrides"),
+                },
+                Err(e) => warn!(error = %e, "cannot read the table's WAL position"),
             }
             let retention =
                 chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::hours(1));

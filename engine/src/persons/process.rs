@@ -551,10 +551,12 @@ impl Persons {
                         continue;
                     };
                     let dids = self.store.distinct_ids(team, id)?;
+                    // The deletion drops the person's activity (it may hold property
+                    // values): what is logged about the deletion comes after it.
+                    self.ops.push(Op::DeletePerson { team, id });
                     if *delete_events {
                         self.queue_task(team, &row, &dids, "events", actor, at)?;
                     }
-                    self.ops.push(Op::DeletePerson { team, id });
                     self.ops.push(Op::Activity(Activity {
                         team,
                         person_id: id,
@@ -628,12 +630,21 @@ impl Persons {
         for d in dids {
             ids.insert(person_uuid(team, d).to_string());
         }
+        let mut scrub: Vec<String> = dids.to_vec();
+        scrub.extend(
+            row.properties
+                .values()
+                .filter_map(|v| v.as_str())
+                .filter(|s| s.chars().count() >= 4)
+                .map(str::to_owned),
+        );
         self.ops.push(Op::Task(NewTask {
             team,
             kind: kind.to_owned(),
             person_id: row.id,
             person_uuid: row.uuid,
             event_person_ids: ids.into_iter().collect(),
+            scrub,
             actor: actor.to_owned(),
             at,
         }));
@@ -1031,8 +1042,8 @@ mod tests {
         let (acts, _) = h.p.store().activity(T, Some(id), 100, 0).unwrap();
         assert_eq!(
             acts.iter().map(|a| a.activity.as_str()).collect::<Vec<_>>(),
-            vec!["deleted"],
-            "only the values-free entry survives"
+            vec!["deleted", "events_deletion_queued"],
+            "only the values-free entries survive"
         );
         // A new event of the deleted id makes a new person.
         h.send("x", "user", json!({}));

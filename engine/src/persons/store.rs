@@ -131,6 +131,9 @@ pub struct NewTask {
     /// Every person_id the person's events may carry (its uuid, merged persons' uuids, the
     /// personless ids of its distinct ids).
     pub event_person_ids: Vec<String>,
+    /// The person's distinct ids and text property values, kept only until the task ran:
+    /// the run removes them from warnings and the query log.
+    pub scrub: Vec<String>,
     pub actor: String,
     pub at: DateTime<Utc>,
 }
@@ -145,6 +148,8 @@ pub struct Task {
     pub person_uuid: Uuid,
     #[serde(skip)]
     pub event_person_ids: Vec<String>,
+    #[serde(skip)]
+    pub scrub: Vec<String>,
     pub status: String,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -250,6 +255,11 @@ pub trait PersonStore: Send + Sync {
     fn full_person(&self, team: TeamId, id: i64) -> Result<Option<Person>>;
     /// Old person_id → current one, for the team.
     fn overrides(&self, team: TeamId) -> Result<HashMap<String, String>>;
+    /// Projects with overrides made at or before WAL seq `seq`, and those overrides: what
+    /// can be folded into the files once the table covers `seq`.
+    fn overrides_through(&self, seq: u64) -> Result<Vec<(TeamId, HashMap<String, String>)>>;
+    /// Forgets overrides that were folded into the files (only those still mapping as given).
+    fn forget_overrides(&self, team: TeamId, folded: &HashMap<String, String>) -> Result<()>;
     fn activity(
         &self,
         team: TeamId,
@@ -296,6 +306,9 @@ CREATE TABLE IF NOT EXISTS person_overrides (
     team_id INTEGER NOT NULL,
     old_person_id TEXT NOT NULL,
     override_person_id TEXT NOT NULL,
+    -- The WAL seq of the commit that made it: events stored under old_person_id all come
+    -- from records at or before it.
+    seq INTEGER NOT NULL,
     PRIMARY KEY (team_id, old_person_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS overrides_by_target ON person_overrides (team_id, override_person_id);
@@ -333,6 +346,7 @@ CREATE TABLE IF NOT EXISTS deletion_tasks (
     person_id INTEGER NOT NULL,
     person_uuid TEXT NOT NULL,
     event_person_ids TEXT NOT NULL,
+    scrub TEXT NOT NULL,
     actor TEXT NOT NULL,
     status TEXT NOT NULL,
     created_at INTEGER NOT NULL,
@@ -456,10 +470,11 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         created_at: from_micros(r.get(7)?),
         finished_at: r.get::<_, Option<i64>>(8)?.map(from_micros),
         rows_deleted: r.get::<_, Option<i64>>(9)?.map(|n| n as u64),
+        scrub: serde_json::from_str(&r.get::<_, String>(10)?).unwrap_or_default(),
     })
 }
 
-const TASK_COLS: &str = "id, team_id, kind, person_id, person_uuid, event_person_ids, status, created_at, finished_at, rows_deleted";
+const TASK_COLS: &str = "id, team_id, kind, person_id, person_uuid, event_person_ids, status, created_at, finished_at, rows_deleted, scrub";
 
 fn json_path(key: &str) -> Result<String> {
     if key.contains('"') {
@@ -656,7 +671,7 @@ impl SqliteStore {
         Ok(out)
     }
 
-    fn apply(tx: &rusqlite::Transaction<'_>, changes: &ChangeSet) -> Result<()> {
+    fn apply(tx: &rusqlite::Transaction<'_>, changes: &ChangeSet, seq: u64) -> Result<()> {
         for op in &changes.ops {
             match op {
                 Op::SetDistinct {
@@ -703,10 +718,11 @@ impl SqliteStore {
                     )?
                     .execute(params![team.0, old, new])?;
                     tx.prepare_cached(
-                        "INSERT INTO person_overrides (team_id, old_person_id, override_person_id) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (team_id, old_person_id) DO UPDATE SET override_person_id = excluded.override_person_id",
+                        "INSERT INTO person_overrides (team_id, old_person_id, override_person_id, seq) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (team_id, old_person_id) DO UPDATE SET override_person_id = excluded.override_person_id,
+                           seq = excluded.seq",
                     )?
-                    .execute(params![team.0, old, new])?;
+                    .execute(params![team.0, old, new, seq as i64])?;
                 }
                 Op::ClearOverride { team, old } => {
                     tx.prepare_cached(
@@ -759,14 +775,15 @@ impl SqliteStore {
                 }
                 Op::Task(t) => {
                     tx.execute(
-                        "INSERT INTO deletion_tasks (team_id, kind, person_id, person_uuid, event_person_ids, actor, status, created_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7)",
+                        "INSERT INTO deletion_tasks (team_id, kind, person_id, person_uuid, event_person_ids, scrub, actor, status, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8)",
                         params![
                             t.team.0,
                             t.kind,
                             t.person_id,
                             t.person_uuid.to_string(),
                             serde_json::to_string(&t.event_person_ids).unwrap_or_default(),
+                            serde_json::to_string(&t.scrub).unwrap_or_default(),
                             t.actor,
                             micros(t.at)
                         ],
@@ -808,7 +825,7 @@ impl PersonStore for SqliteStore {
     fn commit(&self, changes: &ChangeSet, seq: u64, next_person_id: i64) -> Result<()> {
         let mut conn = lock(&self.writer);
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        Self::apply(&tx, changes)?;
+        Self::apply(&tx, changes, seq)?;
         tx.prepare_cached(
             "INSERT INTO persons_state (key, value) VALUES ('last_seq', ?1), ('next_person_id', ?2)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -985,6 +1002,46 @@ impl PersonStore for SqliteStore {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    fn overrides_through(&self, seq: u64) -> Result<Vec<(TeamId, HashMap<String, String>)>> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(
+            "SELECT team_id, old_person_id, override_person_id FROM person_overrides WHERE seq <= ?1 ORDER BY team_id",
+        )?;
+        let rows = stmt.query_map(params![seq as i64], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out: Vec<(TeamId, HashMap<String, String>)> = Vec::new();
+        for row in rows {
+            let (team, old, new) = row?;
+            match out.last_mut() {
+                Some((t, m)) if t.0 == team => {
+                    m.insert(old, new);
+                }
+                _ => out.push((TeamId(team), HashMap::from([(old, new)]))),
+            }
+        }
+        Ok(out)
+    }
+
+    fn forget_overrides(&self, team: TeamId, folded: &HashMap<String, String>) -> Result<()> {
+        let mut conn = lock(&self.writer);
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        for (old, new) in folded {
+            tx.prepare_cached(
+                "DELETE FROM person_overrides WHERE team_id = ?1 AND old_person_id = ?2 AND override_person_id = ?3",
+            )?
+            .execute(params![team.0, old, new])?;
+        }
+        tx.commit()?;
+        drop(conn);
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
     fn activity(
         &self,
         team: TeamId,
@@ -1094,7 +1151,7 @@ impl PersonStore for SqliteStore {
         let mut conn = lock(&self.writer);
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute(
-            "UPDATE deletion_tasks SET status = 'done', finished_at = ?2, rows_deleted = ?3, event_person_ids = '[]' WHERE id = ?1",
+            "UPDATE deletion_tasks SET status = 'done', finished_at = ?2, rows_deleted = ?3, event_person_ids = '[]', scrub = '[]' WHERE id = ?1",
             params![task.id, micros(at), rows_deleted as i64],
         )?;
         let detail = serde_json::json!({"task_id": task.id, "kind": task.kind, "rows_deleted": rows_deleted});
