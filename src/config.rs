@@ -180,7 +180,9 @@ pub struct ServeArgs {
     #[arg(long, env = "HEDGEROW_PERSON_PROCESSING", default_value = "on", value_parser = ["on", "off"])]
     pub person_processing: String,
     /// Person changes are written to the person store when ingestion goes idle, every 2048
-    /// WAL records, or, when this is set, at most this often (write-behind).
+    /// WAL records, or, when this is set, at most this often (write-behind). Queries and the
+    /// persons API wait (up to 10 s) for the store to cover what was acknowledged, so keep
+    /// it short; it exists for tests and tuning.
     #[arg(long, env = "HEDGEROW_PERSONS_COMMIT_INTERVAL", default_value = "0s", value_parser = parse_duration)]
     pub persons_commit_interval: Duration,
     /// Buffered bytes above which ingestion waits for a flush (back-pressure).

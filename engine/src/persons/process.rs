@@ -51,6 +51,8 @@ impl Cached {
 
 /// Beyond this many cached persons the cache is dropped after a commit.
 const CACHE_PERSONS: usize = 500_000;
+/// How many distinct warnings are remembered for deduplication.
+const MAX_DISTINCT_WARNINGS: usize = 100_000;
 
 pub struct Persons {
     store: Arc<dyn PersonStore>,
@@ -69,6 +71,7 @@ pub struct Persons {
     records_pending: usize,
     /// False: every event is personless (the service's person processing is off).
     enabled: bool,
+    warned: HashSet<(TeamId, String, String)>,
 }
 
 /// Context of one WAL record.
@@ -97,6 +100,7 @@ impl Persons {
             applied,
             records_pending: 0,
             enabled: true,
+            warned: HashSet::new(),
         })
     }
 
@@ -216,6 +220,15 @@ impl Persons {
     }
 
     fn warn(&mut self, team: TeamId, kind: &str, details: Value, at: DateTime<Utc>) {
+        // The same warning is recorded once per process run, not once per event (a client
+        // that keeps sending a bad group type would otherwise fill the table).
+        if self.warned.len() < MAX_DISTINCT_WARNINGS
+            && !self
+                .warned
+                .insert((team, kind.to_owned(), details.to_string()))
+        {
+            return;
+        }
         self.ops.push(Op::Warning {
             team,
             kind: kind.to_owned(),
@@ -510,6 +523,7 @@ impl Persons {
 
     fn stamp_only(&mut self, team: TeamId, i: &PersonInput) -> Result<Stamp> {
         if i.process
+            && self.enabled
             && let Some(id) = self.lookup(team, &i.distinct_id)?
             && let Some(p) = self.load(team, id)?
         {
@@ -695,11 +709,17 @@ impl Persons {
         if let Err(e) = self.store.commit(&changes, seq, self.next_id) {
             // Keep everything for the next attempt.
             self.dirty.extend(changes.persons.keys().copied());
-            self.ops = changes
-                .ops
-                .into_iter()
-                .filter(|o| !matches!(o, Op::Group(_)))
-                .collect();
+            let mut ops = Vec::with_capacity(changes.ops.len());
+            for op in changes.ops {
+                match op {
+                    // Groups are written from the cache: mark them dirty again.
+                    Op::Group(g) => {
+                        self.dirty_groups.insert((g.team, g.index, g.key));
+                    }
+                    other => ops.push(other),
+                }
+            }
+            self.ops = ops;
             return Err(e);
         }
         self.records_pending = 0;
@@ -996,6 +1016,11 @@ mod tests {
         h.send(
             "$groupidentify",
             "u",
+            json!({"$group_type": "sixth", "$group_key": "k"}),
+        );
+        h.send(
+            "$groupidentify",
+            "v",
             json!({"$group_type": "sixth", "$group_key": "k"}),
         );
         let g = h.p.store().group(T, 0, "acme").unwrap().unwrap();
