@@ -260,7 +260,7 @@ def queries(start: str, end: str, top_distinct_id: str) -> list[Query]:
     ))
     q.append(Query(
         "plan_filter", "person-property-style filter: events of users whose $identify set plan = 'pro' "
-        "(person.properties are not stored yet, so the filter reads properties.$set.plan of $identify)",
+        "(the filter reads properties.$set.plan of $identify, so both peers can answer it from the events alone)",
         "SELECT count() AS events, count(DISTINCT distinct_id) AS users FROM events WHERE distinct_id IN "
         "(SELECT distinct_id FROM events WHERE event = '$identify' AND properties.$set.plan = 'pro')",
         "SELECT count(), count(DISTINCT distinct_id) FROM events WHERE distinct_id IN "

@@ -645,18 +645,34 @@ impl Engine {
         if events.is_empty() {
             return Ok(run);
         }
-        // 1. Everything acknowledged so far goes to the table, and the WAL segments that held
+        let mut by_team: std::collections::BTreeMap<TeamId, std::collections::HashSet<String>> =
+            Default::default();
+        for t in &events {
+            by_team
+                .entry(t.team)
+                .or_default()
+                .extend(t.event_person_ids.iter().cloned());
+        }
+        // 1. Out of the buffer first: a flush under way holds its own copy of its rows, so
+        //    the table delete below must come after that flush (hence `frozen_seq`).
+        let mut rows_by_team: HashMap<TeamId, u64> = HashMap::new();
+        for (team, ids) in &by_team {
+            *rows_by_team.entry(*team).or_default() +=
+                self.buffer.remove_person_events(*team, ids) as u64;
+        }
+        // 2. Everything acknowledged so far goes to the table, and the WAL segments that held
         //    it are deleted.
         let through = self.wal.rotate()?;
+        let target = through.max(self.buffer.frozen_seq().unwrap_or(0));
         let deadline = std::time::Instant::now() + Duration::from_secs(600);
         loop {
             let committed = self.metrics.committed_seq.load(Ordering::Acquire);
-            if committed >= through && self.person_store.last_seq() >= through {
+            if committed >= target && self.person_store.last_seq() >= through {
                 break;
             }
             if std::time::Instant::now() > deadline {
                 return Err(EngineError::Io(format!(
-                    "deletion: the buffer was not written out within 10 minutes (table at WAL seq {committed}, need {through}); the tasks stay queued"
+                    "deletion: the buffer was not written out within 10 minutes (table at WAL seq {committed}, need {target}); the tasks stay queued"
                 )));
             }
             self.flush_now.store(true, Ordering::Release);
@@ -666,26 +682,16 @@ impl Engine {
         tokio::task::spawn_blocking(move || wal.truncate_through(through))
             .await
             .map_err(|e| EngineError::Io(format!("WAL truncation task: {e}")))??;
-        // 2. The table, then what arrived in the buffer meanwhile.
-        let mut by_team: std::collections::BTreeMap<TeamId, std::collections::HashSet<String>> =
-            Default::default();
-        for t in &events {
-            by_team
-                .entry(t.team)
-                .or_default()
-                .extend(t.event_person_ids.iter().cloned());
-        }
-        let mut rows_by_team: HashMap<TeamId, u64> = HashMap::new();
+        // 3. The table: the rows, the replaced files and the log history.
         for (team, ids) in &by_team {
             let list: Vec<String> = ids.iter().cloned().collect();
             let stats = self.table.delete_person_events(*team, &list).await?;
-            let in_buffer = self.buffer.remove_person_events(*team, ids) as u64;
-            run.files_rewritten += stats.files_rewritten as u64;
-            run.files_vacuumed += stats.files_vacuumed as u64;
-            rows_by_team.insert(*team, stats.rows_deleted as u64 + in_buffer);
+            run.files_rewritten += stats.files_rewritten;
+            run.files_vacuumed += stats.files_vacuumed;
+            *rows_by_team.entry(*team).or_default() += stats.rows_deleted;
         }
         self.query.bump_epoch();
-        // 3. The metadata: warnings and query log, then the tasks, then SQLite is rewritten.
+        // 4. The metadata: warnings and query log, then the tasks, then SQLite is rewritten.
         let mut scrub: std::collections::BTreeMap<TeamId, Vec<String>> = Default::default();
         for t in &events {
             scrub

@@ -186,6 +186,9 @@ pub struct EventsTable {
     cfg: TableConfig,
     /// The latest snapshot we know of. Also the commit lock: whoever commits holds it.
     table: Mutex<DeltaTable>,
+    /// The same snapshot for readers, published after each commit: a query never waits
+    /// for a compaction, a fold or an erasure that holds the commit lock.
+    latest: std::sync::RwLock<DeltaTable>,
 }
 
 impl EventsTable {
@@ -235,6 +238,7 @@ impl EventsTable {
         }
         Ok(Self {
             cfg,
+            latest: std::sync::RwLock::new(table.clone()),
             table: Mutex::new(table),
         })
     }
@@ -243,22 +247,32 @@ impl EventsTable {
         &self.cfg.url
     }
 
+    fn publish(&self, table: &DeltaTable) {
+        *self.latest.write().unwrap_or_else(|e| e.into_inner()) = table.clone();
+    }
+
+    fn latest(&self) -> DeltaTable {
+        self.latest
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The last WAL sequence covered by a commit (0 when none).
     pub async fn committed_seq(&self) -> Result<u64, StorageError> {
-        let table = self.table.lock().await;
-        seq_of(&table).await
+        seq_of(&self.latest()).await
     }
 
     /// A clone of the current snapshot's table handle and the WAL seq its commits cover.
     pub async fn snapshot_with_seq(&self) -> Result<(DeltaTable, u64), StorageError> {
-        let table = self.table.lock().await.clone();
+        let table = self.latest();
         let seq = seq_of(&table).await?;
         Ok((table, seq))
     }
 
     /// A clone of the current snapshot's table handle, for readers.
     pub async fn current(&self) -> DeltaTable {
-        self.table.lock().await.clone()
+        self.latest()
     }
 
     fn writer_properties(&self) -> WriterProperties {
@@ -332,6 +346,7 @@ impl EventsTable {
             "appended"
         );
         *guard = table;
+        self.publish(&guard);
         Ok(stats)
     }
 
@@ -403,6 +418,7 @@ impl EventsTable {
     pub async fn refresh(&self) -> Result<(), StorageError> {
         let mut guard = self.table.lock().await;
         guard.update_state().await?;
+        self.publish(&guard);
         Ok(())
     }
 
@@ -453,6 +469,7 @@ impl EventsTable {
                 .with_writer_properties(self.writer_properties())
                 .await?;
             *guard = table;
+            self.publish(&guard);
             stats.partitions += 1;
             stats.files_removed += metrics.num_files_removed;
             stats.files_added += metrics.num_files_added;
@@ -470,6 +487,7 @@ impl EventsTable {
             .with_enforce_retention_duration(false)
             .await?;
         *guard = table;
+        self.publish(&guard);
         Ok(metrics.files_deleted.len())
     }
 
@@ -522,6 +540,7 @@ impl EventsTable {
                 .with_writer_properties(self.writer_properties())
                 .await?;
             *guard = table;
+            self.publish(&guard);
             stats.rows_deleted += metrics.num_deleted_rows.unwrap_or(0) as u64;
             stats.files_rewritten += metrics.num_removed_files as u64;
         }
@@ -536,6 +555,7 @@ impl EventsTable {
             .with_enforce_retention_duration(false)
             .await?;
         *guard = table;
+        self.publish(&guard);
         let mut deleted = metrics.files_deleted;
         deleted.extend(self.delete_unreferenced_files(&guard).await?);
         stats.files_vacuumed = deleted.len() as u64;
@@ -544,6 +564,7 @@ impl EventsTable {
         stats.log_files_removed = removed;
         // The handle's log segment names the entries just deleted: start from the checkpoint.
         *guard = self.load_fresh().await?;
+        self.publish(&guard);
 
         let new_files: Vec<String> = file_sizes(&guard)?
             .into_keys()
@@ -724,6 +745,7 @@ impl EventsTable {
                 .with_writer_properties(self.writer_properties())
                 .await?;
             *guard = table;
+            self.publish(&guard);
             if guard.version() != v0 {
                 stats.commits += 1;
             }
