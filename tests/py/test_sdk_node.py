@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from conftest import (PROJECT_API_KEY, REPO_ROOT, EventChecks, Sent, new_server, read_table,
-                      utcnow, wait_for_events)
+from conftest import (PERSONAL_API_KEY, PROJECT_API_KEY, REPO_ROOT, EventChecks, Sent,
+                      new_server, read_table, utcnow, wait_for_events)
 
 NODE_DIR = REPO_ROOT / "tests" / "node"
 BULK = 3000
@@ -52,6 +52,13 @@ def run(tmp_path_factory):
         table = str(server.data_dir / "events")
         visible = wait_for_events(table, [m["uuid"] for m in result["sent"]], server=server,
                                   timeout=90)
+        import requests
+        auth = {"Authorization": f"Bearer {PERSONAL_API_KEY}"}
+        persons = requests.get(server.url + "/api/projects/1/persons/?limit=1000", headers=auth,
+                               timeout=30).json()
+        groups = requests.post(server.url + "/api/projects/1/query/", headers=auth, timeout=30,
+                               json={"query": {"kind": "HogQLQuery",
+                                               "query": "SELECT key, properties FROM groups"}}).json()
         server.stop_cleanly()
         rows = read_table(table)
         finished = utcnow()
@@ -63,6 +70,7 @@ def run(tmp_path_factory):
             for m in result["sent"]]
     return {
         "result": result, "node_stderr": proc.stderr, "sent": sent, "rows": rows,
+        "persons": persons, "groups": groups,
         "visible_before_stop": len(visible),
         "checks": EventChecks(sent, rows, created_window=(started - dt.timedelta(seconds=5),
                                                           finished + dt.timedelta(seconds=5))),
@@ -120,3 +128,22 @@ def test_group_columns(run):
 
 def test_person_ids(run):
     EventChecks.fail_on(run["checks"].person_ids(), "person_id")
+
+
+def test_persons_built_from_node_sdk(run):
+    """identify, alias and groupIdentify of posthog-node change persons as PostHog would."""
+    by_did = {}
+    for p in run["persons"]["results"]:
+        for d in p["distinct_ids"]:
+            by_did[d] = p
+    four = by_did["node-user-4"]
+    assert four["properties"]["email"] == "four@example.org"
+    assert four["properties"]["plan"] == "free" and four["properties"]["first"] == "node"
+    assert four["name"] == "four@example.org"
+    five = by_did["node-user-5"]
+    assert by_did["node-anon-5"]["id"] == five["id"], "alias joins the alias to the person"
+    assert five["is_identified"] is True
+    assert sorted(five["distinct_ids"]) == ["node-anon-5", "node-user-5"]
+    assert all(f"node-bulk-{i}" in by_did for i in range(31))
+    assert run["persons"]["count"] == len({p["id"] for p in by_did.values()})
+    assert run["groups"]["results"] == [["node-co", '{"name":"Node Co","size":7}']], run["groups"]
