@@ -24,6 +24,7 @@ use deltalake::operations::vacuum::VacuumMode;
 use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::parquet::file::metadata::SortingColumn;
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
+use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::SaveMode;
 use deltalake::protocol::checkpoints::create_checkpoint;
 use deltalake::{DeltaResult, DeltaTable, DeltaTableBuilder, DeltaTableError};
@@ -298,6 +299,16 @@ impl EventsTable {
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(self.cfg.row_group_rows.max(1)))
             .set_sorting_columns(Some(sorting))
+            // A bloom filter on distinct_id: files are sorted by event and time, so min/max
+            // statistics cannot skip anything for a person's events; the filter lets a
+            // point lookup skip every row group the id is not in. Sized for one distinct id
+            // per 8 rows (persons average ~25 events), at 1% false positives.
+            .set_column_bloom_filter_enabled(ColumnPath::from("distinct_id"), true)
+            .set_column_bloom_filter_ndv(
+                ColumnPath::from("distinct_id"),
+                (self.cfg.row_group_rows as u64 / 8).max(1024),
+            )
+            .set_column_bloom_filter_fpp(ColumnPath::from("distinct_id"), 0.01)
             .build()
     }
 
