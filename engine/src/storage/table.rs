@@ -304,7 +304,7 @@ impl EventsTable {
             // point lookup skip every row group the id is not in. Sized for one distinct id
             // per 8 rows (persons average ~25 events), at 1% false positives.
             .set_column_bloom_filter_enabled(ColumnPath::from("distinct_id"), true)
-            .set_column_bloom_filter_ndv(
+            .set_column_bloom_filter_max_ndv(
                 ColumnPath::from("distinct_id"),
                 (self.cfg.row_group_rows as u64 / 8).max(1024),
             )
