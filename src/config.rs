@@ -185,6 +185,10 @@ pub struct ServeArgs {
     /// it short; it exists for tests and tuning.
     #[arg(long, env = "HEDGEROW_PERSONS_COMMIT_INTERVAL", default_value = "0s", value_parser = parse_duration)]
     pub persons_commit_interval: Duration,
+    /// How often merged persons' ids are rewritten in the files (then their overrides are
+    /// forgotten). Until then queries map them at read time.
+    #[arg(long, env = "HEDGEROW_OVERRIDE_FOLD_INTERVAL", default_value = "24h", value_parser = parse_duration)]
+    pub override_fold_interval: Duration,
     /// Buffered bytes above which ingestion waits for a flush (back-pressure).
     #[arg(long, env = "HEDGEROW_BUFFER_LIMIT", default_value = "1GiB", value_parser = parse_size)]
     pub buffer_limit: u64,
@@ -291,6 +295,7 @@ impl ServeArgs {
             compaction_min_files: self.compaction_min_files,
             vacuum_retention: self.vacuum_retention,
             persons_commit_interval: self.persons_commit_interval,
+            override_fold_interval: self.override_fold_interval,
         };
         Ok(cfg)
     }

@@ -731,7 +731,15 @@ async fn merges_override_old_events_in_queries() {
     let dir = srv.data_dir.clone();
     let mut srv = srv;
     srv.stop();
-    let srv = Server::start_in(&dir, &["--compaction-interval", "1s"]);
+    let srv = Server::start_in(
+        &dir,
+        &[
+            "--compaction-interval",
+            "1s",
+            "--override-fold-interval",
+            "1s",
+        ],
+    );
     let api = Api {
         srv: &srv,
         ..Api::new(&srv)

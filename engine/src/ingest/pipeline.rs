@@ -43,6 +43,10 @@ pub struct FlushConfig {
     /// Zero: person changes are stored when ingestion goes idle (or every 2048 records).
     /// Otherwise at most this often.
     pub persons_commit_interval: Duration,
+    /// Person-id overrides are folded into the files at most this often (with a compaction
+    /// tick). A fold rewrites every file holding a merged person's events, which after a
+    /// busy day is most of the table, and the replaced files wait for the vacuum.
+    pub override_fold_interval: Duration,
 }
 
 impl Default for FlushConfig {
@@ -56,6 +60,7 @@ impl Default for FlushConfig {
             compaction_min_files: 8,
             vacuum_retention: Duration::from_secs(3600),
             persons_commit_interval: Duration::ZERO,
+            override_fold_interval: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -339,6 +344,7 @@ impl Pipeline {
         let mut compaction: Option<JoinHandle<()>> = None;
         let mut backoff = Duration::ZERO;
         let mut persons_committed_at = tokio::time::Instant::now();
+        let mut last_fold = tokio::time::Instant::now();
         let mut retry_at = tokio::time::Instant::now();
         loop {
             let s = self.buffer.stats();
@@ -395,7 +401,11 @@ impl Pipeline {
                 }
                 _ = compact_tick.tick() => {
                     if compaction.as_ref().is_none_or(|c| c.is_finished()) && (self.may_commit)() {
-                        compaction = Some(self.spawn_compaction());
+                        let fold = last_fold.elapsed() >= self.cfg.override_fold_interval;
+                        if fold {
+                            last_fold = tokio::time::Instant::now();
+                        }
+                        compaction = Some(self.spawn_compaction(fold));
                     }
                 }
                 _ = shutdown.changed() => break,
@@ -436,7 +446,7 @@ impl Pipeline {
         self.update_gauges();
     }
 
-    fn spawn_compaction(&self) -> JoinHandle<()> {
+    fn spawn_compaction(&self, fold: bool) -> JoinHandle<()> {
         let table = self.table.clone();
         let metrics = self.metrics.clone();
         let min_files = self.cfg.compaction_min_files;
@@ -464,6 +474,7 @@ impl Pipeline {
             // Merged persons: once the table holds every event stored under an old person
             // id, rewrite those ids in the files and forget the override.
             match table.committed_seq().await {
+                Ok(_) if !fold => {}
                 Ok(committed) => match store.overrides_through(committed) {
                     Ok(teams) => {
                         for (team, map) in teams {
