@@ -109,17 +109,44 @@ fn init_logging(filter: &str) {
         .try_init();
 }
 
-fn serve(args: ServeArgs) -> ExitCode {
-    init_logging(&args.log);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+/// The multi-threaded runtime every command runs on; `None` (reported) when it cannot start.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("hedgerow: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        .map_err(|e| eprintln!("hedgerow: cannot start the runtime: {e}"))
+        .ok()
+}
+
+/// POSTs to a running server's management API; its error `detail` becomes the message.
+async fn post_api(
+    url: &url::Url,
+    key: Option<&str>,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<serde_json::Value, String> {
+    let key = key.ok_or("--url needs --personal-api-key (or HEDGEROW_PERSONAL_API_KEY)")?;
+    let endpoint = url.join(path).map_err(|e| e.to_string())?;
+    let mut req = reqwest::Client::new().post(endpoint).bearer_auth(key);
+    if let Some(b) = body {
+        req = req.json(b);
+    }
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let status = resp.status();
+    let v: serde_json::Value = resp.json().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(v["detail"].as_str().unwrap_or(&v.to_string()).to_string());
+    }
+    Ok(v)
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    init_logging(&args.log);
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     match rt.block_on(run_server(args)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -196,34 +223,12 @@ fn shutdown_signal() -> Result<impl Future<Output = ()>, String> {
 
 fn tasks_run(url: Option<url::Url>, key: Option<String>, data_dir: std::path::PathBuf) -> ExitCode {
     init_logging("warn");
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("hedgerow: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let result = rt.block_on(async move {
         if let Some(url) = url {
-            let key = key.ok_or("--url needs --personal-api-key (or HEDGEROW_PERSONAL_API_KEY)")?;
-            let endpoint = url
-                .join("/api/deletion_tasks/run/")
-                .map_err(|e| e.to_string())?;
-            let resp = reqwest::Client::new()
-                .post(endpoint)
-                .bearer_auth(key)
-                .send()
-                .await
-                .map_err(|e| format!("cannot reach {url}: {e}"))?;
-            let status = resp.status();
-            let v: serde_json::Value = resp.json().await.map_err(|e| e.to_string())?;
-            if !status.is_success() {
-                return Err(v["detail"].as_str().unwrap_or(&v.to_string()).to_string());
-            }
-            return Ok(v);
+            return post_api(&url, key.as_deref(), "/api/deletion_tasks/run/", None).await;
         }
         let engine = Engine::open(
             hedgerow_engine::EngineConfig::new(&data_dir),
@@ -250,15 +255,8 @@ fn tasks_run(url: Option<url::Url>, key: Option<String>, data_dir: std::path::Pa
 
 fn query(args: QueryArgs) -> ExitCode {
     init_logging("warn");
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("hedgerow: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let format = args.format;
     match rt.block_on(run_query(args)) {
@@ -280,26 +278,8 @@ fn query(args: QueryArgs) -> ExitCode {
 async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
     let body = serde_json::json!({"query": {"kind": "HogQLQuery", "query": args.hogql}, "refresh": "force_blocking"});
     if let Some(url) = &args.url {
-        let key = args
-            .personal_api_key
-            .as_deref()
-            .ok_or("--url needs --personal-api-key (or HEDGEROW_PERSONAL_API_KEY)")?;
-        let endpoint = url
-            .join(&format!("/api/projects/{}/query/", args.project))
-            .map_err(|e| e.to_string())?;
-        let resp = reqwest::Client::new()
-            .post(endpoint)
-            .bearer_auth(key)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| format!("cannot reach {url}: {e}"))?;
-        let status = resp.status();
-        let v: serde_json::Value = resp.json().await.map_err(|e| e.to_string())?;
-        if !status.is_success() {
-            return Err(v["detail"].as_str().unwrap_or(&v.to_string()).to_string());
-        }
-        return Ok(v);
+        let path = format!("/api/projects/{}/query/", args.project);
+        return post_api(url, args.personal_api_key.as_deref(), &path, Some(&body)).await;
     }
     let cfg = hedgerow_engine::EngineConfig::new(&args.data_dir);
     let engine = Engine::open(cfg, Arc::new(SystemClock))

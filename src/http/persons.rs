@@ -520,6 +520,23 @@ fn text_arg(q: &Params, body: Option<&Value>, name: &str) -> Option<Value> {
         .or_else(|| param(q, name).map(|s| Value::String(s.to_owned())))
 }
 
+/// A non-empty text argument, from the body or the query string.
+fn required_key(
+    q: &Params,
+    body: Option<&Value>,
+    name: &str,
+    what: &str,
+) -> Result<String, ApiError> {
+    match text_arg(q, body, name) {
+        Some(Value::String(k)) if !k.is_empty() => Ok(k),
+        _ => Err(ApiError::invalid(
+            "invalid_input",
+            format!("name {what} with {name} (query parameter or body field)"),
+        )
+        .with_attr(name)),
+    }
+}
+
 pub async fn delete_property(
     State(app): State<App>,
     caller: Caller,
@@ -530,16 +547,7 @@ pub async fn delete_property(
     let team = caller.team()?;
     format(&q)?;
     let body = body_json(&body)?;
-    let key = match text_arg(&q, body.as_ref(), "$unset") {
-        Some(Value::String(k)) if !k.is_empty() => k,
-        _ => {
-            return Err(ApiError::invalid(
-                "invalid_input",
-                "name the property to delete with $unset (query parameter or body field)",
-            )
-            .with_attr("$unset"));
-        }
-    };
+    let key = required_key(&q, body.as_ref(), "$unset", "the property to delete")?;
     app.engine.persons_settled().await;
     let p = find(&app, team, &id)?;
     let did = p.distinct_ids.first().cloned().unwrap_or_default();
@@ -567,16 +575,7 @@ pub async fn update_property(
     let team = caller.team()?;
     format(&q)?;
     let body = body_json(&body)?;
-    let key = match text_arg(&q, body.as_ref(), "key") {
-        Some(Value::String(k)) if !k.is_empty() => k,
-        _ => {
-            return Err(ApiError::invalid(
-                "invalid_input",
-                "name the property with key (query parameter or body field)",
-            )
-            .with_attr("key"));
-        }
-    };
+    let key = required_key(&q, body.as_ref(), "key", "the property")?;
     let Some(value) = text_arg(&q, body.as_ref(), "value") else {
         return Err(ApiError::invalid(
             "invalid_input",

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::ingest::normalize::{person_uuid, process_person_profile};
+use crate::ingest::normalize::process_person_profile;
 use crate::ingest::{Event, TeamId};
 
 /// Longest `$group_type` and `$group_key`, in characters (spec §8).
@@ -355,11 +355,6 @@ impl Person {
     pub fn sort_distinct_ids(ids: &mut [String]) {
         ids.sort_by_key(|d| Uuid::parse_str(d).is_ok());
     }
-}
-
-/// The person id events of a personless (or unknown) distinct id carry.
-pub fn personless_id(team: TeamId, distinct_id: &str) -> Uuid {
-    person_uuid(team, distinct_id)
 }
 
 #[cfg(test)]

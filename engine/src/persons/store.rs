@@ -53,6 +53,21 @@ pub struct PersonRow {
     pub version: i64,
 }
 
+impl PersonRow {
+    /// The person as the API shows it, with its distinct ids.
+    pub fn into_person(self, distinct_ids: Vec<String>) -> Person {
+        Person {
+            id: self.id,
+            team: self.team,
+            uuid: self.uuid,
+            created_at: self.created_at,
+            properties: self.properties,
+            is_identified: self.is_identified,
+            distinct_ids,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupRow {
     pub team: TeamId,
@@ -955,14 +970,9 @@ impl PersonStore for SqliteStore {
         let mut dids = Self::distinct_ids_on(&conn, team, &ids)?;
         let persons = rows
             .into_iter()
-            .map(|p| Person {
-                distinct_ids: dids.remove(&p.id).unwrap_or_default(),
-                id: p.id,
-                team: p.team,
-                uuid: p.uuid,
-                created_at: p.created_at,
-                properties: p.properties,
-                is_identified: p.is_identified,
+            .map(|p| {
+                let ids = dids.remove(&p.id).unwrap_or_default();
+                p.into_person(ids)
             })
             .collect();
         Ok((persons, count.max(0) as u64))
@@ -980,15 +990,8 @@ impl PersonStore for SqliteStore {
             return Ok(None);
         };
         let mut dids = Self::distinct_ids_on(&conn, team, &[p.id])?;
-        Ok(Some(Person {
-            distinct_ids: dids.remove(&p.id).unwrap_or_default(),
-            id: p.id,
-            team: p.team,
-            uuid: p.uuid,
-            created_at: p.created_at,
-            properties: p.properties,
-            is_identified: p.is_identified,
-        }))
+        let ids = dids.remove(&p.id).unwrap_or_default();
+        Ok(Some(p.into_person(ids)))
     }
 
     fn overrides(&self, team: TeamId) -> Result<HashMap<String, String>> {
