@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use chrono::{Datelike, Duration, NaiveDate, Timelike};
+use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, Timelike};
 use chrono_tz::Tz;
 use datafusion::arrow::array::{
     ArrayRef, AsArray, Int64Array, IntervalMonthDayNanoArray, StringArray,
@@ -19,8 +19,9 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{Expr, Operator, binary_expr};
 
 use super::time::{
-    MICROS, add_months, date_array, date_of_days, days_of, from_local, instants, local, midnight,
-    parse_date, seconds_array, timestamp_array,
+    MICROS, add_months, civil_from_days, date_array, date_of_days, days_from_civil, days_of,
+    from_local, instants, local, locals, midnight, parse_date, seconds_array, steady_offset,
+    timestamp_array,
 };
 use super::udf::{Kernel, Nulls, call};
 use super::{FnContext, FunctionError, invalid, lit_str, type_of};
@@ -196,6 +197,72 @@ impl Trunc {
             }
         })
     }
+
+    /// How far before its input a result can fall whose zone offset the DateTime results
+    /// depend on (the local midnight or the first of n days); Date results and the plain
+    /// hour need only the input's own offset.
+    fn lookback_micros(self) -> i64 {
+        const DAY: i64 = 86_400 * MICROS;
+        match self {
+            Trunc::Hours(_) => DAY,
+            Trunc::Days(n) => n.saturating_mul(DAY),
+            _ => 0,
+        }
+    }
+
+    /// [`Trunc::apply`] where the zone's offset is `o` seconds at the input and at the
+    /// result: integer arithmetic only.
+    fn apply_fixed(self, o: i64, micros: i64) -> i64 {
+        const DAY: i64 = 86_400;
+        let secs = micros.div_euclid(MICROS);
+        let ls = secs + o;
+        let day = ls.div_euclid(DAY);
+        match self {
+            Trunc::Seconds(n) => secs.div_euclid(n) * n,
+            Trunc::Hour => ls.div_euclid(3600) * 3600 - o,
+            Trunc::Hours(n) => day * DAY + (ls.rem_euclid(DAY) / 3600 / n) * n * 3600 - o,
+            Trunc::Days(n) => day.div_euclid(n) * n * DAY - o,
+            Trunc::Weeks(n, monday) => {
+                let base = if monday { 4 } else { 3 };
+                base + (day - base).div_euclid(7).div_euclid(n) * n * 7
+            }
+            Trunc::Months(n) => {
+                let (y, m, _) = civil_from_days(day);
+                let m = ((y - 1970) * 12 + m as i64 - 1).div_euclid(n) * n;
+                days_from_civil(1970 + m.div_euclid(12), m.rem_euclid(12) as u32 + 1, 1)
+            }
+            Trunc::Years(n) => days_from_civil(civil_from_days(day).0.div_euclid(n) * n, 1, 1),
+        }
+    }
+
+    /// Truncates a batch of UTC instants. When the zone keeps one offset over the whole
+    /// batch (always in UTC; within a day or so of data almost always elsewhere) this is
+    /// integer arithmetic; otherwise each row is converted to local time.
+    fn apply_all(self, tz: Tz, v: &[Option<i64>]) -> Vec<Option<i64>> {
+        let (lo, hi) = v
+            .iter()
+            .flatten()
+            .fold((i64::MAX, i64::MIN), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+        // Sampling the zone may cost at most a quarter of the per-row lookups it saves.
+        let budget = (v.len() / 4) as i64;
+        // Whole seconds do not depend on the zone.
+        let zone = if matches!(self, Trunc::Seconds(_)) {
+            Tz::UTC
+        } else {
+            tz
+        };
+        let steady = steady_offset(zone, lo.saturating_sub(self.lookback_micros()), hi, budget);
+        match steady {
+            Some(o) => v
+                .iter()
+                .map(|m| m.map(|m| self.apply_fixed(o, m)))
+                .collect(),
+            None => v
+                .iter()
+                .map(|m| m.and_then(|m| self.apply(tz, m)))
+                .collect(),
+        }
+    }
 }
 
 fn trunc_call(
@@ -215,10 +282,7 @@ fn trunc_call(
     };
     let out_tz = tz_name.clone();
     let k = kernel(move |a, _| {
-        let v: Vec<Option<i64>> = instants(&a[0], tz)?
-            .into_iter()
-            .map(|m| m.and_then(|m| tr.apply(tz, m)))
-            .collect();
+        let v = tr.apply_all(tz, &instants(&a[0], tz)?);
         Ok(if date {
             date_array(v.into_iter().map(|d| d.map(|d| d as i32)).collect())
         } else {
@@ -337,12 +401,9 @@ impl Part {
         }
     }
 
-    fn get(self, tz: Tz, micros: i64) -> Option<i64> {
-        if let Part::Unix = self {
-            return Some(micros.div_euclid(MICROS));
-        }
-        let l = local(tz, micros)?;
-        Some(match self {
+    /// The part of a local wall-clock time; `Unix` is read from the instant by the caller.
+    fn of_local(self, l: NaiveDateTime) -> i64 {
+        match self {
             Part::Year => l.year() as i64,
             Part::Quarter => l.month0() as i64 / 3 + 1,
             Part::Month => l.month() as i64,
@@ -363,8 +424,8 @@ impl Part {
             }
             Part::YyyyMm => l.year() as i64 * 100 + l.month() as i64,
             Part::YyyyMmDd => l.year() as i64 * 10000 + l.month() as i64 * 100 + l.day() as i64,
-            Part::Unix => unreachable!(),
-        })
+            Part::Unix => unreachable!("read from the instant"),
+        }
     }
 }
 
@@ -380,10 +441,17 @@ fn part_call(
     let ret = part.ret();
     let out = ret.clone();
     let k = kernel(move |a, _| {
-        let v: Int64Array = instants(&a[0], tz)?
-            .into_iter()
-            .map(|m| m.and_then(|m| part.get(tz, m)))
-            .collect();
+        let inst = instants(&a[0], tz)?;
+        let v: Int64Array = if let Part::Unix = part {
+            inst.iter()
+                .map(|m| m.map(|m| m.div_euclid(MICROS)))
+                .collect()
+        } else {
+            locals(tz, &inst)
+                .into_iter()
+                .map(|l| l.map(|l| part.of_local(l)))
+                .collect()
+        };
         Ok(cast(&v, &out)?)
     });
     Ok(call(
@@ -801,9 +869,9 @@ fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, 
                     })
                     .collect()
             }
-            _ => instants(&a[0], tz)?
+            _ => locals(tz, &instants(&a[0], tz)?)
                 .into_iter()
-                .map(|m| m.and_then(|m| local(tz, m)).map(|l| days_of(l.date())))
+                .map(|l| l.map(|l| days_of(l.date())))
                 .collect(),
         };
         Ok(date_array(v))
@@ -1060,6 +1128,69 @@ mod tests {
     use super::super::tests::*;
     use datafusion::arrow::datatypes::{DataType, TimeUnit};
     use datafusion::logical_expr::{Expr, Operator, binary_expr};
+
+    /// The batch path (integer arithmetic when the offset is steady) gives what converting
+    /// each row gives, in zones with DST, half-hour shifts and none, for batches that sit
+    /// beside, straddle and follow a transition.
+    #[test]
+    fn batch_truncation_matches_row_by_row() {
+        use super::super::time::MICROS;
+        use super::Trunc;
+        let zones = [
+            "UTC",
+            "America/New_York",
+            "Europe/London",
+            "Asia/Kolkata",
+            "Australia/Lord_Howe",
+            "Pacific/Chatham",
+        ];
+        let truncs = [
+            Trunc::Seconds(60),
+            Trunc::Hour,
+            Trunc::Hours(6),
+            Trunc::Days(1),
+            Trunc::Days(7),
+            Trunc::Weeks(1, true),
+            Trunc::Weeks(2, false),
+            Trunc::Months(1),
+            Trunc::Months(3),
+            Trunc::Years(1),
+        ];
+        let h = 3_600 * MICROS;
+        // 2024-03-10 07:00 UTC (New York springs forward), 2024-10-27 01:00 UTC (London falls
+        // back), 2024-04-06 15:00 UTC (Lord Howe), 1900-01-01, 2024-01-01.
+        let anchors = [
+            1_710_054_000,
+            1_729_990_800,
+            1_712_415_600,
+            -2_208_988_800,
+            1_704_067_200,
+        ];
+        let mut checked = 0;
+        for name in zones {
+            let tz: chrono_tz::Tz = name.parse().unwrap();
+            for &a in &anchors {
+                let a = a * MICROS;
+                for (from, to) in [(-30 * h, -h), (-3 * h, 3 * h), (h, 30 * h), (0, 24 * h)] {
+                    let mut batch: Vec<Option<i64>> = (0..2000)
+                        .map(|i| Some(a + from + (to - from) * i / 2000 + i * 7_919))
+                        .collect();
+                    batch.push(None);
+                    for tr in truncs {
+                        let want: Vec<Option<i64>> = batch
+                            .iter()
+                            .map(|m| m.and_then(|m| tr.apply(tz, m)))
+                            .collect();
+                        let got = tr.apply_all(tz, &batch);
+                        let bad = (0..want.len()).find(|&i| got[i] != want[i]);
+                        assert_eq!(bad, None, "{tr:?} in {name} near {a}: row {bad:?} differs");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, zones.len() * anchors.len() * 4 * truncs.len());
+    }
 
     fn ny_s() -> DataType {
         DataType::Timestamp(TimeUnit::Second, Some(TZ.into()))

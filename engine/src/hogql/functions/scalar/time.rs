@@ -59,6 +59,94 @@ pub(crate) fn from_local(tz: Tz, n: NaiveDateTime) -> i64 {
     }
 }
 
+/// The sampling step of [`steady_offset`]: no zone changes its offset twice within it.
+const OFFSET_STEP_SECS: i64 = 15 * 60;
+
+/// Bounds (µs, about ±7900 years) inside which the integer calendar paths agree with chrono's.
+const STEADY_RANGE_MICROS: i64 = 250_000_000_000_000_000;
+
+/// Zones whose offset never changes.
+fn fixed_zone(tz: Tz) -> bool {
+    matches!(
+        tz,
+        Tz::UTC | Tz::Etc__UTC | Tz::Etc__UCT | Tz::UCT | Tz::Etc__GMT | Tz::GMT | Tz::Zulu
+    )
+}
+
+/// `tz`'s offset (seconds east of UTC) if it is the same at every instant of `[lo, hi]`
+/// (µs), which lets a whole batch be computed with integer arithmetic instead of a zone
+/// lookup per row. Fixed zones answer at once. Others are sampled every 15 minutes, and
+/// only while that costs at most `budget` lookups: a transition between two samples would
+/// show as a different offset at the next one, since no zone changes its offset twice
+/// within 15 minutes.
+pub(crate) fn steady_offset(tz: Tz, lo: i64, hi: i64, budget: i64) -> Option<i64> {
+    if lo > hi || lo < -STEADY_RANGE_MICROS || hi > STEADY_RANGE_MICROS {
+        return None;
+    }
+    if fixed_zone(tz) {
+        return Some(0);
+    }
+    let step = OFFSET_STEP_SECS * MICROS;
+    if (hi - lo) / step > budget {
+        return None;
+    }
+    let first = offset_at(tz, lo);
+    let mut t = lo;
+    while t < hi {
+        t = (t + step).min(hi);
+        if offset_at(tz, t) != first {
+            return None;
+        }
+    }
+    Some(first)
+}
+
+/// The local wall-clock times of a batch of UTC instants (µs) in `tz`: what [`local`] gives
+/// for each, with one zone lookup per batch instead of one per row when the zone keeps one
+/// offset over the batch.
+pub(crate) fn locals(tz: Tz, v: &[Option<i64>]) -> Vec<Option<NaiveDateTime>> {
+    let (lo, hi) = v
+        .iter()
+        .flatten()
+        .fold((i64::MAX, i64::MIN), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+    match steady_offset(tz, lo, hi, (v.len() / 4) as i64) {
+        Some(o) => v
+            .iter()
+            .map(|m| {
+                m.and_then(|m| DateTime::<Utc>::from_timestamp_micros(m + o * MICROS))
+                    .map(|d| d.naive_utc())
+            })
+            .collect(),
+        None => v.iter().map(|m| m.and_then(|m| local(tz, m))).collect(),
+    }
+}
+
+/// (year, month 1-12, day) of a day number since 1970-01-01 (proleptic Gregorian).
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// The day number since 1970-01-01 of a (year, month 1-12, day).
+pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let (m, d) = (m as i64, d as i64);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 pub(crate) fn midnight(d: NaiveDate) -> NaiveDateTime {
     d.and_time(NaiveTime::MIN)
 }
@@ -307,6 +395,64 @@ mod tests {
 
     fn show(m: Option<i64>, tz: Tz) -> String {
         local(tz, m.unwrap()).unwrap().to_string()
+    }
+
+    #[test]
+    fn civil_days_round_trip_and_match_chrono() {
+        for d in (-800_000..800_000).step_by(37) {
+            let (y, m, dd) = civil_from_days(d);
+            assert_eq!(days_from_civil(y, m, dd), d);
+            let c = date_of_days(d as i32).unwrap();
+            assert_eq!((y, m, dd), (c.year() as i64, c.month(), c.day()), "day {d}");
+        }
+    }
+
+    #[test]
+    fn steady_offset_sees_every_transition() {
+        let ny: Tz = "America/New_York".parse().unwrap();
+        let h = 3_600 * MICROS;
+        // 2024-03-10 07:00 UTC: New York moves from -5 to -4.
+        let jump = 1_710_054_000 * MICROS;
+        assert_eq!(
+            steady_offset(ny, jump - 10 * h, jump - 1, 1000),
+            Some(-5 * 3600)
+        );
+        assert_eq!(
+            steady_offset(ny, jump, jump + 10 * h, 1000),
+            Some(-4 * 3600)
+        );
+        assert_eq!(steady_offset(ny, jump - 1, jump + 1, 1000), None);
+        assert_eq!(steady_offset(ny, jump - 10 * h, jump + 10 * h, 1000), None);
+        // Over the sampling budget: no answer rather than a guess.
+        assert_eq!(steady_offset(ny, 0, 400 * 24 * h, 100), None);
+        assert_eq!(steady_offset(Tz::UTC, i64::MIN / 2, 0, 0), None);
+        assert_eq!(steady_offset(Tz::UTC, -h, 10_000 * 24 * h, 0), Some(0));
+        // Lord Howe moves by 30 minutes.
+        let lh: Tz = "Australia/Lord_Howe".parse().unwrap();
+        let o = steady_offset(lh, jump, jump + 24 * h, 1000).unwrap();
+        assert_eq!(o, offset_at(lh, jump));
+    }
+
+    #[test]
+    fn batch_local_times_match_row_by_row() {
+        let h = 3_600 * MICROS;
+        let jump = 1_710_054_000 * MICROS;
+        for name in [
+            "UTC",
+            "America/New_York",
+            "Asia/Kolkata",
+            "Australia/Lord_Howe",
+        ] {
+            let tz: Tz = name.parse().unwrap();
+            for (from, to) in [(-20 * h, -h), (-h, h), (0, 20 * h)] {
+                let mut v: Vec<Option<i64>> = (0..1000)
+                    .map(|i| Some(jump + from + (to - from) * i / 1000))
+                    .collect();
+                v.push(None);
+                let want: Vec<_> = v.iter().map(|m| m.and_then(|m| local(tz, m))).collect();
+                assert!(locals(tz, &v) == want, "{name} {from}..{to}");
+            }
+        }
     }
 
     #[test]
