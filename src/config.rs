@@ -198,6 +198,10 @@ pub struct ServeArgs {
     /// Rows per Parquet row group.
     #[arg(long, env = "HEDGEROW_ROW_GROUP_ROWS", default_value_t = 128 * 1024)]
     pub row_group_rows: usize,
+    /// Most rows per Parquet data page. Smaller pages let the page index skip more of a
+    /// column for a filter on the sort order (event, timestamp), at some compression.
+    #[arg(long, env = "HEDGEROW_PAGE_ROWS", default_value_t = 20_000)]
+    pub page_rows: usize,
     /// Compaction's target Parquet file size.
     #[arg(long, env = "HEDGEROW_TARGET_FILE_SIZE", default_value = "128MiB", value_parser = parse_size)]
     pub target_file_size: u64,
@@ -279,6 +283,7 @@ impl ServeArgs {
         }
         cfg.wal_segment_bytes = self.wal_segment_size;
         cfg.row_group_rows = self.row_group_rows;
+        cfg.page_rows = self.page_rows;
         cfg.target_file_bytes = self.target_file_size;
         cfg.lease_ttl = self.lease_ttl;
         cfg.query.memory_limit = self.query_memory_limit as usize;

@@ -62,6 +62,8 @@ pub struct EngineConfig {
     pub wal_segment_bytes: u64,
     pub flush: FlushConfig,
     pub row_group_rows: usize,
+    /// Most rows per Parquet data page.
+    pub page_rows: usize,
     pub target_file_bytes: u64,
     /// A writer lease older than this is taken over.
     pub lease_ttl: Duration,
@@ -81,6 +83,7 @@ impl EngineConfig {
             wal_segment_bytes: 64 << 20,
             flush: FlushConfig::default(),
             row_group_rows: 128 * 1024,
+            page_rows: 20_000,
             target_file_bytes: 128 << 20,
             lease_ttl: Duration::from_secs(30),
             query: QueryConfig::new(PathBuf::from("spill")),
@@ -207,6 +210,7 @@ impl Engine {
         let mut tcfg = TableConfig::new(table_url);
         tcfg.options = cfg.storage_options.clone();
         tcfg.row_group_rows = cfg.row_group_rows;
+        tcfg.page_rows = cfg.page_rows;
         tcfg.target_file_bytes = cfg.target_file_bytes;
         let table = Arc::new(EventsTable::open(tcfg).await?);
         let committed = table.committed_seq().await?;

@@ -78,6 +78,8 @@ pub struct TableConfig {
     pub options: HashMap<String, String>,
     /// Rows per Parquet row group: smaller groups prune better, larger ones compress better.
     pub row_group_rows: usize,
+    /// Most rows per data page: the page index's granularity.
+    pub page_rows: usize,
     pub zstd_level: i32,
     /// Compaction's target file size.
     pub target_file_bytes: u64,
@@ -89,6 +91,7 @@ impl TableConfig {
             url,
             options: HashMap::new(),
             row_group_rows: 128 * 1024,
+            page_rows: 20_000,
             zstd_level: 3,
             target_file_bytes: 128 * 1024 * 1024,
         }
@@ -298,6 +301,7 @@ impl EventsTable {
             ))
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(self.cfg.row_group_rows.max(1)))
+            .set_data_page_row_count_limit(self.cfg.page_rows.max(1))
             .set_sorting_columns(Some(sorting))
             // A bloom filter on distinct_id: files are sorted by event and time, so min/max
             // statistics cannot skip anything for a person's events; the filter lets a
