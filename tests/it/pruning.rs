@@ -179,6 +179,7 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
         nobody.scan.row_groups_read,
         all.scan.row_groups_read
     );
+    file_layout(&tmp.path().join("events"));
     engine.shutdown().await;
     drop(engine);
 
@@ -199,4 +200,46 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
     let again = run(&engine, "SELECT count() FROM events").await;
     assert_eq!(again.results[0][0], json!(91 * PER_DAY));
     engine.shutdown().await;
+}
+
+/// Each column's encoding and codec in a written file, as `writer_properties` chooses them:
+/// LZ4 for the hot columns (a zstd reader context per column chunk costs more than it saves
+/// there), delta-encoded time columns, zstd for the big text ones, a bloom filter on
+/// distinct_id.
+fn file_layout(table: &std::path::Path) {
+    use parquet::basic::{Compression, Encoding};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let mut dirs = vec![table.to_path_buf()];
+    let mut file = None;
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                file = Some(p);
+            }
+        }
+    }
+    let file = file.expect("a Parquet file in the table");
+    let reader = SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let rg = reader.metadata().row_group(0);
+    let col = |name: &str| {
+        (0..rg.num_columns())
+            .map(|i| rg.column(i))
+            .find(|c| c.column_path().string() == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    for c in ["timestamp", "created_at"] {
+        assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}");
+        assert!(col(c).encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED), "{c}");
+        assert!(col(c).dictionary_page_offset().is_none(), "{c} has a dictionary");
+    }
+    for c in ["event", "distinct_id", "person_id", "$session_id", "mat_$pathname"] {
+        assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}");
+    }
+    for c in ["properties", "person_properties", "uuid", "elements_chain"] {
+        assert!(matches!(col(c).compression(), Compression::ZSTD(_)), "{c}");
+    }
+    assert!(col("distinct_id").bloom_filter_offset().is_some());
 }
