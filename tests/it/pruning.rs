@@ -232,10 +232,24 @@ fn file_layout(table: &std::path::Path) {
     };
     for c in ["timestamp", "created_at"] {
         assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}");
-        assert!(col(c).encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED), "{c}");
-        assert!(col(c).dictionary_page_offset().is_none(), "{c} has a dictionary");
+        assert!(
+            col(c)
+                .encodings()
+                .any(|e| e == Encoding::DELTA_BINARY_PACKED),
+            "{c}"
+        );
+        assert!(
+            col(c).dictionary_page_offset().is_none(),
+            "{c} has a dictionary"
+        );
     }
-    for c in ["event", "distinct_id", "person_id", "$session_id", "mat_$pathname"] {
+    for c in [
+        "event",
+        "distinct_id",
+        "person_id",
+        "$session_id",
+        "mat_$pathname",
+    ] {
         assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}");
     }
     for c in ["properties", "person_properties", "uuid", "elements_chain"] {
