@@ -427,10 +427,18 @@ mod tests {
         assert_eq!(steady_offset(ny, 0, 400 * 24 * h, 100), None);
         assert_eq!(steady_offset(Tz::UTC, i64::MIN / 2, 0, 0), None);
         assert_eq!(steady_offset(Tz::UTC, -h, 10_000 * 24 * h, 0), Some(0));
-        // Lord Howe moves by 30 minutes.
+        // Lord Howe moves by 30 minutes: +11:00 to +10:30 at 2024-04-06 15:00 UTC.
         let lh: Tz = "Australia/Lord_Howe".parse().unwrap();
-        let o = steady_offset(lh, jump, jump + 24 * h, 1000).unwrap();
-        assert_eq!(o, offset_at(lh, jump));
+        let shift = 1_712_415_600 * MICROS;
+        assert_eq!(
+            steady_offset(lh, shift - h, shift - 1, 1000),
+            Some(11 * 3600)
+        );
+        assert_eq!(
+            steady_offset(lh, shift, shift + h, 1000),
+            Some(10 * 3600 + 1800)
+        );
+        assert_eq!(steady_offset(lh, shift - 1, shift + 1, 1000), None);
     }
 
     #[test]
