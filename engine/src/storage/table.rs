@@ -310,7 +310,7 @@ impl EventsTable {
                 nulls_first: false,
             })
             .collect();
-        let b = WriterProperties::builder()
+        let mut b = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
                 ZstdLevel::try_new(self.cfg.zstd_level).unwrap_or_default(),
             ))
@@ -334,7 +334,6 @@ impl EventsTable {
         // files. LZ4 costs nothing to set up. Time columns are sorted within each event:
         // delta-encoded they are smaller than zstd made their dictionary (45 KB against
         // 72 KB for a day of 12 656 events).
-        let mut b = b;
         for c in file_cols {
             if matches!(c, "timestamp" | "created_at") {
                 let col = ColumnPath::from(c);
