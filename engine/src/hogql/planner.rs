@@ -2263,7 +2263,7 @@ impl Planner<'_> {
             && c.name == "properties"
             && crate::storage::schema::SHREDDED_PROPERTIES.contains(&path[0].as_str())
         {
-            let mat = format!("mat_{}", path[0]);
+            let mat = format!("{}{}", crate::storage::schema::SHREDDED_PREFIX, path[0]);
             if rel.is_some_and(|r| r.columns.contains(&mat)) {
                 let col = Expr::Column(Column::new(c.relation.clone(), mat));
                 return self.typed_property(col, kind, path, scope);

@@ -28,6 +28,9 @@ pub const SHREDDED_PROPERTIES: &[&str] = &[
     "$referring_domain",
 ];
 
+/// The name prefix of a shredded property's column (`mat_$browser`).
+pub const SHREDDED_PREFIX: &str = "mat_";
+
 /// The table's partition columns, in order.
 pub const PARTITION_COLUMNS: &[&str] = &["team_id", "event_date"];
 
@@ -58,7 +61,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         fields.push(s(&format!("$group_{i}"), true));
     }
     for p in SHREDDED_PROPERTIES {
-        fields.push(s(&format!("mat_{p}"), true));
+        fields.push(s(&format!("{SHREDDED_PREFIX}{p}"), true));
     }
     // UTC date of `timestamp`; a partition column, so it lives in the path, not the file.
     fields.push(Field::new("event_date", DataType::Date32, false));

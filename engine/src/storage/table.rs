@@ -35,7 +35,7 @@ use tokio::sync::Mutex;
 use tracing::{debug, info};
 use url::Url;
 
-use super::schema::{PARTITION_COLUMNS, SORT_COLUMNS, events_schema};
+use super::schema::{PARTITION_COLUMNS, SHREDDED_PREFIX, SORT_COLUMNS, events_schema};
 use crate::error::{ErrorKind, HasKind};
 use crate::ingest::TeamId;
 
@@ -99,7 +99,7 @@ impl TableConfig {
 }
 
 /// Hot, small columns written with LZ4 instead of zstd (see `writer_properties`), with the
-/// `mat_*` columns and the time columns.
+/// shredded `mat_*` columns and the time columns.
 const LZ4_COLUMNS: &[&str] = &[
     "event",
     "distinct_id",
@@ -111,7 +111,6 @@ const LZ4_COLUMNS: &[&str] = &[
     "$group_3",
     "$group_4",
 ];
-const MAT_PREFIX: &str = "mat_";
 
 /// What one append wrote.
 #[derive(Debug, Clone, Default)]
@@ -341,7 +340,7 @@ impl EventsTable {
                     .set_column_dictionary_enabled(col.clone(), false)
                     .set_column_encoding(col.clone(), Encoding::DELTA_BINARY_PACKED)
                     .set_column_compression(col, Compression::LZ4_RAW);
-            } else if LZ4_COLUMNS.contains(&c) || c.starts_with(MAT_PREFIX) {
+            } else if LZ4_COLUMNS.contains(&c) || c.starts_with(SHREDDED_PREFIX) {
                 b = b.set_column_compression(ColumnPath::from(c), Compression::LZ4_RAW);
             }
         }

@@ -19,8 +19,8 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{Expr, Operator, binary_expr};
 
 use super::time::{
-    MICROS, add_months, civil_from_days, date_array, date_of_days, days_from_civil, days_of,
-    from_local, instants, local, locals, midnight, parse_date, seconds_array, steady_offset,
+    MICROS, add_months, batch_offset, civil_from_days, date_array, date_of_days, days_from_civil,
+    days_of, from_local, instants, local, locals, midnight, parse_date, seconds_array,
     timestamp_array,
 };
 use super::udf::{Kernel, Nulls, call};
@@ -239,20 +239,13 @@ impl Trunc {
     /// batch (always in UTC; within a day or so of data almost always elsewhere) this is
     /// integer arithmetic; otherwise each row is converted to local time.
     fn apply_all(self, tz: Tz, v: &[Option<i64>]) -> Vec<Option<i64>> {
-        let (lo, hi) = v
-            .iter()
-            .flatten()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), &m| (lo.min(m), hi.max(m)));
-        // Sampling the zone may cost at most a quarter of the per-row lookups it saves.
-        let budget = (v.len() / 4) as i64;
         // Whole seconds do not depend on the zone.
         let zone = if matches!(self, Trunc::Seconds(_)) {
             Tz::UTC
         } else {
             tz
         };
-        let steady = steady_offset(zone, lo.saturating_sub(self.lookback_micros()), hi, budget);
-        match steady {
+        match batch_offset(zone, v, self.lookback_micros()) {
             Some(o) => v
                 .iter()
                 .map(|m| m.map(|m| self.apply_fixed(o, m)))
