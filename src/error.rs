@@ -56,6 +56,7 @@ pub fn status_of(kind: ErrorKind) -> (StatusCode, &'static str) {
         ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
         ErrorKind::Conflict => (StatusCode::CONFLICT, "validation_error"),
         ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "validation_error"),
+        ErrorKind::TooManyRequests => (StatusCode::TOO_MANY_REQUESTS, "throttled_error"),
         ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
         ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
     }
@@ -69,7 +70,7 @@ impl IntoResponse for ApiError {
         }
         let body = json!({"type": ty, "code": self.code, "detail": self.detail, "attr": self.attr});
         let mut resp = (status, Json(body)).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("5"),

@@ -17,6 +17,9 @@ pub enum ErrorKind {
     Conflict,
     /// A request or payload over a documented limit.
     TooLarge,
+    /// Over a rate or concurrency limit: the same request may succeed later (429 with
+    /// `Retry-After`).
+    TooManyRequests,
     /// The service cannot do it now (disk full, fsync failed, shutting down).
     Unavailable,
     Internal,
@@ -34,6 +37,7 @@ pub trait HasKind {
             ErrorKind::NotFound => "not_found",
             ErrorKind::Conflict => "conflict",
             ErrorKind::TooLarge => "too_large",
+            ErrorKind::TooManyRequests => "throttled",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "error",
         }
