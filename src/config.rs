@@ -234,6 +234,21 @@ pub struct ServeArgs {
     /// Query results kept in the cache.
     #[arg(long, env = "HEDGEROW_QUERY_CACHE_ENTRIES", default_value_t = 1000)]
     pub query_cache_entries: u64,
+    /// A query still running after this long (waiting for a slot included) is stopped and
+    /// answers `query_timeout`.
+    #[arg(long, env = "HEDGEROW_QUERY_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
+    pub query_timeout: Duration,
+    /// Queries that run at once over all projects; more wait for a slot. Default: the
+    /// number of cores (at least 2).
+    #[arg(long, env = "HEDGEROW_QUERY_CONCURRENCY")]
+    pub query_concurrency: Option<usize>,
+    /// Queries one project may have running or waiting; more are refused with a 429.
+    #[arg(
+        long,
+        env = "HEDGEROW_QUERY_CONCURRENCY_PER_PROJECT",
+        default_value_t = 8
+    )]
+    pub query_concurrency_per_project: usize,
     /// Log filter (tracing's env-filter syntax).
     #[arg(long, env = "HEDGEROW_LOG", default_value = "info")]
     pub log: String,
@@ -290,6 +305,11 @@ impl ServeArgs {
         cfg.query.very_fresh = self.query_very_fresh;
         cfg.query.somewhat_fresh = self.query_somewhat_fresh;
         cfg.query.cache_entries = self.query_cache_entries;
+        cfg.query.limits.timeout = self.query_timeout;
+        if let Some(n) = self.query_concurrency {
+            cfg.query.limits.concurrency = n.max(1);
+        }
+        cfg.query.limits.per_project = self.query_concurrency_per_project.max(1);
         cfg.person_processing = self.person_processing == "on";
         cfg.flush = FlushConfig {
             max_rows: self.flush_rows,

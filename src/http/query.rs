@@ -78,6 +78,9 @@ pub async fn run(
         |e| {
             let attr = match &e {
                 QueryError::Invalid(m) if m.starts_with("name") => Some("name"),
+                QueryError::Invalid(m) if m.starts_with("client_query_id") => {
+                    Some("client_query_id")
+                }
                 _ => None,
             };
             let err = ApiError::from(e);

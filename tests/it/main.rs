@@ -5,6 +5,7 @@
 mod auth;
 mod capture;
 mod durability;
+mod limits;
 mod memory;
 mod persons;
 mod pruning;

@@ -15,6 +15,11 @@ pub use crate::hogql::lexer::SyntaxError;
 /// The deepest tree (and the deepest parser recursion) a query may produce.
 pub const MAX_DEPTH: usize = 512;
 
+/// The most SELECTs nested inside one another (ClickHouse's `max_subquery_depth`). Each
+/// level is several plan nodes for the planner and DataFusion's optimizer, which recurse
+/// over them; the query runtime's stack is sized for this bound.
+pub const MAX_SUBQUERY_DEPTH: usize = 100;
+
 /// Recursion levels run on one stack before the descent moves to a fresh thread.
 const SEGMENT: usize = 16;
 /// Stack of each such thread (virtual memory; only what is touched is committed).
@@ -165,6 +170,8 @@ struct Parser<'a> {
     depth: usize,
     /// The deepest absolute tree level reached by what was parsed since the last reset.
     hw: usize,
+    /// SELECTs open around the current position.
+    selects: usize,
 }
 
 /// What a parenthesized group held.
@@ -243,6 +250,7 @@ impl<'a> Parser<'a> {
             pos: 0,
             depth: 0,
             hw: 0,
+            selects: 0,
         })
     }
 
@@ -563,6 +571,18 @@ impl<'a> Parser<'a> {
     }
 
     fn select(&mut self) -> PResult<Query> {
+        if self.selects >= MAX_SUBQUERY_DEPTH {
+            return Err(self.err_here(format!(
+                "subqueries are nested too deeply (more than {MAX_SUBQUERY_DEPTH} levels)"
+            )));
+        }
+        self.selects += 1;
+        let r = self.select_body();
+        self.selects -= 1;
+        r
+    }
+
+    fn select_body(&mut self) -> PResult<Query> {
         let start = self.tok().start;
         let mut s = Select::default();
         if self.eat_kw("WITH") {
@@ -2745,6 +2765,21 @@ mod tests {
     }
 
     #[test]
+    fn subqueries_nest_up_to_clickhouses_depth() {
+        let depth = |n: usize| parse_query(&format!("SELECT {}", nest("(SELECT ", "1", ")", n)));
+        assert!(depth(MAX_SUBQUERY_DEPTH - 1).is_ok());
+        let e = depth(MAX_SUBQUERY_DEPTH).expect_err("one level too many");
+        assert!(
+            e.message.contains("subqueries are nested too deeply"),
+            "{e}"
+        );
+        // Siblings are not nesting: a long UNION chain or many subqueries side by side parse.
+        assert!(parse_query(&vec!["SELECT 1"; 300].join(" UNION ALL ")).is_ok());
+        let side_by_side = vec!["(SELECT 1)"; 300].join(" + ");
+        assert!(parse_query(&format!("SELECT {side_by_side}")).is_ok());
+    }
+
+    #[test]
     fn nesting_up_to_the_limit_parses() {
         // Run on a thread with the default 2 MiB stack, as tokio workers have.
         std::thread::Builder::new()
@@ -2761,7 +2796,14 @@ mod tests {
                 ok(format!("SELECT {}", nest("(1 + ", "1", ")", 250)));
                 ok(format!("SELECT {}", nest("-(", "1", ")", 250)));
                 ok(format!("SELECT {}", vec!["1"; 500].join(" + ")));
-                ok(format!("SELECT {}", nest("(SELECT ", "1", ")", 160)));
+                ok(format!(
+                    "SELECT {}",
+                    nest("(SELECT ", "1", ")", MAX_SUBQUERY_DEPTH - 1)
+                ));
+                ok(format!(
+                    "SELECT 1 FROM {}",
+                    nest("(SELECT * FROM ", "t", ")", MAX_SUBQUERY_DEPTH - 1)
+                ));
                 ok(format!(
                     "SELECT {}",
                     nest("CASE WHEN x THEN ", "1", " END", 250)

@@ -74,7 +74,10 @@ pub struct PlanContext<'a> {
 
 /// Plans a whole query.
 pub fn plan_query(query: &ast::Query, ctx: &PlanContext<'_>) -> PResult<LogicalPlan> {
-    let planner = Planner { ctx };
+    let planner = Planner {
+        ctx,
+        value_subqueries: Default::default(),
+    };
     planner.query(query, &Ctes::default())
 }
 
@@ -97,7 +100,17 @@ impl Ctes {
 
 struct Planner<'a> {
     ctx: &'a PlanContext<'a>,
+    /// Subqueries used as values (scalar, `IN`, `EXISTS`) open around the current position.
+    value_subqueries: std::cell::Cell<usize>,
 }
+
+/// The most subqueries used as values (`(SELECT …)`, `IN (SELECT …)`, `EXISTS (…)`) nested
+/// inside one another. DataFusion checks a plan's subquery invariants by visiting each
+/// nested subquery twice per level above it (`datafusion-expr` 55, `invariants.rs`), so
+/// planning time doubles with each level: measured in a debug build, 10 levels 0.25 s, 14
+/// levels 1.8 s, 18 levels 26 s. Subqueries in FROM cost nothing of the kind and nest up
+/// to the parser's bound (ClickHouse's 100).
+pub const MAX_VALUE_SUBQUERY_DEPTH: usize = 10;
 
 /// One relation of a FROM clause.
 #[derive(Debug, Clone)]
@@ -142,6 +155,24 @@ impl Planner<'_> {
             now: self.ctx.now,
             schema,
         }
+    }
+
+    /// Plans a subquery used as a value, within [`MAX_VALUE_SUBQUERY_DEPTH`].
+    fn value_subquery(&self, q: &ast::Query, ctes: &Ctes, span: Span) -> PResult<LogicalPlan> {
+        let depth = self.value_subqueries.get();
+        if depth >= MAX_VALUE_SUBQUERY_DEPTH {
+            return err(
+                format!(
+                    "subqueries used as values are nested too deeply (more than \
+                     {MAX_VALUE_SUBQUERY_DEPTH} levels); nest them in FROM instead"
+                ),
+                span,
+            );
+        }
+        self.value_subqueries.set(depth + 1);
+        let plan = self.query(q, ctes);
+        self.value_subqueries.set(depth);
+        plan
     }
 
     fn query(&self, q: &ast::Query, ctes: &Ctes) -> PResult<LogicalPlan> {
@@ -1597,13 +1628,13 @@ impl Planner<'_> {
                 ),
             },
             ExprKind::Subquery(q) => {
-                let plan = self.query(q, scope.ctes)?;
+                let plan = self.value_subquery(q, scope.ctes, e.span)?;
                 Ok(datafusion::logical_expr::expr_fn::scalar_subquery(
                     Arc::new(plan),
                 ))
             }
             ExprKind::Exists(q) => {
-                let plan = self.query(q, scope.ctes)?;
+                let plan = self.value_subquery(q, scope.ctes, e.span)?;
                 Ok(datafusion::logical_expr::expr_fn::exists(Arc::new(plan)))
             }
         }
@@ -1818,7 +1849,7 @@ impl Planner<'_> {
                     && p.len() == 1
                     && let Some(q) = scope.ctes.query(&p[0])
                 {
-                    let plan = self.query(q, scope.ctes)?;
+                    let plan = self.value_subquery(q, scope.ctes, e.span)?;
                     datafusion::logical_expr::expr_fn::in_subquery(v.clone(), Arc::new(plan))
                 } else {
                     let arr = self.expr(e, scope)?;
@@ -1851,7 +1882,7 @@ impl Planner<'_> {
         q: &ast::Query,
         scope: &Scope<'_>,
     ) -> PResult<(Expr, LogicalPlan)> {
-        let plan = self.query(q, scope.ctes)?;
+        let plan = self.value_subquery(q, scope.ctes, lhs.span)?;
         if let ExprKind::Tuple(items) = &lhs.kind {
             let n = plan.schema().fields().len();
             if n != items.len() {

@@ -8,6 +8,7 @@
 //! "very fresh" / "somewhat fresh" ages of PostHog's refresh modes apply on top: an entry on
 //! older data is still served while younger than those ages.
 
+pub mod exec;
 pub mod persons_tables;
 pub mod pool;
 pub mod provider;
@@ -48,6 +49,9 @@ pub const DEFAULT_LIMIT: usize = 100;
 pub const MAX_LIMIT: usize = 50_000;
 /// Longest accepted query name (spec §8).
 pub const MAX_NAME_CHARS: usize = 128;
+/// Longest accepted `client_query_id`: it names the query in URLs, the task registry and
+/// the query log.
+pub const MAX_CLIENT_QUERY_ID_CHARS: usize = 256;
 /// How long a query's log entry can be read back (spec §8).
 pub const LOG_RETENTION: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
@@ -67,6 +71,8 @@ pub struct QueryConfig {
     pub cache_entries: u64,
     /// How long a finished async query's status stays readable.
     pub task_ttl: Duration,
+    /// Concurrency, per-project admission, time limit and threads of the query runtime.
+    pub limits: exec::QueryLimits,
 }
 
 impl QueryConfig {
@@ -81,6 +87,7 @@ impl QueryConfig {
             somewhat_fresh: Duration::from_secs(60),
             cache_entries: 1000,
             task_ttl: Duration::from_secs(3600),
+            limits: exec::QueryLimits::default(),
         }
     }
 }
@@ -99,6 +106,10 @@ pub enum QueryError {
     Cancelled(String),
     #[error("The query needs more memory than the limit allows even with spilling: {0}")]
     Memory(String),
+    #[error("The query took longer than the limit of {} s (--query-timeout) and was stopped", .0.as_secs_f64())]
+    Timeout(Duration),
+    #[error("{0}")]
+    Throttled(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -110,7 +121,9 @@ impl HasKind for QueryError {
             | QueryError::Query(_)
             | QueryError::Invalid(_)
             | QueryError::Cancelled(_)
-            | QueryError::Memory(_) => ErrorKind::InvalidInput,
+            | QueryError::Memory(_)
+            | QueryError::Timeout(_) => ErrorKind::InvalidInput,
+            QueryError::Throttled(_) => ErrorKind::TooManyRequests,
             QueryError::NotFound(_) => ErrorKind::NotFound,
             QueryError::Internal(_) => ErrorKind::Internal,
         }
@@ -121,6 +134,8 @@ impl HasKind for QueryError {
             QueryError::Query(_) => "hogql_query_error",
             QueryError::Cancelled(_) => "query_cancelled",
             QueryError::Memory(_) => "query_memory_limit",
+            QueryError::Timeout(_) => "query_timeout",
+            QueryError::Throttled(_) => "throttled",
             QueryError::Invalid(_) => "invalid_input",
             QueryError::NotFound(_) => "not_found",
             QueryError::Internal(_) => "error",
@@ -241,6 +256,8 @@ struct Task {
 pub struct QueryService {
     cfg: QueryConfig,
     runtime: Arc<RuntimeEnv>,
+    /// The runtime queries run on, apart from HTTP and capture.
+    exec: exec::Executor,
     meta: Arc<MetaStore>,
     table: Arc<EventsTable>,
     buffer: Arc<EventBuffer>,
@@ -280,9 +297,12 @@ impl QueryService {
         let cache = moka::future::Cache::builder()
             .max_capacity(cfg.cache_entries)
             .build();
+        let exec = exec::Executor::new(cfg.limits.clone(), Some(runtime.memory_pool.clone()))
+            .map_err(|e| QueryError::Internal(format!("cannot start the query runtime: {e}")))?;
         Ok(Self {
             cfg,
             runtime,
+            exec,
             meta,
             table,
             buffer,
@@ -463,15 +483,52 @@ fn query_log_table(
 }
 
 impl QueryService {
-    /// Parses, plans and runs one HogQL query for `project`. Stops (and returns
+    /// Parses, plans and runs one HogQL query for `project` on the query runtime, under its
+    /// admission rules and time limit (see [`exec`]). Stops (and returns
     /// [`QueryError::Cancelled`]) as soon as `cancel` fires.
     pub async fn run_hogql(
-        &self,
+        self: &Arc<Self>,
         project: &Project,
         text: &str,
         values: &HashMap<String, Value>,
         modifiers: Modifiers,
         cancel: &CancellationToken,
+    ) -> Result<HogQLRun, QueryError> {
+        let admitted = self.exec.admit(project.id)?;
+        self.run_hogql_admitted(admitted, project, text, values, modifiers, cancel)
+            .await
+    }
+
+    async fn run_hogql_admitted(
+        self: &Arc<Self>,
+        admitted: exec::Admitted,
+        project: &Project,
+        text: &str,
+        values: &HashMap<String, Value>,
+        modifiers: Modifiers,
+        cancel: &CancellationToken,
+    ) -> Result<HogQLRun, QueryError> {
+        let (this, project2, text, values) = (
+            self.clone(),
+            project.clone(),
+            text.to_string(),
+            values.clone(),
+        );
+        self.exec
+            .run_admitted(admitted, cancel, async move {
+                this.run_hogql_here(&project2, &text, &values, modifiers)
+                    .await
+            })
+            .await
+    }
+
+    /// [`Self::run_hogql`] on the calling task.
+    async fn run_hogql_here(
+        &self,
+        project: &Project,
+        text: &str,
+        values: &HashMap<String, Value>,
+        modifiers: Modifiers,
     ) -> Result<HogQLRun, QueryError> {
         let mut timings = Vec::new();
         let t0 = Instant::now();
@@ -487,10 +544,7 @@ impl QueryService {
         timings.push(("./plan".to_string(), t0.elapsed().as_secs_f64()));
 
         let t2 = Instant::now();
-        let (_, physical, batches) = tokio::select! {
-            r = self.execute(&ctx, plan) => r?,
-            _ = cancel.cancelled() => return Err(QueryError::Cancelled(String::new())),
-        };
+        let (_, physical, batches) = self.execute(&ctx, plan).await?;
         let schema = physical.schema();
         let mut scan = ScanStats::default();
         scan_stats(physical.as_ref(), &mut scan);
@@ -583,7 +637,20 @@ impl QueryService {
     /// Runs a HogQL query and describes how it ran: the optimized DataFusion logical plan and
     /// the physical plan with each operator's metrics (rows, time, bytes scanned, files and
     /// row groups pruned). What `hedgerow query --explain` prints.
-    pub async fn explain_hogql(&self, project: &Project, text: &str) -> Result<String, QueryError> {
+    pub async fn explain_hogql(
+        self: &Arc<Self>,
+        project: &Project,
+        text: &str,
+    ) -> Result<String, QueryError> {
+        let (this, project2, text) = (self.clone(), project.clone(), text.to_string());
+        self.exec
+            .run(project.id, &CancellationToken::new(), async move {
+                this.explain_here(&project2, &text).await
+            })
+            .await
+    }
+
+    async fn explain_here(&self, project: &Project, text: &str) -> Result<String, QueryError> {
         let p = self
             .plan_hogql(project, text, &HashMap::new(), Modifiers::default())
             .await?;
@@ -621,7 +688,11 @@ impl QueryService {
     /// names and property keys: the prompt's words are matched against them (an event named
     /// in the prompt becomes the filter, "by <property>" a breakdown, "per day/week/month" a
     /// time bucket, "users" a unique-person count). A starting point to edit, not an answer.
-    pub async fn draft_sql(&self, project: &Project, prompt: &str) -> Result<String, QueryError> {
+    pub async fn draft_sql(
+        self: &Arc<Self>,
+        project: &Project,
+        prompt: &str,
+    ) -> Result<String, QueryError> {
         let cancel = CancellationToken::new();
         let none = HashMap::new();
         let events = self
@@ -682,6 +753,14 @@ impl QueryService {
                 n.chars().count()
             )));
         }
+        if let Some(id) = &req.client_query_id
+            && (id.chars().count() > MAX_CLIENT_QUERY_ID_CHARS || id.is_empty())
+        {
+            return Err(QueryError::Invalid(format!(
+                "client_query_id must be 1 to {MAX_CLIENT_QUERY_ID_CHARS} characters, got {}",
+                id.chars().count()
+            )));
+        }
         let node = HogQLNode::from_value(&req.query)?;
         let key = cache_key(project.id, &node);
         self.caught_up().await;
@@ -724,6 +803,8 @@ impl QueryService {
             return Ok(QueryOutcome::Done(resp));
         }
 
+        // Over the project's concurrency: refused now (429), for async requests too.
+        let admitted = self.exec.admit(project.id)?;
         let cancel = CancellationToken::new();
         let started_at = self.clock.now();
         {
@@ -752,6 +833,9 @@ impl QueryService {
             project, &node, &req, &query_id, started_at, None, "running", None,
         ));
 
+        // A blocking request whose client goes away (the handler's future is dropped) cancels
+        // its query rather than leaving it to run for nobody.
+        let client_gone = cancel.clone().drop_guard();
         let this = self.clone();
         let project2 = project.clone();
         let node2 = node.clone();
@@ -759,7 +843,8 @@ impl QueryService {
         let qid = query_id.clone();
         let work = async move {
             let run = this
-                .run_hogql(
+                .run_hogql_admitted(
+                    admitted,
                     &project2,
                     &node2.query,
                     &node2.values,
@@ -776,6 +861,7 @@ impl QueryService {
             .await
         };
         if req.refresh.is_async() {
+            client_gone.disarm();
             tokio::spawn(work);
             let mut resp = json!({
                 "results": null, "columns": null, "types": null, "hogql": null,
@@ -799,10 +885,12 @@ impl QueryService {
         }
         // Blocking: run here, but as a task so DELETE can still cancel it.
         let handle = tokio::spawn(work);
-        match handle.await {
+        let r = match handle.await {
             Ok(r) => r.map(QueryOutcome::Done),
             Err(e) => Err(QueryError::Internal(format!("query task failed: {e}"))),
-        }
+        };
+        client_gone.disarm();
+        r
     }
 
     #[allow(clippy::too_many_arguments)]

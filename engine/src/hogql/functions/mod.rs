@@ -9,6 +9,7 @@
 //! window functions, array functions and lambdas.
 
 mod aggregate;
+pub mod budget;
 mod scalar;
 
 use chrono::{DateTime, Utc};

@@ -7,8 +7,8 @@
 use super::super::FnContext;
 use super::{FunctionError, default_value, lit, type_of};
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, ListArray, Scalar, StringArray, UInt32Array,
-    UInt64Array, new_empty_array,
+    Array, ArrayRef, AsArray, BooleanArray, ListArray, Scalar, UInt32Array, UInt64Array,
+    new_empty_array,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::{SortOptions, cast, sort_to_indices, take};
@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Op {
+    Range,
     Has,
     HasAny,
     HasAll,
@@ -58,7 +59,14 @@ pub(super) fn call(op: Op, name: &'static str, ret: DataType, args: Vec<Expr>) -
         op,
         name,
         ret,
-        signature: Signature::variadic_any(Volatility::Immutable),
+        // A range is a few bytes of text that can make gigabytes: never folded into a
+        // literal while planning (where it would be copied with the plan, outside the
+        // memory pool), always built per batch under the output budget.
+        signature: Signature::variadic_any(if op == Op::Range {
+            Volatility::Volatile
+        } else {
+            Volatility::Immutable
+        }),
     };
     ScalarUDF::from(udf).call(args)
 }
@@ -147,7 +155,16 @@ pub(super) fn translate(
     let simple = |op: Op, ret: DataType, args: Vec<Expr>| Ok(call(op, name_static, ret, args));
     match name {
         "array" => Ok(fnn::make_array::make_array_udf().call(args)),
-        "range" => Ok(fnn::range::range_udf().call(args)),
+        "range" => {
+            let args = args
+                .into_iter()
+                .map(|a| {
+                    let t = type_of(&a, ctx)?;
+                    Ok(cast_to(a, &t, &DataType::Int64))
+                })
+                .collect::<Result<Vec<_>, FunctionError>>()?;
+            simple(Op::Range, list_of(DataType::Int64), args)
+        }
         "arrayConcat" => Ok(fnn::concat::array_concat_udf().call(args)),
         "arrayPushBack" => Ok(fnn::concat::array_append_udf().call(args)),
         "arrayPushFront" => {
@@ -354,8 +371,72 @@ fn rows_of(values: &ArrayRef) -> Result<datafusion::arrow::row::Rows> {
     Ok(conv.convert_columns(std::slice::from_ref(values))?)
 }
 
+/// ClickHouse's `function_range_max_elements_in_block`.
+const MAX_RANGE_ELEMENTS: u64 = 500_000_000;
+
+/// `range(end)`, `range(start, end[, step])` over Int64 arguments, its size checked first.
+fn range(a: &[ArrayRef]) -> Result<ArrayRef> {
+    use datafusion::arrow::array::Int64Builder;
+    use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
+    use datafusion::arrow::datatypes::Int64Type;
+    let ints: Vec<_> = a.iter().map(|x| x.as_primitive::<Int64Type>()).collect();
+    let rows = ints.first().map_or(0, |x| x.len());
+    let mut spans = Vec::with_capacity(rows);
+    let mut total: u64 = 0;
+    for r in 0..rows {
+        if ints.iter().any(|x| x.is_null(r)) {
+            spans.push(None);
+            continue;
+        }
+        let v = |i: usize| ints[i].value(r) as i128;
+        let (start, end, step) = match ints.len() {
+            1 => (0, v(0), 1),
+            2 => (v(0), v(1), 1),
+            _ => (v(0), v(1), v(2)),
+        };
+        if step == 0 {
+            return Err(datafusion::error::DataFusionError::Execution(
+                "The step of function range must not be zero".into(),
+            ));
+        }
+        let count = if step > 0 && end > start {
+            (end - start - 1) / step + 1
+        } else if step < 0 && start > end {
+            (start - end - 1) / -step + 1
+        } else {
+            0
+        };
+        total = total.saturating_add(count.min(u64::MAX as i128) as u64);
+        if total > MAX_RANGE_ELEMENTS {
+            return Err(datafusion::error::DataFusionError::Execution(format!(
+                "A call to function range would produce {total} array elements, which is \
+                 greater than the allowed maximum of {MAX_RANGE_ELEMENTS}"
+            )));
+        }
+        spans.push(Some((start, count, step)));
+    }
+    crate::hogql::functions::budget::Output::new("range").take(total as usize * 8)?;
+    let mut values = Int64Builder::with_capacity(total as usize);
+    let mut lens = Vec::with_capacity(rows);
+    for span in &spans {
+        let (start, count, step) = span.unwrap_or((0, 0, 1));
+        for k in 0..count {
+            values.append_value((start + k * step) as i64);
+        }
+        lens.push(count as usize);
+    }
+    let nulls = NullBuffer::new(BooleanBuffer::from_iter(spans.iter().map(Option::is_some)));
+    Ok(Arc::new(ListArray::try_new(
+        Arc::new(Field::new_list_field(DataType::Int64, true)),
+        OffsetBuffer::from_lengths(lens),
+        Arc::new(values.finish()),
+        Some(nulls),
+    )?))
+}
+
 fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
     match op {
+        Op::Range => range(a),
         Op::Has | Op::IndexOf => {
             let l = as_list(&a[0])?;
             let conv = RowConverter::new(vec![SortField::new(l.values().data_type().clone())])?;
@@ -418,7 +499,7 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
                     let k = ix.value(i);
                     if k > 0 && k <= len {
                         Some(s as i64 + k - 1)
-                    } else if k < 0 && -k <= len {
+                    } else if k < 0 && k.unsigned_abs() <= len as u64 {
                         Some(e as i64 + k)
                     } else {
                         oor.push(true);
@@ -494,20 +575,27 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             let l = as_list(&a[0])?;
             let vals = l.values().as_string::<i32>().clone();
             let sep = a[1].as_string::<i32>();
-            let out: StringArray = spans(&l)
-                .enumerate()
-                .map(|(i, (ok, s, e))| {
-                    ok.then(|| {
-                        let sep = if sep.is_valid(i) { sep.value(i) } else { "" };
-                        (s..e)
-                            .filter(|j| vals.is_valid(*j))
-                            .map(|j| vals.value(j))
-                            .collect::<Vec<_>>()
-                            .join(sep)
-                    })
-                })
-                .collect();
-            Ok(Arc::new(out))
+            let mut budget = crate::hogql::functions::budget::Output::new("arrayStringConcat");
+            let mut out = datafusion::arrow::array::StringBuilder::new();
+            for (i, (ok, s, e)) in spans(&l).enumerate() {
+                if !ok {
+                    out.append_null();
+                    continue;
+                }
+                let sep = if sep.is_valid(i) { sep.value(i) } else { "" };
+                let parts: Vec<&str> = (s..e)
+                    .filter(|j| vals.is_valid(*j))
+                    .map(|j| vals.value(j))
+                    .collect();
+                let size = parts
+                    .iter()
+                    .map(|p| p.len())
+                    .sum::<usize>()
+                    .saturating_add(sep.len().saturating_mul(parts.len().saturating_sub(1)));
+                budget.take(size)?;
+                out.append_value(parts.join(sep));
+            }
+            Ok(Arc::new(out.finish()))
         }
         Op::Compact | Op::Distinct => {
             let l = as_list(&a[0])?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use chrono_tz::Tz;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, StringBuilder,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit, UInt64Type};
@@ -16,6 +16,7 @@ use datafusion::logical_expr::{Cast, Expr, TryCast};
 use super::time::{MICROS, date_of_days, local};
 use super::udf::{Kernel, Nulls, call};
 use super::{FnContext, FunctionError, invalid, is_string, lit_str, type_of};
+use crate::hogql::functions::budget::Output;
 
 fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
     Arc::new(k)
@@ -254,6 +255,18 @@ pub(crate) fn to_string_expr(
             }
             DataType::Null => (0..n).map(|_| None::<String>).collect(),
             _ => {
+                // Arrays, maps and tuples print to about as many bytes as they hold:
+                // reserved before Arrow builds the text.
+                if matches!(
+                    in_ty,
+                    DataType::List(_)
+                        | DataType::LargeList(_)
+                        | DataType::FixedSizeList(..)
+                        | DataType::Map(..)
+                        | DataType::Struct(_)
+                ) {
+                    Output::new("toString").take(x.get_array_memory_size())?;
+                }
                 let c = cast(x, &DataType::Utf8)?;
                 c.as_string::<i32>().iter().collect()
             }
@@ -336,20 +349,29 @@ fn to_json_string(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
     let s = to_string_expr(a, None, ctx)?;
     let k = kernel(move |arr, _| {
         let s = cast(&arr[0], &DataType::Utf8)?;
-        let v: StringArray = s
-            .as_string::<i32>()
-            .iter()
-            .map(|s| {
-                Some(match s {
-                    None => "null".to_string(),
-                    Some(s) if numeric && !matches!(s, "nan" | "inf" | "-inf") => s.to_string(),
-                    Some(_) if numeric => "null".to_string(),
-                    Some(s) if boolean => s.to_string(),
-                    Some(s) => serde_json::to_string(s).unwrap_or_default(),
-                })
-            })
-            .collect();
-        Ok(Arc::new(v) as ArrayRef)
+        let mut budget = Output::new("toJSONString");
+        let mut out = StringBuilder::new();
+        for s in s.as_string::<i32>().iter() {
+            match s {
+                None => out.append_value("null"),
+                Some(s) if numeric && !matches!(s, "nan" | "inf" | "-inf") => out.append_value(s),
+                Some(_) if numeric => out.append_value("null"),
+                Some(s) if boolean => out.append_value(s),
+                Some(s) => {
+                    let escaped: usize = s
+                        .bytes()
+                        .map(|b| match b {
+                            b'"' | b'\\' => 2,
+                            0..=0x1f => 6,
+                            _ => 1,
+                        })
+                        .sum();
+                    budget.take(escaped + 2)?;
+                    out.append_value(serde_json::to_string(s).unwrap_or_default());
+                }
+            }
+        }
+        Ok(Arc::new(out.finish()) as ArrayRef)
     });
     Ok(call(
         "toJSONString",

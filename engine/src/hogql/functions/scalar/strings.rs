@@ -17,8 +17,9 @@ use datafusion::functions::expr_fn as f;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 use regex::Regex;
 
-use super::udf::{Kernel, Nulls, call};
+use super::udf::{Kernel, Nulls, call, call_unfolded};
 use super::{FnContext, FunctionError, invalid, type_of};
+use crate::hogql::functions::budget::{self, OutBytes, Output};
 
 fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
     Arc::new(k)
@@ -33,40 +34,105 @@ fn int64(a: &ArrayRef) -> Result<ArrayRef> {
 }
 
 /// A per-row string function of one string and any number of integer arguments.
+/// `f` is told the row's output so far and takes what it will allocate before allocating.
 fn str_ints(
     name: &str,
     args: Vec<Expr>,
-    ret_list: bool,
-    f: impl Fn(&str, &[Option<i64>]) -> Option<String> + Send + Sync + 'static,
+    f: impl Fn(&str, &[i64], &mut Output) -> Result<String> + Send + Sync + 'static,
 ) -> Expr {
-    let _ = ret_list;
+    let grows = name == "repeat";
+    let fname = name.to_string();
     let k = kernel(move |a, _| {
         let s = utf8(&a[0])?;
         let s = s.as_string::<i32>();
         let ints = a[1..].iter().map(int64).collect::<Result<Vec<_>>>()?;
         let ints: Vec<_> = ints.iter().map(|x| x.as_primitive::<Int64Type>()).collect();
-        let out: StringArray = (0..s.len())
-            .map(|r| {
-                if s.is_null(r) {
-                    return None;
-                }
-                let vals: Vec<Option<i64>> = ints
-                    .iter()
-                    .map(|x| (!x.is_null(r)).then(|| x.value(r)))
-                    .collect();
-                if vals.iter().any(Option::is_none) {
-                    return None;
-                }
-                f(s.value(r), &vals)
-            })
-            .collect();
-        Ok(Arc::new(out) as ArrayRef)
+        let mut budget = Output::new(&fname);
+        let mut out = StringBuilder::new();
+        let mut vals = Vec::with_capacity(ints.len());
+        for r in 0..s.len() {
+            vals.clear();
+            vals.extend(ints.iter().map(|x| (!x.is_null(r)).then(|| x.value(r))));
+            match vals.iter().copied().collect::<Option<Vec<i64>>>() {
+                Some(v) if !s.is_null(r) => out.append_value(f(s.value(r), &v, &mut budget)?),
+                _ => out.append_null(),
+            }
+        }
+        Ok(Arc::new(out.finish()) as ArrayRef)
+    });
+    if grows {
+        call_unfolded(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+    } else {
+        call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+    }
+}
+
+/// A string function whose result can be much longer than its arguments: `size` says how
+/// long the row's result will be, which is taken from the budget before `f` allocates it.
+fn growing_fn(
+    name: &str,
+    args: Vec<Expr>,
+    size: fn(&[&str]) -> usize,
+    f: fn(&[&str]) -> String,
+) -> Expr {
+    let fname = name.to_string();
+    let k = kernel(move |a, n| {
+        let cols = a.iter().map(utf8).collect::<Result<Vec<_>>>()?;
+        let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
+        let mut budget = Output::new(&fname);
+        let mut out = StringBuilder::new();
+        let mut row: Vec<&str> = Vec::with_capacity(cols.len());
+        for r in 0..n {
+            if cols.iter().any(|c| c.is_null(r)) {
+                out.append_null();
+                continue;
+            }
+            row.clear();
+            row.extend(cols.iter().map(|c| c.value(r)));
+            budget.take(size(&row))?;
+            out.append_value(f(&row));
+        }
+        Ok(Arc::new(out.finish()) as ArrayRef)
     });
     call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
 }
 
+/// Refuses a regular-expression replacement whose result could pass the per-batch bound,
+/// before it is built: each match becomes at most the template plus, per group reference,
+/// the whole input.
+fn check_replaced_size(re: &Regex, s: &str, template: &str, all: bool) -> Result<()> {
+    let refs = template.matches('\\').count();
+    let (len, tlen) = (s.len(), template.len());
+    let bound = |matches: usize| {
+        len.saturating_mul(1 + refs)
+            .saturating_add(matches.saturating_mul(tlen))
+    };
+    let most_matches = if all { len + 1 } else { 1 };
+    if bound(most_matches) <= 1 << 20 {
+        return Ok(());
+    }
+    let matches = if all { re.find_iter(s).count() } else { 1 };
+    if bound(matches) > budget::MAX_BATCH_BYTES {
+        return Err(DataFusionError::ResourcesExhausted(format!(
+            "replacing {matches} matches in a string of {len} bytes could produce more than {} MiB",
+            budget::MAX_BATCH_BYTES >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// Length of `s` with every `from` replaced by `to` (at most `limit` times).
+fn replaced_len(s: &str, from: &str, to: &str, limit: usize) -> usize {
+    if from.is_empty() || to.len() <= from.len() {
+        return s.len();
+    }
+    let n = s.matches(from).take(limit).count();
+    s.len()
+        .saturating_add(n.saturating_mul(to.len() - from.len()))
+}
+
 /// A per-row function of string arguments (all cast to strings); NULL when any is.
-fn strs_fn<T: Send + Sync + 'static>(
+fn strs_fn<T: OutBytes + Send + Sync + 'static>(
     name: &str,
     key: String,
     ret: DataType,
@@ -74,9 +140,11 @@ fn strs_fn<T: Send + Sync + 'static>(
     build: fn(Vec<Option<T>>) -> ArrayRef,
     f: impl Fn(&[&str]) -> Option<T> + Send + Sync + 'static,
 ) -> Expr {
+    let fname = name.to_string();
     let k = kernel(move |a, n| {
         let cols = a.iter().map(utf8).collect::<Result<Vec<_>>>()?;
         let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
+        let mut budget = Output::new(&fname);
         let mut out = Vec::with_capacity(n);
         let mut row: Vec<&str> = Vec::with_capacity(cols.len());
         for r in 0..n {
@@ -86,7 +154,11 @@ fn strs_fn<T: Send + Sync + 'static>(
                 continue;
             }
             row.extend(cols.iter().map(|c| c.value(r)));
-            out.push(f(&row));
+            let v = f(&row);
+            // These functions make at most a small multiple of their input per row; nested
+            // ones (hex(hex(…)), base64Encode(…)) are bounded per batch here.
+            budget.take(v.as_ref().map_or(0, OutBytes::out_bytes))?;
+            out.push(v);
         }
         Ok(build(out))
     });
@@ -199,17 +271,19 @@ fn cached_regex(cache: &mut Option<(String, Regex)>, p: &str) -> Result<Regex> {
     Ok(r)
 }
 
-fn regex_fn<T: Send + Sync + 'static>(
+fn regex_fn<T: OutBytes + Send + Sync + 'static>(
     name: &str,
     ret: DataType,
     args: Vec<Expr>,
     build: fn(Vec<Option<T>>) -> ArrayRef,
-    f: impl Fn(&Regex, &[&str]) -> Option<T> + Send + Sync + 'static,
+    f: impl Fn(&Regex, &[&str]) -> Result<Option<T>> + Send + Sync + 'static,
 ) -> Expr {
+    let fname = name.to_string();
     let k = kernel(move |a, n| {
         let cols = a.iter().map(utf8).collect::<Result<Vec<_>>>()?;
         let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
         let mut cache = None;
+        let mut budget = Output::new(&fname);
         let mut out = Vec::with_capacity(n);
         for r in 0..n {
             if cols.iter().any(|c| c.is_null(r)) {
@@ -218,7 +292,9 @@ fn regex_fn<T: Send + Sync + 'static>(
             }
             let row: Vec<&str> = cols.iter().map(|c| c.value(r)).collect();
             let re = cached_regex(&mut cache, row[1])?;
-            out.push(f(&re, &row));
+            let v = f(&re, &row)?;
+            budget.take(v.as_ref().map_or(0, OutBytes::out_bytes))?;
+            out.push(v);
         }
         Ok(build(out))
     });
@@ -326,6 +402,7 @@ fn split(name: &str, mut args: Vec<Expr>, by_char: bool) -> Result<Expr, Functio
 }
 
 fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
+    let fname = name.to_string();
     let k = kernel(move |a, n| {
         let s = utf8(&a[0])?;
         let s = s.as_string::<i32>();
@@ -333,28 +410,32 @@ fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
         let l = l.as_primitive::<Int64Type>();
         let p = a.get(2).map(utf8).transpose()?;
         let p = p.as_ref().map(|p| p.as_string::<i32>());
-        let out: StringArray = (0..n)
-            .map(|r| {
-                if s.is_null(r) || l.is_null(r) || p.is_some_and(|p| p.is_null(r)) {
-                    return None;
-                }
-                let (sv, want) = (s.value(r).as_bytes(), l.value(r).max(0) as usize);
-                let pv = p.map(|p| p.value(r)).unwrap_or(" ").as_bytes();
-                if sv.len() >= want || pv.is_empty() {
-                    return Some(String::from_utf8_lossy(&sv[..want.min(sv.len())]).into_owned());
-                }
-                let fill: Vec<u8> = pv.iter().cycle().take(want - sv.len()).copied().collect();
-                let bytes = if left {
-                    [fill.as_slice(), sv].concat()
-                } else {
-                    [sv, fill.as_slice()].concat()
-                };
-                Some(String::from_utf8_lossy(&bytes).into_owned())
-            })
-            .collect();
-        Ok(Arc::new(out) as ArrayRef)
+        let mut budget = Output::new(&fname);
+        let mut out = StringBuilder::new();
+        for r in 0..n {
+            if s.is_null(r) || l.is_null(r) || p.is_some_and(|p| p.is_null(r)) {
+                out.append_null();
+                continue;
+            }
+            budget::check_pad(l.value(r))?;
+            let (sv, want) = (s.value(r).as_bytes(), l.value(r).max(0) as usize);
+            let pv = p.map(|p| p.value(r)).unwrap_or(" ").as_bytes();
+            if sv.len() >= want || pv.is_empty() {
+                out.append_value(String::from_utf8_lossy(&sv[..want.min(sv.len())]));
+                continue;
+            }
+            budget.take(want)?;
+            let fill: Vec<u8> = pv.iter().cycle().take(want - sv.len()).copied().collect();
+            let bytes = if left {
+                [fill.as_slice(), sv].concat()
+            } else {
+                [sv, fill.as_slice()].concat()
+            };
+            out.append_value(String::from_utf8_lossy(&bytes));
+        }
+        Ok(Arc::new(out.finish()) as ArrayRef)
     });
-    call(
+    call_unfolded(
         name,
         format!("{left}"),
         DataType::Utf8,
@@ -393,18 +474,27 @@ pub(super) fn translate(
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
-                Some(v.concat())
-            })
+            growing_fn(
+                name,
+                args,
+                |v| v.iter().map(|s| s.len()).sum(),
+                |v| v.concat(),
+            )
         }
         "concatWithSeparator" | "concat_ws" => {
             let args = args
                 .into_iter()
                 .map(|a| super::convert::to_string_expr(a, None, ctx))
                 .collect::<Result<Vec<_>, _>>()?;
-            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
-                Some(v[1..].join(v[0]))
-            })
+            growing_fn(
+                name,
+                args,
+                |v| {
+                    let parts: usize = v[1..].iter().map(|s| s.len()).sum();
+                    parts.saturating_add(v[0].len().saturating_mul(v.len().saturating_sub(2)))
+                },
+                |v| v[1..].join(v[0]),
+            )
         }
         "length" => {
             let a = one(&mut args);
@@ -460,35 +550,37 @@ pub(super) fn translate(
                 ),
             }
         }
-        "substring" | "substr" | "mid" => str_ints(name, args, false, |s, v| {
-            let (a, b) = window(
-                s.len() as i64,
-                v[0].unwrap_or(1),
-                v.get(1).copied().flatten(),
-            );
-            Some(bytes_str(s, a, b))
+        "substring" | "substr" | "mid" => str_ints(name, args, |s, v, _| {
+            let (a, b) = window(s.len() as i64, v[0], v.get(1).copied());
+            Ok(bytes_str(s, a, b))
         }),
-        "substringUTF8" => str_ints(name, args, false, |s, v| {
+        "substringUTF8" => str_ints(name, args, |s, v, _| {
             let len = s.chars().count() as i64;
-            let (a, b) = window(len, v[0].unwrap_or(1), v.get(1).copied().flatten());
-            Some(char_slice(s, a, b))
+            let (a, b) = window(len, v[0], v.get(1).copied());
+            Ok(char_slice(s, a, b))
         }),
         // PostHog's left/right are ClickHouse's leftUTF8/rightUTF8: they count characters.
-        "left" => str_ints(name, args, false, |s, v| {
-            let n = v[0].unwrap_or(0);
+        "left" => str_ints(name, args, |s, v, _| {
+            let n = v[0];
             let len = s.chars().count() as i64;
             let end = if n >= 0 { n.min(len) } else { (len + n).max(0) };
-            Some(char_slice(s, 0, end as usize))
+            Ok(char_slice(s, 0, end as usize))
         }),
-        "right" => str_ints(name, args, false, |s, v| {
-            let n = v[0].unwrap_or(0);
+        "right" => str_ints(name, args, |s, v, _| {
+            let n = v[0];
             let len = s.chars().count() as i64;
+            if n == i64::MIN {
+                // ClickHouse refuses the one count it cannot negate.
+                return Err(DataFusionError::Execution(format!(
+                    "Argument of function right is out of bound: {n}"
+                )));
+            }
             let start = if n >= 0 {
                 (len - n).max(0)
             } else {
                 (-n).min(len)
             };
-            Some(char_slice(s, start as usize, len as usize))
+            Ok(char_slice(s, start as usize, len as usize))
         }),
         // trim(s[, chars]): without `chars`, spaces (ClickHouse's trim removes only ' ').
         "trim" | "trimBoth" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
@@ -507,47 +599,56 @@ pub(super) fn translate(
                 Some(v[0].trim_end_matches(|c| set.contains(c)).to_string())
             })
         }
-        "replaceOne" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
-            Some(if v[1].is_empty() {
-                v[0].to_string()
-            } else {
-                v[0].replacen(v[1], v[2], 1)
-            })
-        }),
-        "replaceAll" | "replace" => {
-            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
-                Some(if v[1].is_empty() {
+        "replaceOne" => growing_fn(
+            name,
+            args,
+            |v| replaced_len(v[0], v[1], v[2], 1),
+            |v| {
+                if v[1].is_empty() {
+                    v[0].to_string()
+                } else {
+                    v[0].replacen(v[1], v[2], 1)
+                }
+            },
+        ),
+        "replaceAll" | "replace" => growing_fn(
+            name,
+            args,
+            |v| replaced_len(v[0], v[1], v[2], usize::MAX),
+            |v| {
+                if v[1].is_empty() {
                     v[0].to_string()
                 } else {
                     v[0].replace(v[1], v[2])
-                })
-            })
-        }
+                }
+            },
+        ),
         "replaceRegexpOne" | "replaceRegexpAll" | "regexp_replace" => {
             let all = name != "replaceRegexpOne";
             regex_fn(name, DataType::Utf8, args, build_str, move |re, v| {
                 if re.as_str().is_empty() {
-                    return Some(v[0].to_string());
+                    return Ok(Some(v[0].to_string()));
                 }
                 let rep = rust_replacement(v[2]);
-                Some(if all {
+                check_replaced_size(re, v[0], v[2], all)?;
+                Ok(Some(if all {
                     re.replace_all(v[0], rep.as_str()).into_owned()
                 } else {
                     re.replace(v[0], rep.as_str()).into_owned()
-                })
+                }))
             })
         }
         "extract" => regex_fn(name, DataType::Utf8, args, build_str, |re, v| {
-            Some(match re.captures(v[0]) {
+            Ok(Some(match re.captures(v[0]) {
                 Some(c) => c
                     .get(if c.len() > 1 { 1 } else { 0 })
                     .map(|m| m.as_str().to_string())
                     .unwrap_or_default(),
                 None => String::new(),
-            })
+            }))
         }),
         "extractAll" => regex_fn(name, list_of_strings(), args, build_list, |re, v| {
-            Some(
+            Ok(Some(
                 re.captures_iter(v[0])
                     .map(|c| {
                         c.get(if c.len() > 1 { 1 } else { 0 })
@@ -555,10 +656,10 @@ pub(super) fn translate(
                             .unwrap_or_default()
                     })
                     .collect(),
-            )
+            ))
         }),
         "match" => regex_fn(name, DataType::Boolean, args, build_bool, |re, v| {
-            Some(re.is_match(v[0]))
+            Ok(Some(re.is_match(v[0])))
         }),
         "like" | "ilike" | "notLike" | "notILike" => {
             let pattern = args.pop().expect("2 args");
@@ -622,8 +723,11 @@ pub(super) fn translate(
         "reverseUTF8" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
             Some(v[0].chars().rev().collect())
         }),
-        "repeat" => str_ints(name, args, false, |s, v| {
-            Some(s.repeat(v[0].unwrap_or(0).clamp(0, 1 << 20) as usize))
+        "repeat" => str_ints(name, args, |s, v, budget| {
+            budget::check_repeat(v[0])?;
+            let times = v[0].max(0) as usize;
+            budget.take(s.len().saturating_mul(times))?;
+            Ok(s.repeat(times))
         }),
         "leftPad" | "lpad" => pad(name, args, true),
         "rightPad" | "rpad" => pad(name, args, false),
