@@ -8,6 +8,7 @@ pub mod decode;
 pub mod normalize;
 pub mod payload;
 pub mod pipeline;
+pub mod scan;
 pub mod wal;
 
 use chrono::{DateTime, Utc};
