@@ -16,6 +16,8 @@ pub mod propdefs;
 pub mod query;
 pub mod schedule;
 pub mod storage;
+#[cfg(test)]
+mod testalloc;
 
 use std::collections::HashMap;
 use std::fs::File;
