@@ -18,7 +18,7 @@ use hedgerow_engine::persons::store::{Activity, PersonFilter, PropertyFilter};
 use hedgerow_engine::persons::{Person, PersonCommand};
 use serde_json::{Map, Value, json};
 
-use super::{App, Caller, page_links};
+use super::{App, Caller, limit_offset, page_links};
 use crate::error::ApiError;
 
 /// Most ids one bulk_delete may name, per list (spec §8).
@@ -254,18 +254,7 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
     format(&q)?;
-    let num = |name: &str, default: usize| match param(&q, name) {
-        None | Some("") => Ok(default),
-        Some(s) => s.parse::<usize>().map_err(|_| {
-            ApiError::invalid(
-                "invalid_input",
-                format!("{name} must be a non-negative integer, got '{s}'"),
-            )
-            .with_attr(name)
-        }),
-    };
-    let limit = num("limit", 100)?.clamp(1, MAX_LIMIT);
-    let offset = num("offset", 0)?;
+    let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
     let properties: Vec<PropertyFilter> = match param(&q, "properties") {
         None | Some("") => Vec::new(),
         Some(s) => serde_json::from_str(s).map_err(|e| {
@@ -459,11 +448,7 @@ fn activity_page(
     path: &str,
 ) -> Result<Response, ApiError> {
     format(q)?;
-    let limit = param(q, "limit")
-        .and_then(|s| s.parse::<usize>().ok())
-        .unwrap_or(100)
-        .clamp(1, MAX_LIMIT);
-    let offset = param(q, "offset").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let (limit, offset) = limit_offset(param(q, "limit"), param(q, "offset"), MAX_LIMIT)?;
     let (rows, count) = app.engine.persons().activity(team, person, limit, offset)?;
     if let Some(p) = person
         && count == 0
