@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use hedgerow_engine::EngineConfig;
+use hedgerow_engine::ingest::limits::CaptureLimits;
 use hedgerow_engine::ingest::pipeline::FlushConfig;
 use url::Url;
 
@@ -218,6 +219,27 @@ pub struct ServeArgs {
     /// Largest capture request body, after decompression.
     #[arg(long, env = "HEDGEROW_MAX_BODY_SIZE", default_value = "20MiB", value_parser = parse_size)]
     pub max_body_size: u64,
+    /// Most JSON values (objects, arrays, strings, numbers, booleans, nulls) in one capture
+    /// body, counted before it is parsed: a parsed value costs 30–100× its text. More is a
+    /// 413 saying the limit.
+    #[arg(long, env = "HEDGEROW_MAX_JSON_VALUES", default_value_t = 1_000_000)]
+    pub max_json_values: usize,
+    /// Most properties of one captured event, and most keys in each of its `$set`,
+    /// `$set_once`, `$unset`, `$group_set` and `$groups`. More is a 413 naming the event.
+    #[arg(long, env = "HEDGEROW_MAX_EVENT_PROPERTIES", default_value_t = 10_000)]
+    pub max_event_properties: usize,
+    /// Estimated memory all capture requests being decoded may hold together. A request
+    /// needing more than all of it is a 413; one that finds it taken by others waits
+    /// (--capture-memory-wait), then gets a 503 with Retry-After.
+    #[arg(long, env = "HEDGEROW_CAPTURE_MEMORY", default_value = "512MiB", value_parser = parse_size)]
+    pub capture_memory: u64,
+    /// How long a capture request waits for its share of --capture-memory before a 503.
+    #[arg(long, env = "HEDGEROW_CAPTURE_MEMORY_WAIT", default_value = "2s", value_parser = parse_duration)]
+    pub capture_memory_wait: Duration,
+    /// Capture bodies larger than this, and every compressed or encoded one, are decoded,
+    /// parsed and normalized on the blocking thread pool instead of the async workers.
+    #[arg(long, env = "HEDGEROW_CAPTURE_BLOCKING_THRESHOLD", default_value = "64KiB", value_parser = parse_size)]
+    pub capture_blocking_threshold: u64,
     /// The table's writer lease is taken over after this long without a heartbeat.
     #[arg(long, env = "HEDGEROW_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
     pub lease_ttl: Duration,
@@ -311,6 +333,14 @@ impl ServeArgs {
         }
         cfg.query.limits.per_project = self.query_concurrency_per_project.max(1);
         cfg.person_processing = self.person_processing == "on";
+        cfg.capture = CaptureLimits {
+            max_body: self.max_body_size as usize,
+            max_json_values: self.max_json_values,
+            max_properties: self.max_event_properties,
+            decode_memory: self.capture_memory as usize,
+            budget_wait: self.capture_memory_wait,
+            blocking_threshold: self.capture_blocking_threshold as usize,
+        };
         cfg.flush = FlushConfig {
             max_rows: self.flush_rows,
             max_bytes: self.flush_bytes as usize,
@@ -359,6 +389,35 @@ mod tests {
         assert_eq!(cli.serve.addr.to_string(), "127.0.0.1:8000");
         assert_eq!(cli.serve.flush_interval, Duration::from_secs(10));
         assert_eq!(cli.serve.max_body_size, 20 * 1024 * 1024);
+        let cfg = cli.serve.engine_config().unwrap();
+        assert_eq!(cfg.capture, CaptureLimits::default());
+    }
+
+    #[test]
+    fn capture_limits() {
+        let cli = Cli::try_parse_from([
+            "hedgerow",
+            "--max-body-size",
+            "1MiB",
+            "--max-json-values",
+            "5000",
+            "--max-event-properties",
+            "100",
+            "--capture-memory",
+            "64MiB",
+            "--capture-memory-wait",
+            "250ms",
+            "--capture-blocking-threshold",
+            "8KiB",
+        ])
+        .unwrap();
+        let c = cli.serve.engine_config().unwrap().capture;
+        assert_eq!(c.max_body, 1 << 20);
+        assert_eq!(c.max_json_values, 5000);
+        assert_eq!(c.max_properties, 100);
+        assert_eq!(c.decode_memory, 64 << 20);
+        assert_eq!(c.budget_wait, Duration::from_millis(250));
+        assert_eq!(c.blocking_threshold, 8 << 10);
     }
 
     #[test]

@@ -43,7 +43,10 @@ impl ApiError {
 
 impl<E: HasKind + std::fmt::Display> From<E> for ApiError {
     fn from(e: E) -> Self {
-        Self::new(e.kind(), e.code(), e.to_string())
+        Self {
+            attr: e.attr(),
+            ..Self::new(e.kind(), e.code(), e.to_string())
+        }
     }
 }
 

@@ -42,4 +42,8 @@ pub trait HasKind {
             ErrorKind::Internal => "error",
         }
     }
+    /// The field the error is about (PostHog's `attr`), when there is one.
+    fn attr(&self) -> Option<String> {
+        None
+    }
 }

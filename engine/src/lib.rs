@@ -16,6 +16,8 @@ pub mod propdefs;
 pub mod query;
 pub mod schedule;
 pub mod storage;
+#[cfg(test)]
+mod testalloc;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -33,9 +35,14 @@ use url::Url;
 use crate::clock::SharedClock;
 use crate::error::{ErrorKind, HasKind};
 use crate::ingest::TeamId;
+use crate::ingest::decode::{RawBody, decode_transport, decoded_bound, may_inflate, parse_json};
+use crate::ingest::limits::{
+    CaptureLimits, DecodeBudget, MAX_JSON_DEPTH, check_event_limits, decode_cost, scan_refusal,
+};
 use crate::ingest::normalize::{NormalizeContext, Outcome, normalize_event};
-use crate::ingest::payload::CapturePayload;
+use crate::ingest::payload::{CapturePayload, parse_payload};
 use crate::ingest::pipeline::{FlushConfig, Ingested, Pipeline, apply, to_arrow};
+use crate::ingest::scan::{JsonShape, scan};
 use crate::ingest::wal::{Wal, WalConfig, WalError};
 use crate::ingest::{CaptureError, IngestBatch};
 use crate::meta::{MetaError, MetaStore, Project};
@@ -72,6 +79,8 @@ pub struct EngineConfig {
     pub query: QueryConfig,
     /// False: no person is made or changed; every event is personless.
     pub person_processing: bool,
+    /// What one capture request may cost, and all of them together.
+    pub capture: CaptureLimits,
 }
 
 impl EngineConfig {
@@ -88,6 +97,7 @@ impl EngineConfig {
             lease_ttl: Duration::from_secs(30),
             query: QueryConfig::new(PathBuf::from("spill")),
             person_processing: true,
+            capture: CaptureLimits::default(),
         }
     }
 }
@@ -140,6 +150,59 @@ pub struct CaptureReceipt {
     pub seq: Option<u64>,
 }
 
+/// A capture request's body and the transport hints that say how to decode it, owned so
+/// the work can move to the blocking pool.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureBody {
+    pub body: bytes::Bytes,
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
+    /// `?compression=`.
+    pub compression: Option<String>,
+    /// `?data=` of a legacy GET request.
+    pub data_param: Option<String>,
+    /// `?_=` (milliseconds), used when the body has no `sent_at`.
+    pub sent_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl CaptureBody {
+    fn raw(&self) -> RawBody<'_> {
+        RawBody {
+            body: &self.body,
+            content_type: self.content_type.as_deref(),
+            content_encoding: self.content_encoding.as_deref(),
+            compression: self.compression.as_deref(),
+            data_param: self.data_param.as_deref(),
+        }
+    }
+}
+
+/// A WAL record made ready off the async path: its bytes and its Arrow rows.
+struct WalRecord {
+    events: u64,
+    bytes: Vec<u8>,
+    ingested: Ingested,
+}
+
+/// A normalized capture request, ready for the WAL (`None`: nothing to write).
+struct PreparedCapture {
+    record: Option<(WalRecord, usize)>,
+    skipped: usize,
+}
+
+/// Runs `f` on tokio's blocking pool when `blocking`, else right here.
+async fn off_worker<T: Send + 'static>(
+    blocking: bool,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, CaptureError> {
+    if !blocking {
+        return Ok(f());
+    }
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| CaptureError::Unavailable(format!("the capture task failed: {e}")))
+}
+
 pub struct Engine {
     cfg: EngineConfig,
     query: Arc<QueryService>,
@@ -156,6 +219,8 @@ pub struct Engine {
     flush_now: Arc<std::sync::atomic::AtomicBool>,
     deletion_lock: tokio::sync::Mutex<()>,
     tokens: RwLock<HashMap<String, Project>>,
+    /// Memory for capture requests being decoded (`CaptureLimits::decode_memory`).
+    budget: DecodeBudget,
     shutdown: watch::Sender<bool>,
     pipeline: tokio::sync::Mutex<Option<JoinHandle<()>>>,
     _dir_lock: File,
@@ -307,6 +372,7 @@ impl Engine {
             .map_err(|e| EngineError::Io(e.to_string()))?,
         );
         query.prune_log();
+        let budget = DecodeBudget::new(cfg.capture.decode_memory, cfg.capture.budget_wait);
         Ok(Self {
             query,
             cfg: EngineConfig { data_dir, ..cfg },
@@ -322,6 +388,7 @@ impl Engine {
             flush_now,
             deletion_lock: tokio::sync::Mutex::new(()),
             tokens: RwLock::new(HashMap::new()),
+            budget,
             shutdown,
             pipeline: tokio::sync::Mutex::new(Some(handle)),
             _dir_lock: lock,
@@ -529,9 +596,71 @@ impl Engine {
             .clear();
     }
 
+    /// Decodes, checks and stores one capture request's body, within the capture limits
+    /// (`ingest::limits`): the body's decoding may take memory only from the shared budget;
+    /// its JSON is counted by the pre-scan before it is parsed; events over the property
+    /// limits refuse the request. A big body, or one that may inflate, is decoded, parsed
+    /// and normalized on the blocking pool, so the async workers keep serving other
+    /// requests. Returns once the events are durable.
+    pub async fn capture_body(
+        self: &Arc<Self>,
+        body: CaptureBody,
+    ) -> Result<CaptureReceipt, CaptureError> {
+        let limits = &self.cfg.capture;
+        let (wire, bound, inflates) = {
+            let raw = body.raw();
+            let wire = raw.body.len() + raw.data_param.map_or(0, str::len);
+            (
+                wire,
+                decoded_bound(&raw, limits.max_body),
+                may_inflate(&raw),
+            )
+        };
+        // What decoding can allocate before the scan knows better: the wire bytes and the
+        // most the decoded text can be. Capped by the budget so a small budget still lets
+        // one request at a time through.
+        let first = (wire + bound).min(self.budget.total_bytes());
+        let mut permit = self.budget.acquire(first).await?;
+        let (max_body, max_values) = (limits.max_body, limits.max_json_values);
+        let sent_at = body.sent_at;
+        let (json, shape) = off_worker(inflates || wire > limits.blocking_threshold, move || {
+            let decoded = decode_transport(&body.raw(), max_body)?;
+            let shape = scan(&decoded, max_values, MAX_JSON_DEPTH).map_err(scan_refusal)?;
+            let json = match decoded {
+                std::borrow::Cow::Borrowed(b) => body.body.slice_ref(b),
+                std::borrow::Cow::Owned(v) => bytes::Bytes::from(v),
+            };
+            Ok::<(bytes::Bytes, JsonShape), CaptureError>((json, shape))
+        })
+        .await??;
+        permit
+            .resize(&self.budget, decode_cost(wire, &shape))
+            .await?;
+        let this = self.clone();
+        let prepared = off_worker(json.len() > limits.blocking_threshold, move || {
+            let value = parse_json(&json)?;
+            drop(json);
+            this.prepare_capture(parse_payload(value, sent_at)?)
+        })
+        .await??;
+        let receipt = self.commit_capture(prepared).await;
+        drop(permit);
+        receipt
+    }
+
     /// Normalizes a decoded capture request and makes it durable. Returns once the events
-    /// are fsynced in the WAL: the caller may then acknowledge them.
+    /// are fsynced in the WAL: the caller may then acknowledge them. Runs on the caller's
+    /// thread and takes nothing from the capture budget: [`Engine::capture_body`] is the
+    /// way in for request bodies.
     pub async fn capture(&self, payload: CapturePayload) -> Result<CaptureReceipt, CaptureError> {
+        let prepared = self.prepare_capture(payload)?;
+        self.commit_capture(prepared).await
+    }
+
+    /// Everything of a capture up to the WAL append, synchronously (it may run on the
+    /// blocking pool): the token's project, normalization, the property limits, the WAL
+    /// record's bytes and the Arrow rows.
+    fn prepare_capture(&self, payload: CapturePayload) -> Result<PreparedCapture, CaptureError> {
         let project = self
             .project_for_token(&payload.token)
             .map_err(|e| CaptureError::Unavailable(e.to_string()))?
@@ -547,11 +676,15 @@ impl Engine {
             now,
             sent_at: payload.sent_at,
         };
+        let max_properties = self.cfg.capture.max_properties;
         let mut events = Vec::with_capacity(payload.events.len());
         let mut skipped = 0usize;
-        for raw in payload.events {
+        for (i, raw) in payload.events.into_iter().enumerate() {
             match normalize_event(raw, &ctx) {
-                Ok(Outcome::Event(e)) => events.push(e),
+                Ok(Outcome::Event(e)) => {
+                    check_event_limits(i, &e, max_properties)?;
+                    events.push(e)
+                }
                 Ok(Outcome::Skipped(reason)) => {
                     skipped += 1;
                     self.metrics.reject(reason.as_str(), 1);
@@ -581,10 +714,9 @@ impl Engine {
             }
         }
         if events.is_empty() {
-            return Ok(CaptureReceipt {
-                accepted: 0,
+            return Ok(PreparedCapture {
+                record: None,
                 skipped,
-                seq: None,
             });
         }
         let accepted = events.len();
@@ -595,7 +727,23 @@ impl Engine {
             command: None,
             actor: None,
         };
-        let seq = self.append_batch(&batch).await?;
+        let record = self.prepare_record(&batch)?;
+        Ok(PreparedCapture {
+            record: Some((record, accepted)),
+            skipped,
+        })
+    }
+
+    /// Appends a prepared capture to the WAL and waits until it is durable.
+    async fn commit_capture(&self, p: PreparedCapture) -> Result<CaptureReceipt, CaptureError> {
+        let Some((record, accepted)) = p.record else {
+            return Ok(CaptureReceipt {
+                accepted: 0,
+                skipped: p.skipped,
+                seq: None,
+            });
+        };
+        let seq = self.append_record(record).await?;
         self.metrics
             .events_accepted
             .fetch_add(accepted as u64, Ordering::Relaxed);
@@ -604,25 +752,41 @@ impl Engine {
             .fetch_add(1, Ordering::Relaxed);
         Ok(CaptureReceipt {
             accepted,
-            skipped,
+            skipped: p.skipped,
             seq: Some(seq),
         })
     }
 
     /// Makes one record durable in the WAL; the pipeline applies it in order.
     async fn append_batch(&self, batch: &IngestBatch) -> Result<u64, CaptureError> {
-        let n = batch.events.len() as u64;
+        let record = self.prepare_record(batch)?;
+        self.append_record(record).await
+    }
+
+    /// A WAL record's bytes and its Arrow rows. The Arrow conversion runs here, on the
+    /// request's thread (a worker, or the blocking pool for a big body), so it spreads over
+    /// all cores instead of loading the single pipeline consumer.
+    fn prepare_record(&self, batch: &IngestBatch) -> Result<WalRecord, CaptureError> {
         let bytes =
             serde_json::to_vec(batch).map_err(|e| CaptureError::InvalidPayload(e.to_string()))?;
-        // Arrow conversion runs here, on the request's worker, so it spreads over all cores.
-        let ingested = to_arrow(&self.meta, batch);
-        self.wal.append(bytes, ingested).await.map_err(|e| match e {
-            e @ WalError::TooLarge(_) => CaptureError::TooLarge(e.to_string()),
-            other => {
-                self.metrics.reject("unavailable", n);
-                CaptureError::Unavailable(other.to_string())
-            }
+        Ok(WalRecord {
+            events: batch.events.len() as u64,
+            bytes,
+            ingested: to_arrow(&self.meta, batch),
         })
+    }
+
+    async fn append_record(&self, r: WalRecord) -> Result<u64, CaptureError> {
+        self.wal
+            .append(r.bytes, r.ingested)
+            .await
+            .map_err(|e| match e {
+                e @ WalError::TooLarge(_) => CaptureError::TooLarge(e.to_string()),
+                other => {
+                    self.metrics.reject("unavailable", r.events);
+                    CaptureError::Unavailable(other.to_string())
+                }
+            })
     }
 
     /// Runs every queued deletion task now (the scheduler calls this weekly; `hedgerow tasks

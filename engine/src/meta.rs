@@ -5,6 +5,7 @@
 //! shown once, when it is made. Persons live elsewhere (`persons`), in their own tables.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::Path;
 use std::sync::{Mutex, RwLock};
 
@@ -101,7 +102,12 @@ pub const MAX_GROUP_TYPES: u8 = 5;
 pub struct MetaStore {
     conn: Mutex<Connection>,
     /// Group type → index, per project. Mappings never change once made, so a hit is final.
-    group_types: Mutex<std::collections::HashMap<(TeamId, String), Option<u8>>>,
+    /// Only assigned types are cached: an unknown name of a project with five types is
+    /// answered from `full_teams` without SQLite and without growing this map (a request can
+    /// name thousands of group types).
+    group_types: Mutex<std::collections::HashMap<(TeamId, String), u8>>,
+    /// Projects known to have all five group types.
+    full_teams: Mutex<std::collections::HashSet<TeamId>>,
     /// Every property definition, loaded at open and kept in step with the table: ingestion
     /// checks each property name here and writes only what is new.
     prop_defs: RwLock<PropDefs>,
@@ -240,6 +246,7 @@ impl MetaStore {
         Ok(Self {
             conn: Mutex::new(conn),
             group_types: Mutex::new(Default::default()),
+            full_teams: Mutex::new(Default::default()),
             prop_defs: RwLock::new(defs),
         })
     }
@@ -470,7 +477,15 @@ impl MetaStore {
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
         {
-            return Ok(*hit);
+            return Ok(Some(*hit));
+        }
+        if self
+            .full_teams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&team)
+        {
+            return Ok(None);
         }
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -502,10 +517,20 @@ impl MetaStore {
         };
         tx.commit()?;
         drop(conn);
-        self.group_types
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, idx);
+        match idx {
+            Some(i) => {
+                self.group_types
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, i);
+            }
+            None => {
+                self.full_teams
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(team);
+            }
+        }
         Ok(idx)
     }
 
@@ -514,7 +539,7 @@ impl MetaStore {
     /// and group properties from `$groupidentify`'s `$group_set`. A name whose type is known
     /// costs one hash lookup; only new names, or names whose values were all null so far,
     /// reach SQLite. The first type seen wins, also across concurrent batches.
-    pub fn observe_properties(&self, team: TeamId, events: &[Event]) -> Result<()> {
+    pub fn observe_properties<'e>(&self, team: TeamId, events: &'e [Event]) -> Result<()> {
         // Group properties are keyed by the group type's index, which may need a write:
         // resolve those first, outside the definitions lock.
         let mut group_sets = Vec::new();
@@ -527,28 +552,38 @@ impl MetaStore {
                 group_sets.push((PropertyKind::Group(idx), set, e.created_at));
             }
         }
+        // New names in first-seen order, with a hash index into it: one lookup per property,
+        // so a request with many new names costs linear time (a scan per name was quadratic:
+        // 200 000 new names took over a minute on the request's worker).
         let mut new: Vec<(PropertyKind, String, Option<PropertyType>)> = Vec::new();
+        let mut index: HashMap<(PropertyKind, &'e str), usize> = HashMap::new();
         {
             let defs = self.prop_defs.read().unwrap_or_else(|e| e.into_inner());
-            let mut consider =
-                |kind: PropertyKind, key: &str, value: &serde_json::Value, now: DateTime<Utc>| {
-                    let known = defs.get(&(team, kind)).and_then(|m| m.get(key));
-                    if matches!(known, Some(Some(_))) {
-                        return;
-                    }
-                    let ty = propdefs::detect(key, value, now);
-                    if known.is_some() && ty.is_none() {
-                        return;
-                    }
-                    match new.iter_mut().find(|(k, n, _)| *k == kind && n == key) {
-                        Some(seen) => {
-                            if seen.2.is_none() {
-                                seen.2 = ty;
-                            }
+            let mut consider = |kind: PropertyKind,
+                                key: &'e str,
+                                value: &serde_json::Value,
+                                now: DateTime<Utc>| {
+                let known = defs.get(&(team, kind)).and_then(|m| m.get(key));
+                if matches!(known, Some(Some(_))) {
+                    return;
+                }
+                let ty = propdefs::detect(key, value, now);
+                if known.is_some() && ty.is_none() {
+                    return;
+                }
+                match index.entry((kind, key)) {
+                    Entry::Occupied(at) => {
+                        let seen = &mut new[*at.get()].2;
+                        if seen.is_none() {
+                            *seen = ty;
                         }
-                        None => new.push((kind, key.to_owned(), ty)),
                     }
-                };
+                    Entry::Vacant(slot) => {
+                        slot.insert(new.len());
+                        new.push((kind, key.to_owned(), ty));
+                    }
+                }
+            };
             for e in events {
                 for (k, v) in &e.properties {
                     if !NOT_EVENT_PROPERTIES.contains(&k.as_str()) {
@@ -880,6 +915,44 @@ mod tests {
             "kept across restarts"
         );
         assert_eq!(s.group_type_index(t, "sixth", now).unwrap(), None);
+        // Unknown names of a full project are answered without SQLite and are not cached:
+        // a request can name thousands of them.
+        for i in 0..10_000 {
+            assert_eq!(s.group_type_index(t, &format!("x{i}"), now).unwrap(), None);
+        }
+        assert!(s.group_types.lock().unwrap().len() <= 5);
+        assert_eq!(s.group_type_index(t, "team", now).unwrap(), Some(1));
+    }
+
+    #[test]
+    fn many_new_property_names_in_one_batch_take_linear_time() {
+        use serde_json::{Map, Value, json};
+        let (_d, s) = store();
+        let t = TeamId(1);
+        // A name repeated across events: its first non-null value decides.
+        let mut first: Map<String, Value> = (0..100_000)
+            .map(|i| (format!("p{i}"), Value::Null))
+            .collect();
+        first.insert("$set".into(), json!({"age": null}));
+        let mut second: Map<String, Value> =
+            (0..100_000).map(|i| (format!("p{i}"), json!(i))).collect();
+        second.insert("$set".into(), json!({"age": "31"}));
+        let events = [
+            event("a", Value::Object(first)),
+            event("b", Value::Object(second)),
+        ];
+        let started = std::time::Instant::now();
+        s.observe_properties(t, &events).unwrap();
+        let took = started.elapsed();
+        // A scan of the new names per property (the old way) is 10^10 comparisons here.
+        assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+        let defs = s.property_definitions(t, PropertyKind::Event);
+        assert_eq!(defs.len(), 100_000);
+        assert!(defs.iter().all(|d| d.property_type == Some("Numeric")));
+        assert_eq!(
+            s.property_type(t, PropertyKind::Person, "age"),
+            Some(PropertyType::String)
+        );
     }
 }
 

@@ -9,9 +9,8 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hedgerow_engine::CaptureBody;
 use hedgerow_engine::error::ErrorKind;
-use hedgerow_engine::ingest::decode::{RawBody, decode_body};
-use hedgerow_engine::ingest::payload::parse_payload;
 use serde_json::json;
 
 use super::App;
@@ -116,20 +115,17 @@ async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {
             "a GET capture needs a data= query parameter",
         ));
     }
-    let raw = RawBody {
-        body: &bytes,
-        content_type: content_type.as_deref(),
-        content_encoding: content_encoding.as_deref(),
-        compression: query.compression.as_deref(),
-        data_param: query.data.as_deref(),
+    let body = CaptureBody {
+        body: bytes,
+        content_type,
+        content_encoding,
+        compression: query.compression,
+        data_param: query.data,
+        sent_at: query
+            .sent_at_ms
+            .and_then(chrono::DateTime::from_timestamp_millis),
     };
-    let value = decode_body(&raw, app.max_body)?;
-    drop(bytes);
-    let sent_at = query
-        .sent_at_ms
-        .and_then(chrono::DateTime::from_timestamp_millis);
-    let payload = parse_payload(value, sent_at)?;
-    app.engine.capture(payload).await?;
+    app.engine.capture_body(body).await?;
     if query.beacon {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }

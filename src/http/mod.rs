@@ -175,6 +175,40 @@ pub fn absolute_url(headers: &HeaderMap, path_and_query: &str) -> String {
     format!("{proto}://{host}{path_and_query}")
 }
 
+/// The largest offset a list takes. Any offset past the end is an empty page; clamping
+/// keeps `offset + limit` and the stores' signed 64-bit `OFFSET` from overflowing (an
+/// `offset` of 2^64 − 1 used to wrap to −1, which SQLite reads as no offset at all).
+pub const MAX_OFFSET: usize = 1 << 53;
+
+/// A `limit` or `offset` query parameter: absent or empty is `default`; digits are a
+/// count, however many (a number too big for 64 bits reads as the largest); anything else
+/// is a 400 naming the parameter. The caller clamps.
+pub fn count_param(name: &str, value: Option<&str>, default: usize) -> Result<usize, ApiError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(default),
+        Some(s) if s.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(s.parse::<usize>().unwrap_or(usize::MAX))
+        }
+        Some(s) => Err(ApiError::invalid(
+            "invalid_input",
+            format!("{name} must be a non-negative integer, got '{s}'"),
+        )
+        .with_attr(name)),
+    }
+}
+
+/// `limit` (default 100, clamped to 1..=`max_limit`) and `offset` (default 0, clamped to
+/// [`MAX_OFFSET`]).
+pub fn limit_offset(
+    limit: Option<&str>,
+    offset: Option<&str>,
+    max_limit: usize,
+) -> Result<(usize, usize), ApiError> {
+    let limit = count_param("limit", limit, 100)?.clamp(1, max_limit);
+    let offset = count_param("offset", offset, 0)?.min(MAX_OFFSET);
+    Ok((limit, offset))
+}
+
 /// `next` and `previous` links of a limit/offset page.
 pub fn page_links(
     headers: &HeaderMap,
@@ -195,7 +229,45 @@ pub fn page_links(
         q.append_pair("offset", &off.to_string());
         absolute_url(headers, &format!("{path}?{}", q.finish()))
     };
-    let next = (offset + limit < count).then(|| link(offset + limit));
+    let end = offset.saturating_add(limit);
+    let next = (end < count).then(|| link(end));
     let previous = (offset > 0).then(|| link(offset.saturating_sub(limit)));
     (next, previous)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_counts_clamp_and_junk_is_a_400() {
+        let u64_max = "18446744073709551615";
+        assert_eq!(
+            limit_offset(Some(u64_max), Some(u64_max), 1000).unwrap(),
+            (1000, MAX_OFFSET)
+        );
+        assert_eq!(
+            limit_offset(None, Some("999999999999999999999999999"), 1000).unwrap(),
+            (100, MAX_OFFSET)
+        );
+        assert_eq!(limit_offset(Some(""), Some(" 7 "), 1000).unwrap(), (100, 7));
+        assert_eq!(limit_offset(Some("0"), None, 1000).unwrap(), (1, 0));
+        for bad in ["-1", "1e3", "ten", "+5", "5x"] {
+            let e = limit_offset(None, Some(bad), 1000).unwrap_err();
+            assert_eq!(e.attr.as_deref(), Some("offset"), "{bad}");
+            assert!(e.detail.contains(bad), "{}", e.detail);
+            let e = limit_offset(Some(bad), None, 1000).unwrap_err();
+            assert_eq!(e.attr.as_deref(), Some("limit"), "{bad}");
+        }
+        let h = HeaderMap::new();
+        let (next, prev) = page_links(&h, "/p/", &[], 1000, MAX_OFFSET, 3);
+        assert_eq!(next, None);
+        assert!(
+            prev.unwrap()
+                .ends_with(&format!("offset={}", MAX_OFFSET - 1000))
+        );
+        // Even unclamped values cannot overflow.
+        let (next, _) = page_links(&h, "/p/", &[], usize::MAX, usize::MAX, 3);
+        assert_eq!(next, None);
+    }
 }

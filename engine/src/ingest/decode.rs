@@ -6,6 +6,7 @@
 //! a `serde_json::Value` or a [`CaptureError`]. No I/O, no clock. The shape of the JSON
 //! (batch, single event, array) is [`super::payload`]'s business, not this module's.
 
+use std::borrow::Cow;
 use std::io::Read;
 
 use base64::Engine as _;
@@ -43,10 +44,44 @@ enum Hint {
 /// Undo the transport encodings and parse JSON. `max_decoded` bounds the decompressed size
 /// ([`DEFAULT_MAX_DECODED`], 20 MB, by default): exceeding it is [`CaptureError::TooLarge`]
 /// with a message saying the limit.
+///
+/// This builds the whole `serde_json::Value` with no other bound: capture itself goes through
+/// [`decode_transport`], [`super::scan`] and [`parse_json`] so the shape is checked first.
 pub fn decode_body(
     raw: &RawBody<'_>,
     max_decoded: usize,
 ) -> Result<serde_json::Value, CaptureError> {
+    parse_json(&decode_transport(raw, max_decoded)?)
+}
+
+/// Undo the transport encodings only: the JSON text of the body (a UTF-8 byte order mark
+/// removed), borrowed from the body when it was plain JSON. At most `max_decoded` bytes
+/// come out; more is [`CaptureError::TooLarge`] saying the limit.
+pub fn decode_transport<'a>(
+    raw: &RawBody<'a>,
+    max_decoded: usize,
+) -> Result<Cow<'a, [u8]>, CaptureError> {
+    let out = transport(raw, max_decoded)?;
+    if out.len() > max_decoded {
+        return Err(too_large(max_decoded));
+    }
+    Ok(strip_bom(out))
+}
+
+fn strip_bom(bytes: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    match bytes {
+        Cow::Borrowed(b) => Cow::Borrowed(b.strip_prefix(BOM).unwrap_or(b)),
+        Cow::Owned(mut v) => {
+            if v.starts_with(BOM) {
+                v.drain(..BOM.len());
+            }
+            Cow::Owned(v)
+        }
+    }
+}
+
+fn transport<'a>(raw: &RawBody<'a>, max_decoded: usize) -> Result<Cow<'a, [u8]>, CaptureError> {
     let query_hint = compression_hint(raw.compression)?;
     let header_gzip = content_encoding_is_gzip(raw.content_encoding)?;
 
@@ -54,7 +89,7 @@ pub fn decode_body(
         // Legacy GET requests carry the payload in the query string instead of the body.
         return match raw.data_param {
             Some(data) if !data.trim().is_empty() => {
-                decode_data_field(data, query_hint, max_decoded)
+                decode_data_field(Cow::Borrowed(data), query_hint, max_decoded)
             }
             _ => Err(CaptureError::InvalidPayload(
                 "empty request body".to_owned(),
@@ -74,6 +109,31 @@ pub fn decode_body(
 
     let hint = if header_gzip { Hint::Gzip } else { query_hint };
     decode_bytes(raw.body, hint, max_decoded)
+}
+
+/// Whether undoing the transport encodings of `raw` may make more bytes than it has (gzip,
+/// possibly inside base64 or a form field): the decoded size is then unknown until it is
+/// inflated, bounded only by the limit.
+pub fn may_inflate(raw: &RawBody<'_>) -> bool {
+    let body = raw.body;
+    let hinted = matches!(compression_hint(raw.compression), Ok(Hint::Gzip))
+        || matches!(content_encoding_is_gzip(raw.content_encoding), Ok(true));
+    // Plain JSON is the only shape that cannot hide gzip (base64 and forms can carry it).
+    hinted || !looks_like_json(body) || is_form(raw.content_type) || is_blank(body)
+}
+
+/// The most bytes decoding `raw` can make, given the limit: deflate cannot expand more than
+/// 1032:1, so a compressed body bounds its own output; anything else decodes to at most
+/// its own size (base64 and percent-decoding shrink).
+pub fn decoded_bound(raw: &RawBody<'_>, max_decoded: usize) -> usize {
+    let wire = raw.body.len() + raw.data_param.map_or(0, str::len);
+    if may_inflate(raw) {
+        wire.saturating_mul(1032)
+            .saturating_add(1024)
+            .min(max_decoded)
+    } else {
+        wire.min(max_decoded)
+    }
 }
 
 /// Maps a `compression` value to what it asks for; lz64 is refused outright so the client
@@ -132,11 +192,11 @@ fn is_blank(bytes: &[u8]) -> bool {
 }
 
 /// A form body: the payload is its `data` field, optionally with its own `compression`.
-fn decode_form(
-    body: &[u8],
+fn decode_form<'a>(
+    body: &'a [u8],
     query_hint: Hint,
     max_decoded: usize,
-) -> Result<serde_json::Value, CaptureError> {
+) -> Result<Cow<'a, [u8]>, CaptureError> {
     let mut data = None;
     let mut form_compression = None;
     for (key, value) in url::form_urlencoded::parse(body) {
@@ -156,7 +216,7 @@ fn decode_form(
         Some(data) if data.trim().is_empty() => Err(CaptureError::InvalidPayload(
             "the form's `data` field is empty".to_owned(),
         )),
-        Some(data) => decode_data_field(&data, hint, max_decoded),
+        Some(data) => decode_data_field(data, hint, max_decoded),
         // Some clients label a plain JSON body as a form; accept it rather than refuse.
         None if looks_like_json(body) => decode_bytes(body, Hint::None, max_decoded),
         None => Err(CaptureError::InvalidPayload(
@@ -167,17 +227,21 @@ fn decode_form(
 }
 
 /// A `data` value (form field or query parameter): plain JSON, or base64 of JSON or of gzip.
-fn decode_data_field(
-    data: &str,
+fn decode_data_field<'a>(
+    data: Cow<'a, str>,
     hint: Hint,
     max_decoded: usize,
-) -> Result<serde_json::Value, CaptureError> {
-    let trimmed = data.trim();
-    if looks_like_json(trimmed.as_bytes()) {
-        return parse_json(trimmed.as_bytes(), max_decoded);
+) -> Result<Cow<'a, [u8]>, CaptureError> {
+    if looks_like_json(data.trim().as_bytes()) {
+        return Ok(match data {
+            Cow::Borrowed(s) => Cow::Borrowed(s.trim().as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.trim().as_bytes().to_vec()),
+        });
     }
-    match decode_base64(trimmed) {
-        Some(bytes) => decode_bytes(&bytes, hint, max_decoded),
+    match decode_base64(data.trim()) {
+        Some(bytes) => Ok(Cow::Owned(
+            decode_bytes(&bytes, hint, max_decoded)?.into_owned(),
+        )),
         None => Err(CaptureError::InvalidPayload(
             "the `data` field is neither JSON nor valid base64".to_owned(),
         )),
@@ -185,14 +249,13 @@ fn decode_data_field(
 }
 
 /// Bytes with no form wrapping: gzip, base64 or plain JSON.
-fn decode_bytes(
-    bytes: &[u8],
+fn decode_bytes<'a>(
+    bytes: &'a [u8],
     hint: Hint,
     max_decoded: usize,
-) -> Result<serde_json::Value, CaptureError> {
+) -> Result<Cow<'a, [u8]>, CaptureError> {
     if bytes.starts_with(&GZIP_MAGIC) {
-        let inflated = gunzip_bounded(bytes, max_decoded)?;
-        return parse_json(&inflated, max_decoded);
+        return gunzip_bounded(bytes, max_decoded).map(Cow::Owned);
     }
     if hint == Hint::Gzip && !looks_like_json(bytes) {
         // Declared gzip yet neither gzip nor JSON. A body that is already JSON is accepted:
@@ -202,7 +265,7 @@ fn decode_bytes(
         ));
     }
     if looks_like_json(bytes) {
-        return parse_json(bytes, max_decoded);
+        return Ok(Cow::Borrowed(bytes));
     }
 
     // Not JSON on its face: try base64, which is how several SDKs send bodies, with or
@@ -212,11 +275,10 @@ fn decode_bytes(
         .and_then(|s| decode_base64(s.trim()));
     if let Some(decoded) = decoded {
         if decoded.starts_with(&GZIP_MAGIC) {
-            let inflated = gunzip_bounded(&decoded, max_decoded)?;
-            return parse_json(&inflated, max_decoded);
+            return gunzip_bounded(&decoded, max_decoded).map(Cow::Owned);
         }
         if hint == Hint::Base64 || looks_like_json(&decoded) {
-            return parse_json(&decoded, max_decoded);
+            return Ok(Cow::Owned(decoded));
         }
     } else if hint == Hint::Base64 {
         return Err(CaptureError::InvalidPayload(
@@ -226,7 +288,7 @@ fn decode_bytes(
     // Neither gzip nor base64 of JSON: parse the original so the error message points at
     // what the client actually sent (a bare number or string is valid JSON and is left to
     // the payload shape check).
-    parse_json(bytes, max_decoded)
+    Ok(Cow::Borrowed(bytes))
 }
 
 /// Whether the first non-blank byte opens a JSON object or array.
@@ -238,12 +300,8 @@ fn looks_like_json(bytes: &[u8]) -> bool {
     )
 }
 
-fn parse_json(bytes: &[u8], max_decoded: usize) -> Result<serde_json::Value, CaptureError> {
-    if bytes.len() > max_decoded {
-        return Err(too_large(max_decoded));
-    }
-    // A UTF-8 byte order mark is not JSON, but some encoders write one.
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+/// Parses the JSON text [`decode_transport`] gave.
+pub fn parse_json(bytes: &[u8]) -> Result<serde_json::Value, CaptureError> {
     serde_json::from_slice(bytes)
         .map_err(|e| CaptureError::InvalidPayload(format!("invalid JSON in request body: {e}")))
 }

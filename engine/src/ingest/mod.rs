@@ -5,9 +5,11 @@
 //! [`payload::CapturePayload`] already decoded from the wire.
 
 pub mod decode;
+pub mod limits;
 pub mod normalize;
 pub mod payload;
 pub mod pipeline;
+pub mod scan;
 pub mod wal;
 
 use chrono::{DateTime, Utc};
@@ -72,6 +74,17 @@ pub enum CaptureError {
     TooLarge(String),
     #[error("could not make the events durable: {0}")]
     Unavailable(String),
+    /// Over one of the capture limits (`limits`): 413, saying the limit and what was found.
+    #[error("{detail}")]
+    OverLimit {
+        code: &'static str,
+        detail: String,
+        /// The field at fault, e.g. `properties.$set`.
+        attr: Option<String>,
+    },
+    /// The capture memory budget stayed taken by other requests: 503, try again later.
+    #[error("{0}")]
+    Overloaded(String),
 }
 
 impl HasKind for CaptureError {
@@ -80,7 +93,8 @@ impl HasKind for CaptureError {
             CaptureError::InvalidPayload(_) => ErrorKind::InvalidInput,
             CaptureError::InvalidToken(_) => ErrorKind::Unauthorized,
             CaptureError::TooLarge(_) => ErrorKind::TooLarge,
-            CaptureError::Unavailable(_) => ErrorKind::Unavailable,
+            CaptureError::Unavailable(_) | CaptureError::Overloaded(_) => ErrorKind::Unavailable,
+            CaptureError::OverLimit { .. } => ErrorKind::TooLarge,
         }
     }
     fn code(&self) -> &'static str {
@@ -89,6 +103,14 @@ impl HasKind for CaptureError {
             CaptureError::InvalidToken(_) => "invalid_api_key",
             CaptureError::TooLarge(_) => "payload_too_large",
             CaptureError::Unavailable(_) => "unavailable",
+            CaptureError::OverLimit { code, .. } => code,
+            CaptureError::Overloaded(_) => "capture_overloaded",
+        }
+    }
+    fn attr(&self) -> Option<String> {
+        match self {
+            CaptureError::OverLimit { attr, .. } => attr.clone(),
+            _ => None,
         }
     }
 }

@@ -239,13 +239,26 @@ pub fn person_input(e: &Event, mut group_index: impl FnMut(&str) -> Option<u8>) 
         input.action = group_action(props, &mut group_index, &mut input.warnings);
     }
     if let Some(Value::Object(groups)) = props.get("$groups") {
-        for ty in groups.keys() {
-            if group_index(ty).is_none() {
-                input.warnings.push(warning(
-                    "group_type_limit_exceeded",
-                    serde_json::json!({"groupType": ty, "reason": "the project has 5 group types already; $groups of this type is not linked"}),
-                ));
-            }
+        // One warning per event, however many types it names: `$groups` comes from public
+        // capture and may hold thousands of keys.
+        let unlinked: Vec<&String> = groups
+            .keys()
+            .filter(|ty| group_index(ty).is_none())
+            .collect();
+        match unlinked.as_slice() {
+            [] => {}
+            [ty] => input.warnings.push(warning(
+                "group_type_limit_exceeded",
+                serde_json::json!({"groupType": ty, "reason": "the project has 5 group types already; $groups of this type is not linked"}),
+            )),
+            many => input.warnings.push(warning(
+                "group_type_limit_exceeded",
+                serde_json::json!({
+                    "groupTypes": many.iter().take(10).collect::<Vec<_>>(),
+                    "count": many.len(),
+                    "reason": "the project has 5 group types already; $groups of these types are not linked",
+                }),
+            )),
         }
     }
     input
@@ -522,6 +535,18 @@ mod tests {
             |_| None,
         );
         assert_eq!(i.warnings[0].kind, "group_type_limit_exceeded");
+        // However many unknown types `$groups` names, one warning.
+        let groups: Map<String, Value> = (0..1000).map(|i| (format!("t{i}"), json!("k"))).collect();
+        let i = person_input(&event("x", json!({"$groups": groups})), |_| None);
+        assert_eq!(i.warnings.len(), 1);
+        assert_eq!(i.warnings[0].details["count"], 1000);
+        assert_eq!(
+            i.warnings[0].details["groupTypes"]
+                .as_array()
+                .unwrap()
+                .len(),
+            10
+        );
         let i = person_input(
             &event("x", json!({"$process_person_profile": false})),
             |_| None,
