@@ -3,9 +3,10 @@
 //!
 //! `parse(print(tree)) == tree` holds for every tree the parser produces.
 
-use crate::hogql::ast::*;
-use crate::hogql::lexer::is_plain_identifier;
-use crate::hogql::parser::{WINDOW_WORDS, is_reserved, prec};
+use crate::ast::*;
+use crate::grammar::{WINDOW_WORDS, prec, quote};
+pub use crate::grammar::{ident, string};
+use crate::lexer::is_plain_identifier;
 
 /// A whole query as HogQL text.
 pub fn query(q: &Query) -> String {
@@ -19,16 +20,6 @@ pub fn expr(e: &Expr) -> String {
     let mut p = Printer::default();
     p.expr(e, prec::ALIAS);
     p.out
-}
-
-/// A name standing on its own (column, alias, table, CTE): backticks when it is not a plain
-/// identifier or is a reserved word.
-pub fn ident(name: &str) -> String {
-    if is_plain_identifier(name) && !is_reserved(name) {
-        name.to_string()
-    } else {
-        quote(name)
-    }
 }
 
 /// A name after a `.`: any plain identifier is fine there, keywords included.
@@ -53,43 +44,6 @@ fn call_name(name: &str) -> String {
     } else {
         quote(name)
     }
-}
-
-fn escape_into(out: &mut String, s: &str, quote: char) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\0' => out.push_str("\\0"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02X}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-}
-
-fn quote(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 2);
-    out.push('`');
-    escape_into(&mut out, name, '`');
-    out.push('`');
-    out
-}
-
-/// A string literal in single quotes with ClickHouse escapes.
-pub fn string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    escape_into(&mut out, s, '\'');
-    out.push('\'');
-    out
 }
 
 fn float(v: f64) -> String {
@@ -793,7 +747,7 @@ impl Printer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hogql::parser::{parse_expr, parse_query};
+    use crate::parser::{parse_expr, parse_query};
 
     /// Queries that must survive parse → print → parse unchanged.
     const CORPUS: &[&str] = &[

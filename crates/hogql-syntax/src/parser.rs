@@ -1,4 +1,4 @@
-//! HogQL's parser: tokens to [`crate::hogql::ast`]. Pure (std only).
+//! HogQL's parser: tokens to [`crate::ast`]. Pure (std only).
 //!
 //! A recursive-descent parser for queries and a Pratt parser for expressions, with
 //! ClickHouse's operator priorities (see [`prec`]). `??` (PostHog's null coalescing) sits where
@@ -7,119 +7,17 @@
 //! Nesting is bounded: a tree deeper than [`MAX_DEPTH`] levels is a [`SyntaxError`], so
 //! neither parsing nor later recursion over the tree can overflow the stack.
 
-use crate::hogql::ast::*;
-use crate::hogql::lexer::{Token, TokenKind, tokenize};
+use crate::ast::*;
+pub use crate::grammar::{MAX_DEPTH, MAX_SUBQUERY_DEPTH, WINDOW_WORDS, is_reserved, prec};
+use crate::grammar::{ident, string};
+use crate::lexer::{Token, TokenKind, tokenize};
 
-pub use crate::hogql::lexer::SyntaxError;
-
-/// The deepest tree (and the deepest parser recursion) a query may produce.
-pub const MAX_DEPTH: usize = 512;
-
-/// The most SELECTs nested inside one another (ClickHouse's `max_subquery_depth`). Each
-/// level is several plan nodes for the planner and DataFusion's optimizer, which recurse
-/// over them; the query runtime's stack is sized for this bound.
-pub const MAX_SUBQUERY_DEPTH: usize = 100;
+pub use crate::lexer::SyntaxError;
 
 /// Recursion levels run on one stack before the descent moves to a fresh thread.
 const SEGMENT: usize = 16;
 /// Stack of each such thread (virtual memory; only what is touched is committed).
 const SEGMENT_STACK: usize = 16 << 20;
-
-/// Binding powers, lowest first (ClickHouse's priorities, scaled by ten).
-pub mod prec {
-    pub const ALIAS: u8 = 0;
-    pub const LAMBDA: u8 = 10;
-    pub const TERNARY: u8 = 20;
-    pub const OR: u8 = 30;
-    pub const AND: u8 = 40;
-    pub const NOT: u8 = 50;
-    pub const COALESCE: u8 = 55;
-    pub const IS_NULL: u8 = 60;
-    pub const BETWEEN: u8 = 70;
-    pub const COMPARE: u8 = 90;
-    pub const CONCAT: u8 = 100;
-    pub const ADD: u8 = 110;
-    pub const MUL: u8 = 120;
-    pub const NEG: u8 = 130;
-    pub const POSTFIX: u8 = 140;
-    pub const PRIMARY: u8 = 150;
-}
-
-/// Words that never stand alone as identifiers, never become implicit aliases and are
-/// printed quoted when used as names. (`left(…)`, `any(…)` etc. still call functions.)
-const RESERVED: &[&str] = &[
-    "ALL",
-    "AND",
-    "ANTI",
-    "ANY",
-    "ARRAY",
-    "AS",
-    "ASC",
-    "ASCENDING",
-    "ASOF",
-    "BETWEEN",
-    "BY",
-    "CASE",
-    "CAST",
-    "CROSS",
-    "DESC",
-    "DESCENDING",
-    "DISTINCT",
-    "ELSE",
-    "END",
-    "EXCEPT",
-    "EXISTS",
-    "FALSE",
-    "FINAL",
-    "FORMAT",
-    "FROM",
-    "FULL",
-    "GLOBAL",
-    "GROUP",
-    "HAVING",
-    "ILIKE",
-    "IN",
-    "INF",
-    "INNER",
-    "INTERSECT",
-    "INTERVAL",
-    "IS",
-    "JOIN",
-    "LEFT",
-    "LIKE",
-    "LIMIT",
-    "MOD",
-    "NAN",
-    "NOT",
-    "NULL",
-    "NULLS",
-    "OFFSET",
-    "ON",
-    "OR",
-    "ORDER",
-    "OUTER",
-    "OVER",
-    "PREWHERE",
-    "QUALIFY",
-    "RIGHT",
-    "SAMPLE",
-    "SELECT",
-    "SEMI",
-    "SETTINGS",
-    "THEN",
-    "TRUE",
-    "UNION",
-    "USING",
-    "WHEN",
-    "WHERE",
-    "WINDOW",
-    "WITH",
-];
-
-/// Whether `word` is reserved (case-insensitive): see [`RESERVED`].
-pub fn is_reserved(word: &str) -> bool {
-    RESERVED.iter().any(|r| r.eq_ignore_ascii_case(word))
-}
 
 /// Words that may end a SELECT list after a trailing comma.
 const CLAUSE_WORDS: &[&str] = &[
@@ -139,9 +37,6 @@ const CLAUSE_WORDS: &[&str] = &[
     "SETTINGS",
     "FORMAT",
 ];
-
-/// Words that open the parts of a window specification (never a base window name).
-pub const WINDOW_WORDS: &[&str] = &["PARTITION", "ORDER", "ROWS", "RANGE"];
 
 /// Parse a whole query: one SELECT or a set operation; one trailing `;` is allowed.
 pub fn parse_query(text: &str) -> Result<Query, SyntaxError> {
@@ -1822,7 +1717,7 @@ impl<'a> Parser<'a> {
     fn type_name_inner(&mut self) -> PResult<String> {
         let mut out = match &self.tok().kind {
             TokenKind::Word(w) => w.clone(),
-            TokenKind::QuotedIdent(w) => crate::hogql::print::ident(w),
+            TokenKind::QuotedIdent(w) => ident(w),
             _ => return Err(self.expected("a type name")),
         };
         self.bump();
@@ -1862,7 +1757,7 @@ impl<'a> Parser<'a> {
             }
             TokenKind::String(s) => {
                 self.bump();
-                let mut out = crate::hogql::print::string(s);
+                let mut out = string(s);
                 if self.eat(&TokenKind::Eq) {
                     let neg = self.eat(&TokenKind::Minus);
                     let TokenKind::Number(n) = &self.tok().kind else {
@@ -1884,7 +1779,7 @@ impl<'a> Parser<'a> {
                     _ => unreachable!("checked above"),
                 };
                 let ty = self.type_name()?;
-                Ok(format!("{} {ty}", crate::hogql::print::ident(&name)))
+                Ok(format!("{} {ty}", ident(&name)))
             }
             _ => self.type_name(),
         }
@@ -2787,7 +2682,7 @@ mod tests {
             .spawn(|| {
                 let ok = |text: String| {
                     let q = parse_query(&text).unwrap_or_else(|e| panic!("{e}"));
-                    let printed = crate::hogql::print::query(&q);
+                    let printed = crate::print::query(&q);
                     assert_eq!(parse_query(&printed).unwrap(), q);
                 };
                 ok(format!("SELECT {}", nest("(", "1", ")", 500)));
@@ -2879,10 +2774,10 @@ mod tests {
                 match parse_query(&text) {
                     Ok(q) => {
                         parsed += 1;
-                        let printed = crate::hogql::print::query(&q);
+                        let printed = crate::print::query(&q);
                         let again = parse_query(&printed)
                             .unwrap_or_else(|e| panic!("{text}\n=> {printed}\n{e}"));
-                        assert_eq!(crate::hogql::print::query(&again), printed, "{text}");
+                        assert_eq!(crate::print::query(&again), printed, "{text}");
                     }
                     Err(e) => {
                         assert!(
