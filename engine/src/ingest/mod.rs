@@ -10,7 +10,7 @@ pub mod normalize;
 pub mod payload;
 pub mod pipeline;
 pub mod scan;
-pub mod wal;
+pub use hedgerow_wal as wal;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -112,5 +112,37 @@ impl HasKind for CaptureError {
             CaptureError::OverLimit { attr, .. } => attr.clone(),
             _ => None,
         }
+    }
+}
+
+impl crate::error::HasKind for wal::WalError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            wal::WalError::Io(_) | wal::WalError::Closed => ErrorKind::Unavailable,
+            wal::WalError::Corrupt { .. } => ErrorKind::Internal,
+            wal::WalError::TooLarge(_) => ErrorKind::TooLarge,
+        }
+    }
+}
+
+#[cfg(test)]
+mod wal_error_tests {
+    use crate::error::{ErrorKind, HasKind};
+    use crate::ingest::wal::WalError;
+
+    #[test]
+    fn wal_errors_map_to_kinds() {
+        // A failed write or fsync is retryable (503); lost acknowledged data is internal.
+        let io = WalError::Io(std::io::Error::new(std::io::ErrorKind::StorageFull, "full"));
+        assert_eq!(io.kind(), ErrorKind::Unavailable);
+        assert_eq!(WalError::Closed.kind(), ErrorKind::Unavailable);
+        assert_eq!(WalError::TooLarge(1).kind(), ErrorKind::TooLarge);
+        let corrupt = WalError::Corrupt {
+            segment: "00000000000000000001.wal".into(),
+            offset: 0,
+            reason: "bad checksum".into(),
+        };
+        assert_eq!(corrupt.kind(), ErrorKind::Internal);
     }
 }

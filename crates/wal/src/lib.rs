@@ -1,4 +1,5 @@
-//! Write-ahead log.
+//! hedgerow's write-ahead log. Depends on nothing of the engine: the engine maps
+//! [`WalError`] to its error kinds.
 //!
 //! Owns the on-disk durability of accepted capture requests: a capture is answered 200 only
 //! once its record is fsynced here. Records get strictly consecutive sequence numbers; a single
@@ -35,8 +36,6 @@ use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
-
-use crate::error::{ErrorKind, HasKind};
 
 /// The largest payload one record may carry. Anything bigger is refused with
 /// [`WalError::TooLarge`] before it touches the disk.
@@ -120,16 +119,6 @@ impl WalError {
             },
             WalError::Closed => WalError::Closed,
             WalError::TooLarge(n) => WalError::TooLarge(*n),
-        }
-    }
-}
-
-impl HasKind for WalError {
-    fn kind(&self) -> ErrorKind {
-        match self {
-            WalError::Io(_) | WalError::Closed => ErrorKind::Unavailable,
-            WalError::Corrupt { .. } => ErrorKind::Internal,
-            WalError::TooLarge(_) => ErrorKind::TooLarge,
         }
     }
 }
@@ -1370,7 +1359,6 @@ mod tests {
             matches!(&err, WalError::Corrupt { segment, .. } if *segment == files[0]),
             "{err}"
         );
-        assert_eq!(err.kind(), ErrorKind::Internal);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1465,7 +1453,6 @@ mod tests {
                 matches!(&err, WalError::Io(e) if e.kind() == io::ErrorKind::StorageFull),
                 "{err}"
             );
-            assert_eq!(err.kind(), ErrorKind::Unavailable);
         }
         assert!(
             drain(&mut rx).is_empty(),
@@ -1604,8 +1591,6 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, WalError::TooLarge(n) if n == MAX_RECORD_BYTES + 1));
-        assert_eq!(err.kind(), ErrorKind::TooLarge);
         assert_eq!(wal.last_seq(), 0);
-        assert_eq!(WalError::Closed.kind(), ErrorKind::Unavailable);
     }
 }
