@@ -382,6 +382,61 @@ impl S3Args {
 mod tests {
     use super::*;
 
+    /// The README's configuration table names exactly the flags of `hedgerow serve --help`
+    /// (and each with the environment variable clap reads, where the row gives one).
+    #[test]
+    fn readme_flag_table_matches_help() {
+        use clap::CommandFactory;
+        let readme = include_str!("../README.md");
+        let table: Vec<&str> = readme
+            .split("## Configuration")
+            .nth(1)
+            .expect("a Configuration section")
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        let mut in_readme = std::collections::BTreeSet::new();
+        let mut envs = std::collections::BTreeSet::new();
+        for row in &table {
+            let cells: Vec<&str> = row.split('|').collect();
+            for (i, cell) in cells.iter().enumerate() {
+                for part in cell.split('`').skip(1).step_by(2) {
+                    if i == 1 && part.starts_with("--") {
+                        in_readme.insert(part.to_string());
+                    }
+                    if i == 2 && part.starts_with("HEDGEROW_") && !part.contains('*') {
+                        envs.insert(part.to_string());
+                    }
+                }
+            }
+        }
+        let cmd = Cli::command();
+        let mut in_help = std::collections::BTreeSet::new();
+        let mut help_envs = std::collections::BTreeSet::new();
+        for arg in cmd.get_arguments() {
+            if let Some(long) = arg.get_long()
+                && !matches!(long, "help" | "version")
+            {
+                in_help.insert(format!("--{long}"));
+            }
+            if let Some(env) = arg.get_env() {
+                help_envs.insert(env.to_string_lossy().into_owned());
+            }
+        }
+        let missing: Vec<_> = in_help.difference(&in_readme).collect();
+        let stale: Vec<_> = in_readme.difference(&in_help).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "README flag table out of date: not in the README {missing:?}; not a flag {stale:?}"
+        );
+        let wrong: Vec<_> = envs.difference(&help_envs).collect();
+        assert!(
+            wrong.is_empty(),
+            "README names env vars clap does not read: {wrong:?}"
+        );
+    }
+
     #[test]
     fn bare_invocation_is_serve_with_defaults() {
         let cli = Cli::try_parse_from(["hedgerow"]).unwrap();

@@ -135,6 +135,35 @@ pub fn router(app: App) -> Router {
         )
         .fallback(not_found)
         .with_state(app)
+        .layer(axum::middleware::from_fn(request_span))
+}
+
+/// Every request runs inside a span with a request id (the client's `X-Request-Id` when it
+/// sends a sane one, else a new one), method and path, so each log line of a request can
+/// be found; the id is sent back in `X-Request-Id`.
+async fn request_span(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument;
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %req.method(),
+        path = %req.uri().path()
+    );
+    let mut resp = next.run(req).instrument(span).await;
+    if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
 }
 
 async fn health(axum::extract::State(app): axum::extract::State<App>) -> impl IntoResponse {

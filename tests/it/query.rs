@@ -460,3 +460,29 @@ fn query_command_prints_tables_csv_json_and_plans() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("Unknown function"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_response_carries_a_request_id() {
+    let srv = Server::start(&[]);
+    let r = client().get(srv.url("/_health")).send().await.unwrap();
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert_eq!(id.len(), 32, "{id}");
+    // A client's own id is kept (so its logs and ours line up); a bad one is replaced.
+    let r = client()
+        .post(srv.url("/api/projects/1/query/"))
+        .bearer_auth(KEY)
+        .header("x-request-id", "trace-abc-123")
+        .json(&json!({"query": hogql("SELECT 1")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-request-id"], "trace-abc-123");
+    let r = client()
+        .get(srv.url("/nope"))
+        .header("x-request-id", "x".repeat(500))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.headers()["x-request-id"].len(), 32);
+}

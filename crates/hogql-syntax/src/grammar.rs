@@ -103,7 +103,7 @@ const RESERVED: &[&str] = &[
     "WITH",
 ];
 
-/// Whether `word` is reserved (case-insensitive): see [`RESERVED`].
+/// Whether `word` is reserved (case-insensitive): see `RESERVED`.
 pub fn is_reserved(word: &str) -> bool {
     RESERVED.iter().any(|r| r.eq_ignore_ascii_case(word))
 }

@@ -6,7 +6,7 @@
 //! their JSON text. It is the same rule ingestion uses for shredded `mat_*` columns
 //! ([`crate::storage::schema::property_as_string`]), so either source gives one answer.
 //!
-//! Evaluation does not parse whole documents: [`find_path`] walks the text, skipping values it
+//! Evaluation does not parse whole documents: `find_path` walks the text, skipping values it
 //! does not need, and only the value found is decoded.
 
 use std::sync::Arc;

@@ -686,7 +686,7 @@ impl QueryService {
 
     /// A draft HogQL query for a plain-language `prompt`, built from the project's own event
     /// names and property keys: the prompt's words are matched against them (an event named
-    /// in the prompt becomes the filter, "by <property>" a breakdown, "per day/week/month" a
+    /// in the prompt becomes the filter, "by `<property>`" a breakdown, "per day/week/month" a
     /// time bucket, "users" a unique-person count). A starting point to edit, not an answer.
     pub async fn draft_sql(
         self: &Arc<Self>,

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::QueryError;
 
 /// Latest schema version of each node kind we know. No kind has had a breaking migration
-/// yet, so all are at 1; a migration adds a step in [`migrate`] and bumps its number here.
+/// yet, so all are at 1; a migration adds a step in `migrate` and bumps its number here.
 pub const LATEST_VERSIONS: &[(&str, u64)] = &[
     ("ActionsNode", 1),
     ("DataTableNode", 1),

@@ -540,7 +540,7 @@ impl EventsTable {
     /// Erases every event of `person_ids` in project `team` from storage, with its history:
     ///
     /// 1. deletes the rows (`team_id = team AND person_id IN (…)`, one Delta delete per
-    ///    [`IDS_PER_COMMIT`] ids) under the commit lock, rewriting the files that held them;
+    ///    `IDS_PER_COMMIT` ids) under the commit lock, rewriting the files that held them;
     /// 2. deletes, now, every file the snapshot no longer references: the rewritten ones,
     ///    files earlier compactions replaced, uncommitted leftovers (a vacuum with no
     ///    retention, then a sweep of whatever it left);
@@ -743,7 +743,7 @@ impl EventsTable {
     /// Rewrites `person_id` from each key of `map` to its value in project `team`'s rows
     /// (how person merges are folded into the files). Chains in the map are followed (a→b,
     /// b→c rewrites a to c); identities are ignored; a cycle is refused. One Delta update
-    /// (`CASE person_id WHEN old THEN new … END`) per [`IDS_PER_COMMIT`] entries, each
+    /// (`CASE person_id WHEN old THEN new … END`) per `IDS_PER_COMMIT` entries, each
     /// rewriting only the files holding one of its old ids. The replaced files stay until
     /// the normal vacuum.
     pub async fn rewrite_person_ids(

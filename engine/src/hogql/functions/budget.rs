@@ -5,7 +5,7 @@
 //! Three bounds, each a clear error rather than an abort or an overflow:
 //! - ClickHouse's own per-call limits where it has them (`repeat` at most 1 000 000 times,
 //!   a padded length at most 1 000 000), with its messages;
-//! - at most [`MAX_BATCH_BYTES`] of output per call per batch of rows, under Arrow's 2 GiB
+//! - at most `MAX_BATCH_BYTES` of output per call per batch of rows, under Arrow's 2 GiB
 //!   offset limit for one string array (past it Arrow fails with an offset overflow);
 //! - the query memory pool: on query threads ([`install_pool`]) each call reserves its
 //!   output in the pool before building it, so strings count against `--query-memory-limit`

@@ -151,7 +151,7 @@ impl AggregateUDFImpl for Collect {
         })
     }
 
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
         let t = args.input_fields[0].data_type();
         Ok(vec![Arc::new(Field::new(
             format_state_name(args.name, "values"),
@@ -160,7 +160,7 @@ impl AggregateUDFImpl for Collect {
         ))])
     }
 
-    fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+    fn accumulator(&self, acc_args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         let input = &acc_args.expr_fields[0];
         Ok(Box::new(CollectAcc {
             kind: self.kind.clone(),
@@ -372,7 +372,7 @@ impl AggregateUDFImpl for ArgMinMax {
         ScalarValue::try_from(data_type)
     }
 
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
         Ok(vec![
             Arc::new(Field::new(
                 format_state_name(args.name, "val"),
@@ -387,7 +387,7 @@ impl AggregateUDFImpl for ArgMinMax {
         ])
     }
 
-    fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+    fn accumulator(&self, acc_args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         let f = acc_args.expr_fields;
         Ok(Box::new(ArgAcc {
             max: self.max,
@@ -515,7 +515,7 @@ impl AggregateUDFImpl for WindowFunnel {
         Ok(ScalarValue::UInt8(Some(0)))
     }
 
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
         Ok(vec![
             Arc::new(Field::new(
                 format_state_name(args.name, "ts"),
@@ -530,7 +530,7 @@ impl AggregateUDFImpl for WindowFunnel {
         ])
     }
 
-    fn accumulator(&self, _acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+    fn accumulator(&self, _acc_args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(FunnelAcc {
             window: self.window,
             levels: self.levels,
@@ -691,7 +691,7 @@ impl AggregateUDFImpl for Moments {
         Ok(ScalarValue::Float64(None))
     }
 
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
         Ok(["n", "sx", "sy", "sxx", "syy", "sxy"]
             .iter()
             .map(|s| {
@@ -704,7 +704,7 @@ impl AggregateUDFImpl for Moments {
             .collect())
     }
 
-    fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+    fn accumulator(&self, acc_args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(MomentsAcc {
             kind: self.kind,
             nullable_out: acc_args.expr_fields.iter().any(|f| f.is_nullable()),

@@ -125,7 +125,7 @@ impl WindowUDFImpl for InFrame {
 
     fn partition_evaluator(
         &self,
-        _args: PartitionEvaluatorArgs,
+        _args: PartitionEvaluatorArgs<'_>,
     ) -> Result<Box<dyn PartitionEvaluator>> {
         Ok(Box::new(InFrameEval {
             kind: self.kind,
@@ -134,7 +134,7 @@ impl WindowUDFImpl for InFrame {
         }))
     }
 
-    fn field(&self, field_args: WindowUDFFieldArgs) -> Result<FieldRef> {
+    fn field(&self, field_args: WindowUDFFieldArgs<'_>) -> Result<FieldRef> {
         let x = &field_args.input_fields()[0];
         let d = &field_args.input_fields()[2];
         Ok(Arc::new(Field::new(

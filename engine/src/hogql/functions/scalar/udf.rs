@@ -81,7 +81,7 @@ impl ScalarUDFImpl for KernelUdf {
         Ok(self.ret.clone())
     }
 
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
         let nullable = match self.nulls {
             Nulls::Always => true,
             Nulls::Never => false,
