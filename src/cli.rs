@@ -67,7 +67,7 @@ pub fn main() -> ExitCode {
 }
 
 fn gen_data(args: GenArgs) -> ExitCode {
-    let cfg = crate::r#gen::GenConfig {
+    let cfg = hedgerow_engine::datagen::GenConfig {
         events: args.events,
         seed: args.seed,
         start: args.start,
@@ -76,7 +76,7 @@ fn gen_data(args: GenArgs) -> ExitCode {
         batch_size: args.batch_size,
     };
     let started = std::time::Instant::now();
-    match crate::r#gen::generate(&cfg, &args.out) {
+    match hedgerow_engine::datagen::generate(&cfg, &args.out) {
         Ok(s) => {
             println!(
                 "generated {} events ({} persons, {} sessions, {} batches, {:.1} MB JSON, {:.1} MB gzip) from {} to {} into {} in {:.1}s",

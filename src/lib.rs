@@ -6,5 +6,4 @@
 pub mod cli;
 pub mod config;
 pub mod error;
-pub mod r#gen;
 pub mod http;

@@ -6,6 +6,7 @@
 //! knows about axum, hyper or HTTP statuses (errors carry an [`error::ErrorKind`]).
 
 pub mod clock;
+pub mod datagen;
 pub mod error;
 pub mod hogql;
 pub mod ingest;

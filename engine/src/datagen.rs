@@ -52,11 +52,11 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::ingest::TeamId;
+use crate::ingest::normalize::person_uuid;
 use arrow::array::{ArrayRef, RecordBatch, StringBuilder, TimestampMicrosecondBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, NaiveDate, Utc};
-use hedgerow_engine::ingest::TeamId;
-use hedgerow_engine::ingest::normalize::person_uuid;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
