@@ -1,0 +1,314 @@
+//! Function calls and windows: HogQL names onto [`crate::hogql::functions`], window
+//! specifications and frames.
+
+use super::*;
+
+impl Planner<'_> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn call(
+        &self,
+        whole: &ast::Expr,
+        name: &str,
+        params: Option<&[ast::Expr]>,
+        args: &[ast::Expr],
+        distinct: bool,
+        over: Option<&ast::Over>,
+        scope: &Scope<'_>,
+    ) -> PResult<Expr> {
+        // arrayJoin was computed before grouping.
+        if name == "arrayJoin" {
+            return scope
+                .array_joins
+                .iter()
+                .find(|(e, _)| e == whole)
+                .map(|(_, c)| Expr::Column(Column::from_name(c.clone())))
+                .ok_or_else(|| {
+                    PlanError::new(
+                        "arrayJoin is only supported in the SELECT list",
+                        Some(whole.span),
+                    )
+                });
+        }
+        // Operator spellings.
+        let binop = match name {
+            "equals" => Some(BinaryOp::Eq),
+            "notEquals" => Some(BinaryOp::NotEq),
+            "less" => Some(BinaryOp::Lt),
+            "lessOrEquals" => Some(BinaryOp::LtEq),
+            "greater" => Some(BinaryOp::Gt),
+            "greaterOrEquals" => Some(BinaryOp::GtEq),
+            "plus" => Some(BinaryOp::Add),
+            "minus" => Some(BinaryOp::Sub),
+            "multiply" => Some(BinaryOp::Mul),
+            "divide" => Some(BinaryOp::Div),
+            _ => None,
+        };
+        if let Some(op) = binop {
+            if args.len() != 2 {
+                return err(
+                    format!("Function `{name}` takes 2 arguments, got {}", args.len()),
+                    whole.span,
+                );
+            }
+            return self.binary(op, &args[0], &args[1], scope, whole.span);
+        }
+        match name {
+            "and" | "or" if args.len() >= 2 => {
+                let mut it = args
+                    .iter()
+                    .map(|a| self.expr(a, scope).and_then(|v| to_bool(v, &scope.schema)));
+                let first = it.next().expect("two args")?;
+                return it.try_fold(first, |acc, x| {
+                    Ok(if name == "and" {
+                        acc.and(x?)
+                    } else {
+                        acc.or(x?)
+                    })
+                });
+            }
+            "not" if args.len() == 1 => {
+                return Ok(Expr::Not(Box::new(to_bool(
+                    self.expr(&args[0], scope)?,
+                    &scope.schema,
+                )?)));
+            }
+            "tuple" => {
+                return self.expr(
+                    &ast::Expr::new(ExprKind::Tuple(args.to_vec()), whole.span),
+                    scope,
+                );
+            }
+            "in" | "notIn" if args.len() == 2 => {
+                let list = ast::InList::Expr(Box::new(args[1].clone()));
+                return self.in_expr(&args[0], &list, name == "notIn", scope);
+            }
+            _ => {}
+        }
+        let info = functions::lookup(name);
+        if let Some(info) = info
+            && info.kind == FnKind::Aggregate
+            && over.is_none()
+        {
+            for a in args {
+                if let Some((inner, span)) = find_aggregate_call(a) {
+                    return err(
+                        format!(
+                            "Aggregation `{inner}` cannot be nested inside another aggregation `{name}`"
+                        ),
+                        span,
+                    );
+                }
+            }
+        }
+        if info.is_some_and(|i| i.kind == FnKind::Window) && over.is_none() {
+            return err(
+                format!("Window function `{name}` needs OVER (…)"),
+                whole.span,
+            );
+        }
+        let params = params
+            .unwrap_or(&[])
+            .iter()
+            .map(|p| self.expr(p, scope))
+            .collect::<PResult<Vec<_>>>()?;
+        // Arguments: plain ones first, then lambdas typed by the arrays beside them.
+        let mut translated: Vec<Option<Arg>> = Vec::with_capacity(args.len());
+        let mut array_types = Vec::new();
+        for a in args {
+            match &a.kind {
+                ExprKind::Lambda { .. } => translated.push(None),
+                ExprKind::Star(None) if args.len() == 1 => {}
+                _ => {
+                    let v = self.expr(a, scope)?;
+                    let t = v.get_type(&scope.schema).map_err(df)?;
+                    if let DataType::List(f) | DataType::LargeList(f) = &t {
+                        array_types.push(f.data_type().clone());
+                    } else {
+                        array_types.push(t);
+                    }
+                    translated.push(Some(Arg::Expr(v)));
+                }
+            }
+        }
+        let mut final_args = Vec::with_capacity(translated.len());
+        for (a, t) in args.iter().zip(
+            translated
+                .into_iter()
+                .chain(std::iter::repeat_with(|| None)),
+        ) {
+            match (&a.kind, t) {
+                (_, Some(x)) => final_args.push(x),
+                (ExprKind::Lambda { params, body }, None) => {
+                    let typed: Vec<(String, DataType)> = params
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| {
+                            (
+                                p.clone(),
+                                array_types.get(i).cloned().unwrap_or(DataType::Null),
+                            )
+                        })
+                        .collect();
+                    let fields: Vec<datafusion::arrow::datatypes::Field> = typed
+                        .iter()
+                        .map(|(n, t)| datafusion::arrow::datatypes::Field::new(n, t.clone(), true))
+                        .collect();
+                    let lschema = Arc::new(
+                        DFSchema::try_from(datafusion::arrow::datatypes::Schema::new(fields))
+                            .map_err(df)?,
+                    );
+                    let inner = Scope {
+                        relations: vec![],
+                        extra: HashSet::new(),
+                        aliases: HashMap::new(),
+                        expanding: Default::default(),
+                        lambda: params.clone(),
+                        ctes: scope.ctes,
+                        schema: lschema,
+                        array_joins: vec![],
+                        windows: scope.windows,
+                    };
+                    let body = self.expr(body, &inner)?;
+                    final_args.push(Arg::Lambda {
+                        params: typed,
+                        body,
+                    });
+                }
+                _ => {}
+            }
+        }
+        let v = self.call_translated(name, params, final_args, distinct, scope, whole.span)?;
+        match over {
+            None => Ok(v),
+            Some(o) => {
+                let spec = self.window_spec(o, scope.windows, whole.span)?;
+                let partition = spec
+                    .partition_by
+                    .iter()
+                    .map(|p| self.expr(p, scope))
+                    .collect::<PResult<Vec<_>>>()?;
+                let order = spec
+                    .order_by
+                    .iter()
+                    .map(|o| {
+                        Ok(Sort::new(
+                            self.expr(&o.expr, scope)?,
+                            !o.desc,
+                            o.nulls_first.unwrap_or(o.desc),
+                        ))
+                    })
+                    .collect::<PResult<Vec<_>>>()?;
+                let frame = spec.frame.as_ref().map(|f| self.frame(f)).transpose()?;
+                to_window(v, partition, order, frame).map_err(df)
+            }
+        }
+    }
+
+    /// The window an `OVER` means: inline, a name from the WINDOW clause, or a named window
+    /// extended (`OVER (w ORDER BY …)`, SQL's rules: the base's PARTITION BY, its ORDER BY
+    /// unless it has none, the frame of the extension when it gives one).
+    pub(super) fn window_spec(
+        &self,
+        o: &ast::Over,
+        windows: &[(String, ast::WindowSpec)],
+        span: Span,
+    ) -> PResult<ast::WindowSpec> {
+        let named = |name: &str| {
+            windows
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, w)| w.clone())
+                .ok_or_else(|| {
+                    PlanError::new(
+                        format!("Window `{name}` is not defined in this SELECT's WINDOW clause"),
+                        Some(span),
+                    )
+                })
+        };
+        let mut spec = match o {
+            ast::Over::Named(name) => ast::WindowSpec {
+                base: Some(name.clone()),
+                ..Default::default()
+            },
+            ast::Over::Spec(s) => s.clone(),
+        };
+        // Resolve the chain of bases (bounded: a window may not refer to itself).
+        for _ in 0..=windows.len() {
+            let Some(base_name) = spec.base.take() else {
+                return Ok(spec);
+            };
+            let base = named(&base_name)?;
+            if !spec.partition_by.is_empty() {
+                return err(
+                    format!("A window based on `{base_name}` cannot add PARTITION BY"),
+                    span,
+                );
+            }
+            if !spec.order_by.is_empty() && !base.order_by.is_empty() {
+                return err(
+                    format!("Window `{base_name}` already has an ORDER BY"),
+                    span,
+                );
+            }
+            spec = ast::WindowSpec {
+                base: base.base,
+                partition_by: base.partition_by,
+                order_by: if spec.order_by.is_empty() {
+                    base.order_by
+                } else {
+                    spec.order_by
+                },
+                frame: spec.frame.or(base.frame),
+            };
+        }
+        err("Named windows refer to each other in a cycle", span)
+    }
+
+    pub(super) fn frame(&self, f: &ast::WindowFrame) -> PResult<WindowFrame> {
+        let units = match f.units {
+            ast::FrameUnits::Rows => WindowFrameUnits::Rows,
+            ast::FrameUnits::Range => WindowFrameUnits::Range,
+        };
+        let bound = |b: &ast::FrameBound| -> PResult<WindowFrameBound> {
+            Ok(match b {
+                ast::FrameBound::UnboundedPreceding => {
+                    WindowFrameBound::Preceding(ScalarValue::UInt64(None))
+                }
+                ast::FrameBound::UnboundedFollowing => {
+                    WindowFrameBound::Following(ScalarValue::UInt64(None))
+                }
+                ast::FrameBound::CurrentRow => WindowFrameBound::CurrentRow,
+                ast::FrameBound::Preceding(e) => WindowFrameBound::Preceding(ScalarValue::UInt64(
+                    Some(const_usize(e, "a frame bound")? as u64),
+                )),
+                ast::FrameBound::Following(e) => WindowFrameBound::Following(ScalarValue::UInt64(
+                    Some(const_usize(e, "a frame bound")? as u64),
+                )),
+            })
+        };
+        let start = bound(&f.start)?;
+        let end = match &f.end {
+            Some(e) => bound(e)?,
+            None => WindowFrameBound::CurrentRow,
+        };
+        Ok(WindowFrame::new_bounds(units, start, end))
+    }
+
+    pub(super) fn call_translated(
+        &self,
+        name: &str,
+        params: Vec<Expr>,
+        args: Vec<Arg>,
+        distinct: bool,
+        scope: &Scope<'_>,
+        span: Span,
+    ) -> PResult<Expr> {
+        let fctx = self.fn_ctx(&scope.schema);
+        functions::translate(name, params, args, distinct, &fctx)
+            .map_err(|e| PlanError::new(e.to_string(), Some(span)))
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Names
+    // ---------------------------------------------------------------------------------
+}

@@ -1,0 +1,500 @@
+//! Expressions: literals, operators, CAST, IN, subqueries used as values.
+
+use super::*;
+
+impl Planner<'_> {
+    pub(super) fn expr(&self, e: &ast::Expr, scope: &Scope<'_>) -> PResult<Expr> {
+        match &e.kind {
+            ExprKind::Literal(l) => Ok(literal(l)),
+            ExprKind::Field(parts) => self.field(parts, e.span, scope),
+            ExprKind::Star(_) => err(
+                "`*` is only allowed in the select list and in count(*)",
+                e.span,
+            ),
+            ExprKind::Index { base, index } => {
+                // properties['a']['b'] and properties.a['b']: one JSON path.
+                let mut keys = Vec::new();
+                let mut cur: &ast::Expr = e;
+                while let ExprKind::Index { base, index } = &cur.kind
+                    && let ExprKind::Literal(Literal::String(key)) = &index.kind
+                {
+                    keys.push(key.clone());
+                    cur = base;
+                }
+                if !keys.is_empty()
+                    && let ExprKind::Field(parts) = &cur.kind
+                    && let Some(json) = self.json_base(parts, scope)?
+                {
+                    let mut path = json.1;
+                    path.extend(keys.into_iter().rev());
+                    return self.property(json.0, &path, scope);
+                }
+                let b = self.expr(base, scope)?;
+                let i = self.expr(index, scope)?;
+                self.call_translated(
+                    "arrayElement",
+                    vec![],
+                    vec![Arg::Expr(b), Arg::Expr(i)],
+                    false,
+                    scope,
+                    e.span,
+                )
+            }
+            ExprKind::TupleElement { base, index } => {
+                let b = self.expr(base, scope)?;
+                Ok(core_fn::get_field(
+                    b,
+                    format!("c{}", index.saturating_sub(1)),
+                ))
+            }
+            ExprKind::Call {
+                name,
+                params,
+                args,
+                distinct,
+                over,
+            } => self.call(
+                e,
+                name,
+                params.as_deref(),
+                args,
+                *distinct,
+                over.as_ref(),
+                scope,
+            ),
+            ExprKind::Lambda { .. } => err("A lambda can only be a function argument", e.span),
+            ExprKind::Binary { op, left, right } => self.binary(*op, left, right, scope, e.span),
+            ExprKind::Unary { op, expr } => {
+                let v = self.expr(expr, scope)?;
+                Ok(match op {
+                    UnaryOp::Not => Expr::Not(Box::new(to_bool(v, &scope.schema)?)),
+                    UnaryOp::Neg => Expr::Negative(Box::new(v)),
+                })
+            }
+            ExprKind::Between {
+                expr,
+                low,
+                high,
+                negated,
+            } => {
+                let v = self.expr(expr, scope)?;
+                let vt = v.get_type(&scope.schema).map_err(df)?;
+                let bound = |b: &ast::Expr| -> PResult<Expr> {
+                    let x = self.expr(b, scope)?;
+                    Ok(self.coerce_literal_to(&x, &vt)?.unwrap_or(x))
+                };
+                let (lo, hi) = (bound(low)?, bound(high)?);
+                let b = Expr::Between(datafusion::logical_expr::Between::new(
+                    Box::new(v),
+                    *negated,
+                    Box::new(lo),
+                    Box::new(hi),
+                ));
+                Ok(null_false(b))
+            }
+            ExprKind::In {
+                expr,
+                list,
+                negated,
+            } => self.in_expr(expr, list, *negated, scope),
+            ExprKind::IsNull { expr, negated } => {
+                let v = self.expr(expr, scope)?;
+                Ok(if *negated {
+                    v.is_not_null()
+                } else {
+                    v.is_null()
+                })
+            }
+            ExprKind::Case {
+                operand,
+                whens,
+                else_,
+            } => {
+                let mut b = match operand {
+                    Some(o) => {
+                        let o = self.expr(o, scope)?;
+                        datafusion::logical_expr::case(o)
+                    }
+                    None => {
+                        let (c, v) = whens
+                            .first()
+                            .ok_or_else(|| PlanError::new("CASE needs WHEN", Some(e.span)))?;
+                        let c = self.predicate(c, scope, false)?;
+                        let v = self.expr(v, scope)?;
+                        let mut b = when(c, v);
+                        for (c, v) in &whens[1..] {
+                            b.when(self.predicate(c, scope, false)?, self.expr(v, scope)?);
+                        }
+                        return match else_ {
+                            Some(x) => b.otherwise(self.expr(x, scope)?),
+                            None => b.end(),
+                        }
+                        .map_err(df);
+                    }
+                };
+                for (c, v) in whens {
+                    b.when(self.expr(c, scope)?, self.expr(v, scope)?);
+                }
+                match else_ {
+                    Some(x) => b.otherwise(self.expr(x, scope)?),
+                    None => b.end(),
+                }
+                .map_err(df)
+            }
+            ExprKind::Cast { expr, ty } => {
+                let v = self.expr(expr, scope)?;
+                let t = self.parse_type(ty, e.span)?;
+                let vt = v.get_type(&scope.schema).map_err(df)?;
+                if let Some(c) = self.coerce_literal_to(&v, &t)? {
+                    return Ok(c);
+                }
+                if vt == DataType::Utf8 && matches!(t, DataType::Timestamp(..)) {
+                    return self.call_translated(
+                        "toDateTime",
+                        vec![],
+                        vec![Arg::Expr(v)],
+                        false,
+                        scope,
+                        e.span,
+                    );
+                }
+                Ok(cast(v, t))
+            }
+            ExprKind::Interval { value, unit } => {
+                let v = self.expr(value, scope)?;
+                let name = match unit {
+                    ast::IntervalUnit::Second => "toIntervalSecond",
+                    ast::IntervalUnit::Minute => "toIntervalMinute",
+                    ast::IntervalUnit::Hour => "toIntervalHour",
+                    ast::IntervalUnit::Day => "toIntervalDay",
+                    ast::IntervalUnit::Week => "toIntervalWeek",
+                    ast::IntervalUnit::Month => "toIntervalMonth",
+                    ast::IntervalUnit::Quarter => "toIntervalQuarter",
+                    ast::IntervalUnit::Year => "toIntervalYear",
+                };
+                self.call_translated(name, vec![], vec![Arg::Expr(v)], false, scope, e.span)
+            }
+            ExprKind::Ternary { cond, then, else_ } => {
+                let c = self.predicate(cond, scope, false)?;
+                when(c, self.expr(then, scope)?)
+                    .otherwise(self.expr(else_, scope)?)
+                    .map_err(df)
+            }
+            ExprKind::Array(items) => {
+                let items = items
+                    .iter()
+                    .map(|i| self.expr(i, scope))
+                    .collect::<PResult<Vec<_>>>()?;
+                Ok(datafusion::functions_nested::expr_fn::make_array(items))
+            }
+            ExprKind::Tuple(items) => {
+                let mut args = Vec::new();
+                for (i, it) in items.iter().enumerate() {
+                    args.push(lit(format!("c{i}")));
+                    args.push(self.expr(it, scope)?);
+                }
+                Ok(core_fn::named_struct(args))
+            }
+            // Inside `expr AS name`, `name` is the column, not the alias being defined
+            // (`argMin(distinct_id, timestamp) AS distinct_id`).
+            ExprKind::Alias { expr, name } => {
+                scope.expanding.borrow_mut().push(name.clone());
+                let r = self.expr(expr, scope);
+                scope.expanding.borrow_mut().pop();
+                r
+            }
+            ExprKind::Placeholder(name) => match self.ctx.values.get(name) {
+                Some(v) => json_literal(v, e.span),
+                None => err(
+                    format!("Placeholder {{{name}}} has no value in `values`"),
+                    e.span,
+                ),
+            },
+            ExprKind::Subquery(q) => {
+                let plan = self.value_subquery(q, scope.ctes, e.span)?;
+                Ok(datafusion::logical_expr::expr_fn::scalar_subquery(
+                    Arc::new(plan),
+                ))
+            }
+            ExprKind::Exists(q) => {
+                let plan = self.value_subquery(q, scope.ctes, e.span)?;
+                Ok(datafusion::logical_expr::expr_fn::exists(Arc::new(plan)))
+            }
+        }
+    }
+
+    pub(super) fn parse_type(&self, ty: &str, span: Span) -> PResult<DataType> {
+        let t = ty.trim();
+        let inner = |p: &str| t.strip_prefix(p).and_then(|r| r.strip_suffix(')'));
+        if let Some(i) = inner("Nullable(") {
+            return self.parse_type(i, span);
+        }
+        if let Some(i) = inner("LowCardinality(") {
+            return self.parse_type(i, span);
+        }
+        if let Some(i) = inner("Array(") {
+            let item = self.parse_type(i, span)?;
+            return Ok(DataType::new_list(item, true));
+        }
+        let tz: Arc<str> = Arc::from(self.ctx.timezone.as_str());
+        Ok(match t {
+            "String" | "text" | "TEXT" | "VARCHAR" => DataType::Utf8,
+            "Int8" => DataType::Int8,
+            "Int16" => DataType::Int16,
+            "Int32" | "INT" | "Int" => DataType::Int32,
+            "Int64" | "BIGINT" => DataType::Int64,
+            "UInt8" => DataType::UInt8,
+            "UInt16" => DataType::UInt16,
+            "UInt32" => DataType::UInt32,
+            "UInt64" => DataType::UInt64,
+            "Float32" => DataType::Float32,
+            "Float64" | "Float" | "DOUBLE" => DataType::Float64,
+            "Bool" | "Boolean" => DataType::Boolean,
+            "Date" | "Date32" => DataType::Date32,
+            "DateTime" => DataType::Timestamp(TimeUnit::Second, Some(tz)),
+            _ if t.starts_with("DateTime64") => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some(tz))
+            }
+            _ if t.starts_with("DateTime(") => DataType::Timestamp(TimeUnit::Second, Some(tz)),
+            "UUID" => DataType::Utf8,
+            _ => return err(format!("Unknown type `{t}` in CAST"), span),
+        })
+    }
+
+    pub(super) fn binary(
+        &self,
+        op: BinaryOp,
+        left: &ast::Expr,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+        span: Span,
+    ) -> PResult<Expr> {
+        use BinaryOp::*;
+        match op {
+            And | Or => {
+                let l = to_bool(self.expr(left, scope)?, &scope.schema)?;
+                let r = to_bool(self.expr(right, scope)?, &scope.schema)?;
+                Ok(if op == And { l.and(r) } else { l.or(r) })
+            }
+            Eq | NotEq | Lt | LtEq | Gt | GtEq => {
+                let (l, r) = self.comparison_operands(left, right, scope)?;
+                let ln = l.nullable(&scope.schema).map_err(df)?;
+                let rn = r.nullable(&scope.schema).map_err(df)?;
+                if !ln && !rn {
+                    return Ok(Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(l),
+                        binary_operator(op),
+                        Box::new(r),
+                    )));
+                }
+                Ok(match op {
+                    Eq => Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(l),
+                        Operator::IsNotDistinctFrom,
+                        Box::new(r),
+                    )),
+                    NotEq => Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(l),
+                        Operator::IsDistinctFrom,
+                        Box::new(r),
+                    )),
+                    _ => null_false(Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(l),
+                        binary_operator(op),
+                        Box::new(r),
+                    ))),
+                })
+            }
+            Add | Sub | Mul | Mod => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                let l = bool_to_int(l, &scope.schema)?;
+                let r = bool_to_int(r, &scope.schema)?;
+                Ok(Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(l),
+                    binary_operator(op),
+                    Box::new(r),
+                )))
+            }
+            Div => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                Ok(cast(l, DataType::Float64) / cast(r, DataType::Float64))
+            }
+            Concat => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                self.call_translated(
+                    "concat",
+                    vec![],
+                    vec![Arg::Expr(l), Arg::Expr(r)],
+                    false,
+                    scope,
+                    span,
+                )
+            }
+            Coalesce => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                Ok(core_fn::coalesce(vec![l, r]))
+            }
+            Like | NotLike | ILike | NotILike => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                let negated = matches!(op, NotLike | NotILike);
+                let ci = matches!(op, ILike | NotILike);
+                let like = Expr::Like(datafusion::logical_expr::Like::new(
+                    negated,
+                    Box::new(l),
+                    Box::new(r),
+                    None,
+                    ci,
+                ));
+                Ok(null_false(like))
+            }
+            Regex | NotRegex | IRegex | NotIRegex => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                let o = match op {
+                    Regex => Operator::RegexMatch,
+                    NotRegex => Operator::RegexNotMatch,
+                    IRegex => Operator::RegexIMatch,
+                    _ => Operator::RegexNotIMatch,
+                };
+                Ok(null_false(Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(l),
+                    o,
+                    Box::new(r),
+                ))))
+            }
+        }
+    }
+
+    pub(super) fn in_expr(
+        &self,
+        expr: &ast::Expr,
+        list: &ast::InList,
+        negated: bool,
+        scope: &Scope<'_>,
+    ) -> PResult<Expr> {
+        let v = self.expr(expr, scope)?;
+        let vt = v.get_type(&scope.schema).map_err(df)?;
+        let positive = match list {
+            ast::InList::List(items) => {
+                let items = items
+                    .iter()
+                    .map(|i| {
+                        let x = self.expr(i, scope)?;
+                        Ok(self.coerce_literal_to(&x, &vt)?.unwrap_or(x))
+                    })
+                    .collect::<PResult<Vec<_>>>()?;
+                // A NULL in the list matches a NULL value (ClickHouse's transform_null_in,
+                // which PostHog turns on).
+                let has_null = items.iter().any(is_null_lit);
+                let items: Vec<Expr> = items.into_iter().filter(|i| !is_null_lit(i)).collect();
+                let membership = if items.is_empty() {
+                    lit(false)
+                } else {
+                    null_false(v.clone().in_list(items, false))
+                };
+                if has_null {
+                    v.clone().is_null().or(membership)
+                } else {
+                    membership
+                }
+            }
+            ast::InList::Subquery(q) => {
+                // Outside a filter: membership in the subquery's values, gathered once.
+                let (v, plan) = self.in_subquery_operands(expr, q, scope)?;
+                let col = plan.schema().qualified_field(0);
+                let col = Expr::Column(Column::new(col.0.cloned(), col.1.name()));
+                let agg = LogicalPlanBuilder::from(plan)
+                    .aggregate(
+                        Vec::<Expr>::new(),
+                        vec![
+                            datafusion::functions_aggregate::expr_fn::array_agg(col)
+                                .alias("__values"),
+                        ],
+                    )
+                    .and_then(|b| b.build())
+                    .map_err(df)?;
+                let values = datafusion::logical_expr::expr_fn::scalar_subquery(Arc::new(agg));
+                datafusion::functions_nested::expr_fn::array_has(
+                    core_fn::coalesce(vec![
+                        values,
+                        datafusion::functions_nested::expr_fn::make_array(vec![]),
+                    ]),
+                    v,
+                )
+            }
+            ast::InList::Expr(e) => {
+                if let ExprKind::Field(p) = &e.kind
+                    && p.len() == 1
+                    && let Some(q) = scope.ctes.query(&p[0])
+                {
+                    let plan = self.value_subquery(q, scope.ctes, e.span)?;
+                    datafusion::logical_expr::expr_fn::in_subquery(v.clone(), Arc::new(plan))
+                } else {
+                    let arr = self.expr(e, scope)?;
+                    match &e.kind {
+                        ExprKind::Tuple(items) => {
+                            let items = items
+                                .iter()
+                                .map(|i| self.expr(i, scope))
+                                .collect::<PResult<Vec<_>>>()?;
+                            v.clone().in_list(items, false)
+                        }
+                        _ => datafusion::functions_nested::expr_fn::array_has(arr, v.clone()),
+                    }
+                }
+            }
+        };
+        // NULL IN (…) is false and NULL NOT IN (…) is true (compat.md).
+        Ok(if negated {
+            v.is_null().or(Expr::Not(Box::new(null_false(positive))))
+        } else {
+            null_false(positive)
+        })
+    }
+
+    /// The two sides of `x IN (SELECT …)`; a tuple `(a, b) IN (SELECT x, y …)` compares
+    /// structs.
+    pub(super) fn in_subquery_operands(
+        &self,
+        lhs: &ast::Expr,
+        q: &ast::Query,
+        scope: &Scope<'_>,
+    ) -> PResult<(Expr, LogicalPlan)> {
+        let plan = self.value_subquery(q, scope.ctes, lhs.span)?;
+        if let ExprKind::Tuple(items) = &lhs.kind {
+            let n = plan.schema().fields().len();
+            if n != items.len() {
+                return err(
+                    format!(
+                        "The tuple has {} elements but the subquery returns {n} columns",
+                        items.len()
+                    ),
+                    lhs.span,
+                );
+            }
+            let mut args = Vec::new();
+            let mut sub = Vec::new();
+            for (i, it) in items.iter().enumerate() {
+                args.push(lit(format!("c{i}")));
+                args.push(self.expr(it, scope)?);
+                let (q, f) = plan.schema().qualified_field(i);
+                sub.push(lit(format!("c{i}")));
+                sub.push(Expr::Column(Column::new(q.cloned(), f.name())));
+            }
+            let plan = LogicalPlanBuilder::from(plan)
+                .project(vec![core_fn::named_struct(sub).alias("__tuple")])
+                .and_then(|b| b.build())
+                .map_err(df)?;
+            return Ok((core_fn::named_struct(args), plan));
+        }
+        if plan.schema().fields().len() != 1 {
+            return err("The subquery of IN must return one column", lhs.span);
+        }
+        Ok((self.expr(lhs, scope)?, plan))
+    }
+}

@@ -1,0 +1,242 @@
+//! Names: columns, properties (shredded columns or the JSON), lazy-joined fields, and the
+//! errors that say what exists.
+
+use super::*;
+
+impl Planner<'_> {
+    /// If `parts` names a JSON column plus a path (`properties.a.b`), that column and path.
+    pub(super) fn json_base(
+        &self,
+        parts: &[String],
+        scope: &Scope<'_>,
+    ) -> PResult<Option<(Expr, Vec<String>)>> {
+        let (rel, rest) = match self.relation_of(parts, scope) {
+            Some(x) => x,
+            None => return Ok(None),
+        };
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        let q = Some(TableReference::bare(rel.alias.clone()));
+        if rel.events
+            && rest[0] == "person"
+            && rest.get(1).map(String::as_str) == Some("properties")
+            && !self.ctx.persons_mode.joined_properties()
+        {
+            return Ok(Some((
+                Expr::Column(Column::new(q, "person_properties")),
+                rest[2..].to_vec(),
+            )));
+        }
+        if rest[0] == "properties" && rel.columns.contains("properties") {
+            return Ok(Some((
+                Expr::Column(Column::new(q, "properties")),
+                rest[1..].to_vec(),
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Which relation `parts` starts in, and the parts after a qualifier.
+    pub(super) fn relation_of<'s>(
+        &self,
+        parts: &'s [String],
+        scope: &'s Scope<'_>,
+    ) -> Option<(&'s Relation, &'s [String])> {
+        if parts.len() > 1
+            && let Some(r) = scope.relations.iter().find(|r| r.alias == parts[0])
+        {
+            return Some((r, &parts[1..]));
+        }
+        let first = &parts[0];
+        let mut found = scope.relations.iter().filter(|r| {
+            r.columns.contains(first) || (r.events && (EVENTS_LAZY_JOINS.contains(&first.as_str())))
+        });
+        let r = found.next()?;
+        Some((r, parts))
+    }
+
+    /// `json` at `path`, typed by the project's property definitions.
+    pub(super) fn property(&self, json: Expr, path: &[String], scope: &Scope<'_>) -> PResult<Expr> {
+        let Expr::Column(c) = &json else {
+            return Ok(crate::hogql::property::property(json, path));
+        };
+        let rel = c
+            .relation
+            .as_ref()
+            .and_then(|q| scope.relations.iter().find(|r| r.alias == q.table()));
+        let kind = match c.name.as_str() {
+            "person_properties" => Some(PropertyKind::Person),
+            "properties" => rel.and_then(|r| r.props),
+            _ => None,
+        };
+        // A shredded column answers exactly what reading the JSON would.
+        if path.len() == 1
+            && c.name == "properties"
+            && crate::storage::schema::SHREDDED_PROPERTIES.contains(&path[0].as_str())
+        {
+            let mat = format!("{}{}", crate::storage::schema::SHREDDED_PREFIX, path[0]);
+            if rel.is_some_and(|r| r.columns.contains(&mat)) {
+                let col = Expr::Column(Column::new(c.relation.clone(), mat));
+                return self.typed_property(col, kind, path, scope);
+            }
+        }
+        self.typed_property(
+            crate::hogql::property::property(json, path),
+            kind,
+            path,
+            scope,
+        )
+    }
+
+    /// A property's string value read as its definition's type, as PostHog does: Numeric
+    /// through `toFloat`, DateTime through `toDateTime`, Boolean as `'true'` → true,
+    /// `'false'` → false, anything else NULL. Only top-level properties have definitions.
+    pub(super) fn typed_property(
+        &self,
+        value: Expr,
+        kind: Option<PropertyKind>,
+        path: &[String],
+        scope: &Scope<'_>,
+    ) -> PResult<Expr> {
+        let (Some(kind), [name]) = (kind, path) else {
+            return Ok(value);
+        };
+        let cast_with = |f: &str| {
+            functions::translate(
+                f,
+                vec![],
+                vec![Arg::Expr(value.clone())],
+                false,
+                &self.fn_ctx(&scope.schema),
+            )
+            .map_err(|e| PlanError::new(e.to_string(), None))
+        };
+        match self.ctx.catalog.property_type(kind, name) {
+            None | Some(PropertyType::String) => Ok(value),
+            Some(PropertyType::Numeric) => cast_with("toFloat"),
+            Some(PropertyType::DateTime) => cast_with("toDateTime"),
+            Some(PropertyType::Boolean) => when(value.clone().eq(lit("true")), lit(true))
+                .when(value.eq(lit("false")), lit(false))
+                .otherwise(lit(ScalarValue::Boolean(None)))
+                .map_err(df),
+        }
+    }
+
+    pub(super) fn field(&self, parts: &[String], span: Span, scope: &Scope<'_>) -> PResult<Expr> {
+        let first = &parts[0];
+        if parts.len() == 1 && scope.lambda.contains(first) {
+            return Ok(Expr::Column(Column::from_name(first.clone())));
+        }
+        if parts.len() == 1 && scope.extra.contains(first) {
+            return Ok(Expr::Column(Column::from_name(first.clone())));
+        }
+        if parts.len() == 1
+            && let Some(def) = scope.aliases.get(first)
+            && !scope.expanding.borrow().contains(first)
+        {
+            // An alias that is just the column of the same name is that column.
+            let same_column = matches!(&def.kind, ExprKind::Field(p)
+                if p.last() == Some(first)
+                    && (p.len() == 1 || (p.len() == 2 && scope.relations.iter().any(|r| r.alias == p[0]))));
+            if !same_column {
+                scope.expanding.borrow_mut().push(first.clone());
+                let r = self.expr(def, scope);
+                scope.expanding.borrow_mut().pop();
+                return r;
+            }
+        }
+        if let Some((json, path)) = self.json_base(parts, scope)? {
+            if path.is_empty() {
+                return Ok(json);
+            }
+            return self.property(json, &path, scope);
+        }
+        let Some((rel, rest)) = self.relation_of(parts, scope) else {
+            return err(self.unknown_field(parts, scope), span);
+        };
+        let q = Some(TableReference::bare(rel.alias.clone()));
+        let name = &rest[0];
+        if rel.events && EVENTS_LAZY_JOINS.contains(&name.as_str()) && !rel.columns.contains(name) {
+            let Some(sub) = rest.get(1) else {
+                return err(
+                    format!(
+                        "`{name}` is a table; name one of its fields, e.g. `{name}.properties`"
+                    ),
+                    span,
+                );
+            };
+            // person.id is the event's person_id; the other person fields come from the
+            // persons table.
+            if name == "person" && sub == "id" {
+                return Ok(Expr::Column(Column::new(q, "person_id")));
+            }
+            let Some(jq) = rel.lazy.get(name.as_str()) else {
+                return err(format!("internal: join `{name}` was not prepared"), span);
+            };
+            let jq = Some(TableReference::bare(jq.clone()));
+            if sub == "properties" {
+                let json = Expr::Column(Column::new(jq, "properties"));
+                if rest.len() <= 2 {
+                    return Ok(json);
+                }
+                let kind = match name.as_str() {
+                    "person" => Some(PropertyKind::Person),
+                    g => g
+                        .strip_prefix("group_")
+                        .and_then(|i| i.parse().ok())
+                        .map(PropertyKind::Group),
+                };
+                let value = crate::hogql::property::property(json, &rest[2..]);
+                return self.typed_property(value, kind, &rest[2..], scope);
+            }
+            if rest.len() > 2 {
+                return err(
+                    format!("`{}` has no field `{}`", rest[..2].join("."), rest[2]),
+                    span,
+                );
+            }
+            let col = Expr::Column(Column::new(jq, sub));
+            let joined_schema = &scope.schema;
+            if !joined_schema.has_column(
+                &col.try_as_col()
+                    .cloned()
+                    .unwrap_or_else(|| Column::from_name("")),
+            ) {
+                return err(format!("`{name}` has no field `{sub}`"), span);
+            }
+            return Ok(col);
+        }
+        if !rel.columns.contains(name) {
+            return err(self.unknown_field(parts, scope), span);
+        }
+        let col = Expr::Column(Column::new(q, name));
+        if rest.len() > 1 {
+            return err(
+                format!(
+                    "`{}` is not an object; cannot read `{}` from it",
+                    name,
+                    rest[1..].join(".")
+                ),
+                span,
+            );
+        }
+        Ok(col)
+    }
+
+    pub(super) fn unknown_field(&self, parts: &[String], scope: &Scope<'_>) -> String {
+        let name = parts.join(".");
+        let mut known: Vec<&str> = scope
+            .relations
+            .iter()
+            .flat_map(|r| r.visible.iter().map(String::as_str))
+            .collect();
+        known.sort();
+        known.dedup();
+        if known.is_empty() {
+            format!("Unknown field `{name}`")
+        } else {
+            format!("Unknown field `{name}`. Fields here: {}", known.join(", "))
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! FROM: queries and set operations, tables (stored, `sessions`, CTEs), lazy joins to
+//! persons and groups, and joins.
+
+use super::*;
+
+impl Planner<'_> {
+    pub(super) fn query(&self, q: &ast::Query, ctes: &Ctes) -> PResult<LogicalPlan> {
+        match q {
+            ast::Query::Select(s) => self.select(s, ctes),
+            ast::Query::SetOp { op, left, right } => {
+                let l = self.query(left, ctes)?;
+                let r = self.query(right, ctes)?;
+                if l.schema().fields().len() != r.schema().fields().len() {
+                    return Err(PlanError::new(
+                        format!(
+                            "Each part of a set operation must have the same number of columns, got {} and {}",
+                            l.schema().fields().len(),
+                            r.schema().fields().len()
+                        ),
+                        None,
+                    ));
+                }
+                let plan = match op {
+                    ast::SetOp::UnionAll => LogicalPlanBuilder::from(l).union(r),
+                    ast::SetOp::UnionDistinct => LogicalPlanBuilder::from(l).union_distinct(r),
+                    ast::SetOp::Intersect => {
+                        LogicalPlanBuilder::intersect(l, r, false).map(LogicalPlanBuilder::from)
+                    }
+                    ast::SetOp::Except => {
+                        LogicalPlanBuilder::except(l, r, false).map(LogicalPlanBuilder::from)
+                    }
+                }
+                .and_then(|b| b.build())
+                .map_err(df)?;
+                Ok(plan)
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------
+    // FROM
+    // ---------------------------------------------------------------------------------
+
+    pub(super) fn table_plan(
+        &self,
+        t: &ast::TableExpr,
+        ctes: &Ctes,
+        lazy: &HashSet<String>,
+    ) -> PResult<(LogicalPlan, Relation)> {
+        if t.sample.is_some() {
+            // Sampling would change answers silently; refuse rather than ignore.
+            return err(
+                "SAMPLE is not supported: hedgerow reads every row (remove SAMPLE)",
+                t.span,
+            );
+        }
+        let mut props = None;
+        let (plan, alias, events) = match &t.source {
+            ast::TableSource::Function { name, .. } => {
+                return err(
+                    format!(
+                        "Table functions are not allowed: `{name}(…)`. Query one of: {}",
+                        TABLES.join(", ")
+                    ),
+                    t.span,
+                );
+            }
+            ast::TableSource::Placeholder(name) => {
+                return err(
+                    format!("Placeholders cannot name tables: {{{name}}}"),
+                    t.span,
+                );
+            }
+            ast::TableSource::Subquery(q) => {
+                let plan = self.query(q, ctes)?;
+                let alias = t.alias.clone().unwrap_or_else(|| "__subquery".to_string());
+                (plan, alias, false)
+            }
+            ast::TableSource::Table(parts) => {
+                let name = parts.join(".");
+                if parts.len() == 1
+                    && let Some(q) = ctes.query(&parts[0])
+                {
+                    let plan = self.query(q, ctes)?;
+                    let alias = t.alias.clone().unwrap_or_else(|| parts[0].clone());
+                    (plan, alias, false)
+                } else {
+                    if parts.len() != 1 || !TABLES.contains(&parts[0].as_str()) {
+                        return err(
+                            format!(
+                                "Unknown table `{name}`. Query one of: {}",
+                                TABLES.join(", ")
+                            ),
+                            t.span,
+                        );
+                    }
+                    let alias = t.alias.clone().unwrap_or_else(|| parts[0].clone());
+                    let plan = self.stored_table(&parts[0], t.span)?;
+                    props = match parts[0].as_str() {
+                        "events" => Some(PropertyKind::Event),
+                        "persons" => Some(PropertyKind::Person),
+                        _ => None,
+                    };
+                    (plan, alias, parts[0] == "events")
+                }
+            }
+        };
+        let plan = LogicalPlanBuilder::from(plan)
+            .alias(TableReference::bare(alias.clone()))
+            .and_then(|b| b.build())
+            .map_err(df)?;
+        let visible: Vec<String> = if events {
+            EVENTS_COLUMNS.iter().map(|s| s.to_string()).collect()
+        } else {
+            plan.schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .filter(|n| !n.starts_with("__"))
+                .collect()
+        };
+        let columns = plan
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let mut rel = Relation {
+            alias,
+            visible,
+            columns,
+            events,
+            props,
+            lazy: HashMap::new(),
+        };
+        let mut plan = plan;
+        if events {
+            let joined = self.ctx.persons_mode.joined_properties();
+            for name in EVENTS_LAZY_JOINS {
+                let wanted = |n: &str| {
+                    lazy.contains(&format!("{}.{n}", rel.alias)) || lazy.contains(&format!(".{n}"))
+                };
+                // `person.properties` reads the event's snapshot unless the persons mode
+                // asks for the person's current properties.
+                if wanted(name) || (*name == "person" && joined && wanted("person.properties")) {
+                    plan = self.add_lazy_join(plan, &mut rel, name, t.span)?;
+                }
+            }
+        }
+        Ok((plan, rel))
+    }
+
+    /// A stored table's plan: the provider's scan with the columns HogQL shows, DateTime
+    /// columns labelled with the project's zone.
+    pub(super) fn stored_table(&self, name: &str, span: Span) -> PResult<LogicalPlan> {
+        if name == "sessions" {
+            let q = (self.ctx.parse)(SESSIONS_QUERY)
+                .map_err(|e| PlanError::new(format!("sessions view: {e}"), None))?;
+            return self.query(&q, &Ctes::default());
+        }
+        let provider = self.ctx.catalog.table(name).ok_or_else(|| {
+            PlanError::new(format!("Table `{name}` is not available"), Some(span))
+        })?;
+        let scan = LogicalPlanBuilder::scan(
+            TableReference::bare(format!("__{name}")),
+            provider_as_source(provider),
+            None,
+        )
+        .map_err(df)?
+        .build()
+        .map_err(df)?;
+        let tz: Arc<str> = Arc::from(self.ctx.timezone.as_str());
+        let mut exprs = Vec::new();
+        for f in scan.schema().fields() {
+            let c = Expr::Column(Column::new(
+                Some(TableReference::bare(format!("__{name}"))),
+                f.name(),
+            ));
+            if name == "events" && matches!(f.name().as_str(), "team_id" | "event_date") {
+                continue;
+            }
+            if name == "events"
+                && f.name() == "person_id"
+                && self.ctx.persons_mode.overrides()
+                && let Some(map) = self.ctx.catalog.person_overrides()
+            {
+                exprs.push(
+                    crate::hogql::overrides::override_person_id(cast(c, DataType::Utf8), map)
+                        .alias(f.name()),
+                );
+                continue;
+            }
+            if name == "events" && f.name() == "elements_chain" {
+                // PostHog's column is a plain String: '' when there is no chain.
+                exprs.push(core_fn::coalesce(vec![c, lit("")]).alias(f.name()));
+                continue;
+            }
+            let e = match f.data_type() {
+                DataType::Timestamp(unit, _) => {
+                    cast(c, DataType::Timestamp(*unit, Some(tz.clone()))).alias(f.name())
+                }
+                DataType::Utf8View | DataType::LargeUtf8 => cast(c, DataType::Utf8).alias(f.name()),
+                _ => c.alias(f.name()),
+            };
+            exprs.push(e);
+        }
+        LogicalPlanBuilder::from(scan)
+            .project(exprs)
+            .and_then(|b| b.build())
+            .map_err(df)
+    }
+
+    pub(super) fn add_lazy_join(
+        &self,
+        plan: LogicalPlan,
+        rel: &mut Relation,
+        name: &str,
+        span: Span,
+    ) -> PResult<LogicalPlan> {
+        let q = format!("{}__{}", rel.alias, name);
+        let c = |col: &str| {
+            Expr::Column(Column::new(
+                Some(TableReference::bare(rel.alias.clone())),
+                col,
+            ))
+        };
+        let r = |col: &str| Expr::Column(Column::new(Some(TableReference::bare(q.clone())), col));
+        let (table, on) = match name {
+            "person" => ("persons", c("person_id").eq(cast(r("id"), DataType::Utf8))),
+            "pdi" => ("person_distinct_ids", c("distinct_id").eq(r("distinct_id"))),
+            "session" => ("sessions", c("$session_id").eq(r("session_id"))),
+            g => {
+                let idx: i64 = g.trim_start_matches("group_").parse().unwrap_or(0);
+                (
+                    "groups",
+                    c(&format!("$group_{idx}"))
+                        .eq(r("key"))
+                        .and(r("index").eq(lit(idx))),
+                )
+            }
+        };
+        let right = self.stored_table(table, span)?;
+        let right = LogicalPlanBuilder::from(right)
+            .alias(TableReference::bare(q.clone()))
+            .and_then(|b| b.build())
+            .map_err(df)?;
+        let plan = LogicalPlanBuilder::from(plan)
+            .join_on(right, JoinType::Left, vec![on])
+            .and_then(|b| b.build())
+            .map_err(df)?;
+        rel.lazy.insert(name.to_string(), q);
+        Ok(plan)
+    }
+
+    pub(super) fn from(
+        &self,
+        from: &ast::From,
+        ctes: &Ctes,
+        lazy: &HashSet<String>,
+    ) -> PResult<(LogicalPlan, Vec<Relation>)> {
+        let (mut plan, rel) = self.table_plan(&from.first, ctes, lazy)?;
+        let mut rels = vec![rel];
+        for j in &from.joins {
+            let (right, rel) = self.table_plan(&j.table, ctes, lazy)?;
+            let right_nullability: HashMap<String, bool> = right
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.is_nullable()))
+                .collect();
+            let left_nullability: HashMap<(String, String), bool> = plan
+                .schema()
+                .iter()
+                .map(|(q, f)| {
+                    (
+                        (
+                            q.map(|q| q.table().to_string()).unwrap_or_default(),
+                            f.name().clone(),
+                        ),
+                        f.is_nullable(),
+                    )
+                })
+                .collect();
+            let right_nullability = (right_nullability, left_nullability);
+            if rels.iter().any(|r| r.alias == rel.alias) {
+                return err(
+                    format!(
+                        "Table alias `{}` is used twice; give each table its own alias",
+                        rel.alias
+                    ),
+                    j.span,
+                );
+            }
+            if matches!(j.strictness, Some(ast::JoinStrictness::Asof)) {
+                return err("ASOF JOIN is not supported", j.span);
+            }
+            let join_type = match (j.kind, j.strictness) {
+                (ast::JoinKind::Left, Some(ast::JoinStrictness::Semi)) => JoinType::LeftSemi,
+                (ast::JoinKind::Left, Some(ast::JoinStrictness::Anti)) => JoinType::LeftAnti,
+                (ast::JoinKind::Right, Some(ast::JoinStrictness::Semi)) => JoinType::RightSemi,
+                (ast::JoinKind::Right, Some(ast::JoinStrictness::Anti)) => JoinType::RightAnti,
+                (ast::JoinKind::Inner, _) => JoinType::Inner,
+                (ast::JoinKind::Left, _) => JoinType::Left,
+                (ast::JoinKind::Right, _) => JoinType::Right,
+                (ast::JoinKind::Full, _) => JoinType::Full,
+                (ast::JoinKind::Cross, _) => JoinType::Inner,
+            };
+            let builder = LogicalPlanBuilder::from(plan);
+            plan = match &j.constraint {
+                None => {
+                    if j.kind != ast::JoinKind::Cross {
+                        return err("JOIN needs ON or USING (or use CROSS JOIN)", j.span);
+                    }
+                    builder.cross_join(right)
+                }
+                Some(ast::JoinConstraint::Using(cols)) => {
+                    let keys = cols.iter().map(|c| Column::from_name(c.clone())).collect();
+                    builder.join_using(right, join_type, keys)
+                }
+                Some(ast::JoinConstraint::On(on)) => {
+                    let mut all = rels.clone();
+                    all.push(rel.clone());
+                    let schema = Arc::new(builder.schema().join(right.schema()).map_err(df)?);
+                    let scope = Scope {
+                        relations: all,
+                        extra: HashSet::new(),
+                        aliases: HashMap::new(),
+                        expanding: Default::default(),
+                        lambda: vec![],
+                        ctes,
+                        schema,
+                        array_joins: vec![],
+                        windows: &[],
+                    };
+                    // ClickHouse joins match NULL keys to nothing: plain `=` here.
+                    let on = self.predicate(on, &scope, true)?;
+                    builder.join_on(right, join_type, vec![on])
+                }
+            }
+            .and_then(|b| b.build())
+            .map_err(df)?;
+            if matches!(join_type, JoinType::Left | JoinType::Right | JoinType::Full) {
+                plan = join_defaults(plan, &right_nullability, &rel.alias, &rels, join_type)?;
+            }
+            rels.push(rel);
+        }
+        Ok((plan, rels))
+    }
+
+    // ---------------------------------------------------------------------------------
+    // SELECT
+    // ---------------------------------------------------------------------------------
+}
