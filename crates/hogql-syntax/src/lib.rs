@@ -11,3 +11,6 @@ pub mod grammar;
 pub mod lexer;
 pub mod parser;
 pub mod print;
+
+#[cfg(test)]
+mod roundtrip_tests;
