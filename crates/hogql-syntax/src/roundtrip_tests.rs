@@ -121,7 +121,7 @@ fn expr(r: &mut Rng, depth: u32) -> Expr {
             distinct: false,
             over: None,
         },
-        3 | 4 | 5 => ExprKind::Binary {
+        3..=5 => ExprKind::Binary {
             op: *r.pick(OPS),
             left: b(expr(r, d)),
             right: b(expr(r, d)),
