@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use hedgerow_engine::EngineConfig;
 use hedgerow_engine::ingest::limits::CaptureLimits;
-use hedgerow_engine::ingest::pipeline::FlushConfig;
+use hedgerow_engine::write::FlushConfig;
 use url::Url;
 
 fn parse_size(s: &str) -> Result<u64, String> {

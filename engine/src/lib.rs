@@ -12,6 +12,7 @@ pub mod hogql;
 pub mod ingest;
 pub mod meta;
 pub mod metrics;
+pub mod model;
 pub mod persons;
 pub mod propdefs;
 pub mod query;
@@ -19,6 +20,7 @@ pub mod schedule;
 pub mod storage;
 #[cfg(test)]
 mod testalloc;
+pub mod write;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -35,26 +37,26 @@ use url::Url;
 
 use crate::clock::SharedClock;
 use crate::error::{ErrorKind, HasKind};
-use crate::ingest::TeamId;
 use crate::ingest::decode::{RawBody, decode_transport, decoded_bound, may_inflate, parse_json};
 use crate::ingest::limits::{
     CaptureLimits, DecodeBudget, MAX_JSON_DEPTH, check_event_limits, decode_cost, scan_refusal,
 };
 use crate::ingest::normalize::{NormalizeContext, Outcome, normalize_event};
 use crate::ingest::payload::{CapturePayload, parse_payload};
-use crate::ingest::pipeline::{FlushConfig, Ingested, Pipeline, apply, to_arrow};
 use crate::ingest::scan::{JsonShape, scan};
 use crate::ingest::wal::{Wal, WalConfig, WalError};
 use crate::ingest::{CaptureError, IngestBatch};
 use crate::meta::{MetaError, MetaStore, Project};
 use crate::metrics::Metrics;
-use crate::persons::PersonCommand;
+use crate::model::PersonCommand;
+use crate::model::TeamId;
 use crate::persons::process::{CommandRecord, Persons};
 use crate::persons::store::{PersonStore, SqliteStore, StoreError};
 use crate::query::{QueryConfig, QueryService};
 use crate::storage::buffer::EventBuffer;
 use crate::storage::lease::WriterLease;
 use crate::storage::table::{EventsTable, StorageError, TableConfig};
+use crate::write::{FlushConfig, Ingested, Pipeline, apply, to_arrow};
 
 /// How old an event of a `historical_migration` batch must be (spec §4.4 rule 3).
 pub const HISTORICAL_MIN_AGE: TimeDelta = TimeDelta::hours(48);

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::error::{ErrorKind, HasKind};
-use crate::ingest::{Event, TeamId};
+use crate::model::{Event, TeamId};
 use crate::propdefs::{self, NOT_EVENT_PROPERTIES, PropertyKind, PropertyType};
 
 #[derive(Debug, thiserror::Error)]
@@ -210,7 +210,10 @@ pub fn validate_timezone(tz: &str) -> Result<()> {
 }
 
 pub fn validate_project_token(token: &str) -> Result<()> {
-    crate::ingest::payload::check_token(token).map_err(|e| MetaError::Invalid(e.to_string()))
+    match crate::model::token_problem(token) {
+        None => Ok(()),
+        Some(reason) => Err(MetaError::Invalid(reason)),
+    }
 }
 
 impl MetaStore {

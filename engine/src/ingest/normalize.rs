@@ -6,6 +6,7 @@
 //! person uuid derivation. Everything here is pure: the current time arrives in
 //! [`NormalizeContext::now`]; nothing reads a clock or does I/O.
 
+pub use crate::model::{PERSON_UUID_NAMESPACE, person_uuid, process_person_profile};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SubsecRound, TimeDelta, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -17,10 +18,6 @@ pub const MAX_NAME_CHARS: usize = 200;
 
 /// How far in the future an event may claim to be before it is pulled back to `now`.
 const MAX_FUTURE: TimeDelta = TimeDelta::hours(23);
-
-/// Namespace of the UUIDv5 person ids, so a (team, distinct_id) pair maps to the same
-/// person uuid PostHog would give it.
-pub const PERSON_UUID_NAMESPACE: Uuid = Uuid::from_u128(0x932979b4_65c3_4424_8467_0b66ec27bc22);
 
 /// What normalization of one request needs to know besides the event itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,20 +313,6 @@ fn millis_delta(v: &Value) -> Option<TimeDelta> {
         return None;
     }
     Some(TimeDelta::microseconds(micros as i64))
-}
-
-/// UUIDv5 of "<team_id>:<distinct_id>" in PERSON_UUID_NAMESPACE (PostHog's person uuid)
-pub fn person_uuid(team: TeamId, distinct_id: &str) -> Uuid {
-    Uuid::new_v5(
-        &PERSON_UUID_NAMESPACE,
-        format!("{}:{distinct_id}", team.0).as_bytes(),
-    )
-}
-
-/// Whether the event may create or change a person: false only when
-/// `properties.$process_person_profile` is JSON `false`.
-pub fn process_person_profile(props: &Map<String, Value>) -> bool {
-    props.get("$process_person_profile") != Some(&Value::Bool(false))
 }
 
 #[cfg(test)]

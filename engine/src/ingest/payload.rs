@@ -11,8 +11,7 @@ use serde_json::{Map, Value};
 use super::CaptureError;
 use super::normalize::{describe_json, parse_timestamp};
 
-/// Longest accepted project token, in characters.
-pub const MAX_TOKEN_CHARS: usize = 64;
+pub use crate::model::MAX_TOKEN_CHARS;
 
 /// One capture request's payload, shape-checked, with its token found.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,19 +158,10 @@ fn events_token(events: &[Map<String, Value>]) -> Result<String, CaptureError> {
 /// Token validity rule: empty, longer than 64 characters, non-ASCII, or starting with "phx_"
 /// (a personal API key) is invalid.
 pub fn check_token(token: &str) -> Result<(), CaptureError> {
-    // The token itself is never echoed: a phx_ key is a secret sent to the wrong place.
-    let reason = if token.is_empty() {
-        "the project token is empty".to_owned()
-    } else if !token.is_ascii() {
-        "the project token contains non-ASCII characters".to_owned()
-    } else if token.starts_with("phx_") {
-        "a personal API key (phx_...) was sent where a project API key (phc_...) is needed; use the project's API key from its settings".to_owned()
-    } else if token.len() > MAX_TOKEN_CHARS {
-        format!("the project token is longer than {MAX_TOKEN_CHARS} characters")
-    } else {
-        return Ok(());
-    };
-    Err(CaptureError::InvalidToken(reason))
+    match crate::model::token_problem(token) {
+        None => Ok(()),
+        Some(reason) => Err(CaptureError::InvalidToken(reason)),
+    }
 }
 
 #[cfg(test)]

@@ -16,13 +16,14 @@
 pub mod process;
 pub mod store;
 
+pub use crate::model::PersonCommand;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::ingest::normalize::process_person_profile;
-use crate::ingest::{Event, TeamId};
+use crate::model::process_person_profile;
+use crate::model::{Event, TeamId};
 
 /// Longest `$group_type` and `$group_key`, in characters (spec §8).
 pub const MAX_GROUP_FIELD_CHARS: usize = 400;
@@ -142,27 +143,6 @@ fn warning(kind: &str, details: Value) -> Warning {
         kind: kind.to_owned(),
         details,
     }
-}
-
-/// What the API asks of persons; it travels through the WAL like events so that it is
-/// applied in order with them, exactly once, and replayed after a crash.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum PersonCommand {
-    /// Deletes persons (and their distinct ids); with `delete_events`, queues the deletion
-    /// of their events.
-    Delete {
-        ids: Vec<i64>,
-        #[serde(default)]
-        distinct_ids: Vec<String>,
-        delete_events: bool,
-    },
-    /// Queues the deletion of a person's events (the person stays).
-    DeleteEvents { id: i64 },
-    /// Queues the deletion of a person's recordings.
-    DeleteRecordings { id: i64 },
-    /// Gives each distinct id its own person; the id the person was made from keeps it.
-    Split { id: i64 },
 }
 
 fn string_keys(v: &Value) -> Vec<String> {

@@ -1,11 +1,11 @@
 //! The person state machine: applies events and API commands, in WAL order, to persons and
 //! groups through a cache, and collects the changes for the next store commit.
 
+pub use crate::model::CommandRecord;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -13,18 +13,8 @@ use super::store::{
     Activity, ChangeSet, GroupRow, NewTask, Op, PersonRow, PersonStore, PersonWrite, Result,
 };
 use super::{PersonAction, PersonCommand, PersonInput, apply_property_ops, is_mergeable_id};
-use crate::ingest::TeamId;
-use crate::ingest::normalize::person_uuid;
-
-/// An API command as the WAL records it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CommandRecord {
-    pub command: PersonCommand,
-    /// `api:<key label>`.
-    pub actor: String,
-    #[serde(with = "chrono::serde::ts_microseconds")]
-    pub at: DateTime<Utc>,
-}
+use crate::model::TeamId;
+use crate::model::person_uuid;
 
 /// What an event carries out of person processing.
 #[derive(Debug, Clone, PartialEq)]
@@ -737,7 +727,7 @@ impl Persons {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::Event;
+    use crate::model::Event;
     use crate::persons::person_input;
     use crate::persons::store::SqliteStore;
 

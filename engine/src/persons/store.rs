@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::Person;
 use crate::error::{ErrorKind, HasKind};
-use crate::ingest::TeamId;
+use crate::model::TeamId;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

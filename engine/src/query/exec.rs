@@ -30,7 +30,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::QueryError;
-use crate::ingest::TeamId;
+use crate::model::TeamId;
 
 /// Stack of each query thread: reserved address space, touched only as deep as a query
 /// goes. `tests/it/limits.rs` runs queries at the parser's bounds (512 levels of calls,

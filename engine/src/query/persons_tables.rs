@@ -11,7 +11,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::datasource::MemTable;
 
 use super::QueryError;
-use crate::ingest::TeamId;
+use crate::model::TeamId;
 use crate::persons::store::PersonStore;
 
 fn ts() -> DataType {

@@ -21,7 +21,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 
-use crate::ingest::TeamId;
+use crate::model::TeamId;
 
 #[derive(Debug)]
 pub struct EventsProvider {

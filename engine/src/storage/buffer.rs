@@ -13,7 +13,7 @@ use arrow::array::{AsArray, BooleanArray, RecordBatch};
 use arrow::compute::{concat_batches, filter_record_batch};
 
 use super::schema::events_schema;
-use crate::ingest::TeamId;
+use crate::model::TeamId;
 
 /// Small batches are merged once a project has this many, to bound per-batch overhead.
 const COALESCE_AT: usize = 256;
@@ -231,7 +231,7 @@ fn keep_mask(batch: &RecordBatch, person_ids: &HashSet<String>) -> Option<Boolea
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::Event;
+    use crate::model::Event;
     use crate::storage::schema::events_to_batch;
 
     fn snapshot(b: &EventBuffer, team: TeamId) -> Vec<RecordBatch> {
@@ -300,7 +300,7 @@ mod tests {
     }
 
     fn pid(team: i64, distinct_id: &str) -> String {
-        crate::ingest::normalize::person_uuid(TeamId(team), distinct_id).to_string()
+        crate::model::person_uuid(TeamId(team), distinct_id).to_string()
     }
 
     fn distinct_ids(b: &EventBuffer, team: TeamId) -> Vec<String> {

@@ -13,8 +13,8 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
 
-use crate::ingest::normalize::person_uuid;
-use crate::ingest::{Event, TeamId};
+use crate::model::person_uuid;
+use crate::model::{Event, TeamId};
 
 /// Hot properties shredded into their own columns, named `mat_<property>` as PostHog names
 /// its materialized columns.

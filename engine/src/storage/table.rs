@@ -37,7 +37,7 @@ use url::Url;
 
 use super::schema::{PARTITION_COLUMNS, SHREDDED_PREFIX, SORT_COLUMNS, events_schema};
 use crate::error::{ErrorKind, HasKind};
-use crate::ingest::TeamId;
+use crate::model::TeamId;
 
 /// The Delta application-transaction id under which appends record their WAL sequence.
 pub const WAL_APP_ID: &str = "hedgerow-wal";
@@ -892,8 +892,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::ingest::Event;
-    use crate::ingest::normalize::person_uuid;
+    use crate::model::Event;
+    use crate::model::person_uuid;
     use crate::storage::inspect::{files_under, grep_dir, parquet_values_containing};
     use crate::storage::schema::events_to_batch;
 

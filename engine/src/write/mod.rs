@@ -1,4 +1,6 @@
-//! The ingest pipeline: the one consumer of the WAL.
+//! The write path: the one consumer of the WAL (persons, then the buffer, then flush and
+//! commit, compaction and override folding). Orchestrates `persons` and `storage`; nothing
+//! below depends on it.
 //!
 //! Takes durable records in WAL order, appends their events to the Arrow buffer, and flushes
 //! the buffer to the events table when it is big or old enough. A flush runs in its own task
@@ -17,10 +19,10 @@ use tracing::{error, info, warn};
 use arrow::array::{ArrayRef, RecordBatch, StringBuilder};
 use chrono::{DateTime, Utc};
 
-use super::wal::Wal;
-use super::{IngestBatch, TeamId};
+use crate::ingest::wal::Wal;
 use crate::meta::MetaStore;
 use crate::metrics::Metrics;
+use crate::model::{IngestBatch, TeamId};
 use crate::persons::process::{CommandRecord, Persons, RecordCtx, Stamp};
 use crate::persons::{PersonInput, person_input};
 use crate::storage::buffer::{EventBuffer, Part};
