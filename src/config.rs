@@ -271,6 +271,13 @@ pub struct ServeArgs {
         default_value_t = 8
     )]
     pub query_concurrency_per_project: usize,
+    /// Query API requests a project may make per minute (a burst); more are a 429 with
+    /// `Retry-After`. 0: no limit.
+    #[arg(long, env = "HEDGEROW_QUERY_RATE_PER_MINUTE", default_value_t = 240)]
+    pub query_rate_per_minute: u32,
+    /// Query API requests a project may make per hour (sustained). 0: no limit.
+    #[arg(long, env = "HEDGEROW_QUERY_RATE_PER_HOUR", default_value_t = 2400)]
+    pub query_rate_per_hour: u32,
     /// Log filter (tracing's env-filter syntax).
     #[arg(long, env = "HEDGEROW_LOG", default_value = "info")]
     pub log: String,
@@ -332,6 +339,8 @@ impl ServeArgs {
             cfg.query.limits.concurrency = n.max(1);
         }
         cfg.query.limits.per_project = self.query_concurrency_per_project.max(1);
+        cfg.query.limits.per_minute = self.query_rate_per_minute;
+        cfg.query.limits.per_hour = self.query_rate_per_hour;
         cfg.person_processing = self.person_processing == "on";
         cfg.capture = CaptureLimits {
             max_body: self.max_body_size as usize,

@@ -15,6 +15,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub detail: String,
     pub attr: Option<String>,
+    /// `Retry-After` seconds, when the error knows them.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
             code,
             detail: detail.into(),
             attr: None,
+            retry_after: None,
         }
     }
     pub fn invalid(code: &'static str, detail: impl Into<String>) -> Self {
@@ -45,6 +48,7 @@ impl<E: HasKind + std::fmt::Display> From<E> for ApiError {
     fn from(e: E) -> Self {
         Self {
             attr: e.attr(),
+            retry_after: e.retry_after(),
             ..Self::new(e.kind(), e.code(), e.to_string())
         }
     }
@@ -76,7 +80,7 @@ impl IntoResponse for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("5"),
+                axum::http::HeaderValue::from(self.retry_after.unwrap_or(5)),
             );
         }
         resp

@@ -46,4 +46,9 @@ pub trait HasKind {
     fn attr(&self) -> Option<String> {
         None
     }
+    /// When the same request may succeed, in whole seconds (`Retry-After`), for errors that
+    /// know (a rate limit); others that are worth retrying say 5.
+    fn retry_after(&self) -> Option<u64> {
+        None
+    }
 }

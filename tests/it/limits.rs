@@ -376,3 +376,45 @@ async fn an_overlong_client_query_id_is_refused() {
     assert_eq!(st, 400, "{r}");
     assert_eq!(r["attr"], "client_query_id", "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_requests_over_the_rate_are_throttled_with_retry_after() {
+    let srv = Server::start(&["--query-rate-per-minute", "3"]);
+    for _ in 0..3 {
+        let (st, r) = query(&srv, "SELECT 1").await;
+        assert_eq!(st, 200, "{r}");
+    }
+    let r = client()
+        .post(srv.url("/api/projects/1/query/"))
+        .bearer_auth(KEY)
+        .json(&json!({"query": {"kind": "HogQLQuery", "query": "SELECT 1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    // 3 a minute refill one every 20 s.
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&wait), "{wait}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "throttled_error", "{body}");
+    assert_eq!(body["code"], "throttled", "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("3 query requests per minute"),
+        "{body}"
+    );
+    // Reading a query's status or log is not a query request.
+    let r = client()
+        .get(srv.url("/api/projects/1/query/nope/"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}

@@ -49,6 +49,10 @@ pub struct QueryLimits {
     pub timeout: Duration,
     /// Threads of the query runtime.
     pub threads: usize,
+    /// Query requests a project may make per minute (burst) and per hour (sustained);
+    /// 0 is no limit. PostHog's query API: 240 a minute, 2 400 an hour.
+    pub per_minute: u32,
+    pub per_hour: u32,
 }
 
 impl Default for QueryLimits {
@@ -61,6 +65,8 @@ impl Default for QueryLimits {
             per_project: 8,
             timeout: Duration::from_secs(120),
             threads: cores,
+            per_minute: 240,
+            per_hour: 2400,
         }
     }
 }
@@ -71,6 +77,7 @@ pub struct Executor {
     handle: Handle,
     slots: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<TeamId, usize>>>,
+    rates: Mutex<HashMap<TeamId, Rate>>,
     limits: QueryLimits,
 }
 
@@ -105,6 +112,7 @@ impl Executor {
             handle,
             slots: Arc::new(Semaphore::new(limits.concurrency.max(1))),
             running: Default::default(),
+            rates: Default::default(),
             limits,
         })
     }
@@ -178,6 +186,23 @@ impl Executor {
         outcome
     }
 
+    /// Counts one query request of `team` against its per-minute and per-hour budgets, or
+    /// refuses it (429) with the seconds until the budget allows one more.
+    pub fn count_request(&self, team: TeamId) -> Result<(), QueryError> {
+        let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        let rate = rates.entry(team).or_insert_with(|| Rate::new(&self.limits));
+        rate.take(Instant::now()).map_err(|(window, limit, wait)| {
+            QueryError::Throttled(
+                format!(
+                    "Request was throttled: this project may make {limit} query requests per \
+                     {window} (--query-rate-per-{window}). Expected available in {wait} second{}.",
+                    if wait == 1 { "" } else { "s" }
+                ),
+                wait,
+            )
+        })
+    }
+
     /// Queries running or waiting, per project (for tests and metrics).
     pub fn in_flight(&self, team: TeamId) -> usize {
         let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -209,10 +234,13 @@ impl Admitted {
         let mut map = running.lock().unwrap_or_else(|e| e.into_inner());
         let n = map.entry(team).or_default();
         if *n >= limit.max(1) {
-            return Err(QueryError::Throttled(format!(
-                "This project already has {n} queries running or waiting, the most allowed \
+            return Err(QueryError::Throttled(
+                format!(
+                    "This project already has {n} queries running or waiting, the most allowed \
                  (--query-concurrency-per-project); retry when one has finished"
-            )));
+                ),
+                1,
+            ));
         }
         *n += 1;
         Ok(Self {
@@ -231,6 +259,50 @@ impl Drop for Admitted {
                 map.remove(&self.team);
             }
         }
+    }
+}
+
+/// A project's request budgets: two token buckets, refilled continuously.
+#[derive(Debug)]
+struct Rate {
+    buckets: [(&'static str, f64, f64); 2],
+    tokens: [f64; 2],
+    at: Instant,
+}
+
+impl Rate {
+    fn new(limits: &QueryLimits) -> Self {
+        let minute = ("minute", limits.per_minute as f64, 60.0);
+        let hour = ("hour", limits.per_hour as f64, 3600.0);
+        Self {
+            buckets: [minute, hour],
+            tokens: [minute.1, hour.1],
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes one request from every bucket, or says which bucket is empty, its limit and
+    /// the whole seconds until it holds one request again.
+    fn take(&mut self, now: Instant) -> Result<(), (&'static str, u32, u64)> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = now;
+        for (i, (_, capacity, period)) in self.buckets.iter().enumerate() {
+            if *capacity > 0.0 {
+                self.tokens[i] = (self.tokens[i] + elapsed * capacity / period).min(*capacity);
+            }
+        }
+        for (i, (window, capacity, period)) in self.buckets.iter().enumerate() {
+            if *capacity > 0.0 && self.tokens[i] < 1.0 {
+                let wait = ((1.0 - self.tokens[i]) * period / capacity).ceil().max(1.0);
+                return Err((window, *capacity as u32, wait as u64));
+            }
+        }
+        for (i, (_, capacity, _)) in self.buckets.iter().enumerate() {
+            if *capacity > 0.0 {
+                self.tokens[i] -= 1.0;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -261,6 +333,8 @@ mod tests {
             per_project,
             timeout: Duration::from_millis(timeout_ms),
             threads: 1,
+            per_minute: 0,
+            per_hour: 0,
         }
     }
 
@@ -286,7 +360,7 @@ mod tests {
         }
         let c = CancellationToken::new();
         let third = ex.run(team, &c, async { Ok(3) }).await;
-        assert!(matches!(third, Err(QueryError::Throttled(_))), "{third:?}");
+        assert!(matches!(third, Err(QueryError::Throttled(..))), "{third:?}");
         // Another project is not affected.
         assert_eq!(ex.run(TeamId(2), &c, async { Ok(5) }).await.unwrap(), 5);
         gate.cancel();
@@ -350,6 +424,37 @@ mod tests {
             .await;
         assert!(matches!(r, Err(QueryError::Internal(_))), "{r:?}");
         assert_eq!(ex.in_flight(TeamId(1)), 0);
+    }
+
+    #[test]
+    fn request_rates_refill_and_say_when() {
+        let limits = QueryLimits {
+            per_minute: 3,
+            per_hour: 5,
+            ..QueryLimits::default()
+        };
+        let mut r = Rate::new(&limits);
+        let t0 = r.at;
+        for _ in 0..3 {
+            r.take(t0).unwrap();
+        }
+        // The minute's burst is used up: one more after 20 s (60 s / 3).
+        assert_eq!(r.take(t0), Err(("minute", 3, 20)));
+        r.take(t0 + Duration::from_secs(20)).unwrap();
+        // Two more within the hour's 5, then the hour is the limit (720 s a request).
+        r.take(t0 + Duration::from_secs(60)).unwrap();
+        let e = r.take(t0 + Duration::from_secs(120)).unwrap_err();
+        assert_eq!((e.0, e.1), ("hour", 5));
+        assert!(e.2 > 60 && e.2 <= 720, "{e:?}");
+        // 0 is no limit.
+        let mut open = Rate::new(&QueryLimits {
+            per_minute: 0,
+            per_hour: 0,
+            ..QueryLimits::default()
+        });
+        for _ in 0..10_000 {
+            open.take(t0).unwrap();
+        }
     }
 
     #[test]

@@ -108,8 +108,9 @@ pub enum QueryError {
     Memory(String),
     #[error("The query took longer than the limit of {} s (--query-timeout) and was stopped", .0.as_secs_f64())]
     Timeout(Duration),
+    /// Over the project's concurrency or request rate; retry after this many seconds.
     #[error("{0}")]
-    Throttled(String),
+    Throttled(String, u64),
     #[error("{0}")]
     Internal(String),
 }
@@ -123,7 +124,7 @@ impl HasKind for QueryError {
             | QueryError::Cancelled(_)
             | QueryError::Memory(_)
             | QueryError::Timeout(_) => ErrorKind::InvalidInput,
-            QueryError::Throttled(_) => ErrorKind::TooManyRequests,
+            QueryError::Throttled(..) => ErrorKind::TooManyRequests,
             QueryError::NotFound(_) => ErrorKind::NotFound,
             QueryError::Internal(_) => ErrorKind::Internal,
         }
@@ -135,10 +136,16 @@ impl HasKind for QueryError {
             QueryError::Cancelled(_) => "query_cancelled",
             QueryError::Memory(_) => "query_memory_limit",
             QueryError::Timeout(_) => "query_timeout",
-            QueryError::Throttled(_) => "throttled",
+            QueryError::Throttled(..) => "throttled",
             QueryError::Invalid(_) => "invalid_input",
             QueryError::NotFound(_) => "not_found",
             QueryError::Internal(_) => "error",
+        }
+    }
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            QueryError::Throttled(_, secs) => Some(*secs),
+            _ => None,
         }
     }
 }
@@ -753,6 +760,7 @@ impl QueryService {
                 n.chars().count()
             )));
         }
+        self.exec.count_request(project.id)?;
         if let Some(id) = &req.client_query_id
             && (id.chars().count() > MAX_CLIENT_QUERY_ID_CHARS || id.is_empty())
         {
