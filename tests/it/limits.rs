@@ -14,14 +14,19 @@ async fn query(srv: &Server, q: &str) -> (u16, Value) {
 }
 
 async fn query_with(srv: &Server, body: Value) -> (u16, Value) {
-    let r = long_client()
+    let r = post_query(srv, body).await;
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// POSTs to the query endpoint and hands back the whole response (status, headers).
+async fn post_query(srv: &Server, body: Value) -> reqwest::Response {
+    long_client()
         .post(srv.url("/api/projects/1/query/"))
         .bearer_auth(KEY)
         .json(&body)
         .send()
         .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+        .unwrap()
 }
 
 fn long_client() -> reqwest::Client {
@@ -302,13 +307,11 @@ async fn a_heavy_query_does_not_stall_the_service_and_stops_at_its_limits() {
     )
     .await;
     assert_eq!(st2, 202);
-    let r = client()
-        .post(srv.url("/api/projects/1/query/"))
-        .bearer_auth(KEY)
-        .json(&json!({"query": {"kind": "HogQLQuery", "query": "SELECT 1"}}))
-        .send()
-        .await
-        .unwrap();
+    let r = post_query(
+        &srv,
+        json!({"query": {"kind": "HogQLQuery", "query": "SELECT 1"}}),
+    )
+    .await;
     assert_eq!(r.status(), 429);
     assert!(r.headers().get("retry-after").is_some());
     let body: Value = r.json().await.unwrap();
@@ -384,13 +387,11 @@ async fn query_requests_over_the_rate_are_throttled_with_retry_after() {
         let (st, r) = query(&srv, "SELECT 1").await;
         assert_eq!(st, 200, "{r}");
     }
-    let r = client()
-        .post(srv.url("/api/projects/1/query/"))
-        .bearer_auth(KEY)
-        .json(&json!({"query": {"kind": "HogQLQuery", "query": "SELECT 1"}}))
-        .send()
-        .await
-        .unwrap();
+    let r = post_query(
+        &srv,
+        json!({"query": {"kind": "HogQLQuery", "query": "SELECT 1"}}),
+    )
+    .await;
     assert_eq!(r.status(), 429);
     // 3 a minute refill one every 20 s.
     let wait: u64 = r.headers()["retry-after"]

@@ -17,9 +17,10 @@ use datafusion::functions::expr_fn as f;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 use regex::Regex;
 
-use super::udf::{Kernel, Nulls, call, call_unfolded};
+use super::udf::{Kernel, Nulls, call, call_with};
 use super::{FnContext, FunctionError, invalid, type_of};
 use crate::hogql::functions::budget::{self, OutBytes, Output};
+use datafusion::logical_expr::Volatility;
 
 fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
     Arc::new(k)
@@ -60,11 +61,20 @@ fn str_ints(
         }
         Ok(Arc::new(out.finish()) as ArrayRef)
     });
-    if grows {
-        call_unfolded(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+    let volatility = if grows {
+        Volatility::Volatile
     } else {
-        call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
-    }
+        Volatility::Immutable
+    };
+    call_with(
+        name,
+        "",
+        DataType::Utf8,
+        Nulls::FromArgs,
+        args,
+        k,
+        volatility,
+    )
 }
 
 /// A string function whose result can be much longer than its arguments: `size` says how
@@ -435,13 +445,14 @@ fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
         }
         Ok(Arc::new(out.finish()) as ArrayRef)
     });
-    call_unfolded(
+    call_with(
         name,
         format!("{left}"),
         DataType::Utf8,
         Nulls::FromArgs,
         args,
         k,
+        Volatility::Volatile,
     )
 }
 

@@ -125,23 +125,13 @@ pub(crate) fn call(
     call_with(name, key, ret, nulls, args, kernel, Volatility::Immutable)
 }
 
-/// [`call`] for a function that makes large values from small arguments (`repeat`, the
-/// pads): never folded into a literal while planning. A folded literal lives in the plan,
-/// outside the memory pool, and is copied with it: `WITH repeat('x', 1000000) AS a,
-/// concat(a, a) AS b, …` folded 2^k copies of megabyte strings and took 8 GB at 64 MB of
-/// result before this. Evaluated per batch instead, under the output budget.
-pub(crate) fn call_unfolded(
-    name: &str,
-    key: impl Into<String>,
-    ret: DataType,
-    nulls: Nulls,
-    args: Vec<Expr>,
-    kernel: Kernel,
-) -> Expr {
-    call_with(name, key, ret, nulls, args, kernel, Volatility::Volatile)
-}
-
-fn call_with(
+/// [`call`] with a volatility. `Volatility::Volatile` is for functions that make large
+/// values from small arguments (`repeat`, the pads): never folded into a literal while
+/// planning. A folded literal lives in the plan, outside the memory pool, and is copied
+/// with it: `WITH repeat('x', 1000000) AS a, concat(a, a) AS b, …` folded 2^k copies of
+/// megabyte strings and took 8 GB at 64 MB of result before this. Evaluated per batch
+/// instead, under the output budget.
+pub(crate) fn call_with(
     name: &str,
     key: impl Into<String>,
     ret: DataType,
