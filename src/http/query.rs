@@ -74,22 +74,7 @@ pub async fn run(
         client_query_id: body.client_query_id,
         name: body.name,
     };
-    Ok(outcome(app.engine.query().query(&p, req).await.map_err(
-        |e| {
-            let attr = match &e {
-                QueryError::Invalid(m) if m.starts_with("name") => Some("name"),
-                QueryError::Invalid(m) if m.starts_with("client_query_id") => {
-                    Some("client_query_id")
-                }
-                _ => None,
-            };
-            let err = ApiError::from(e);
-            match attr {
-                Some(a) => err.with_attr(a),
-                None => err,
-            }
-        },
-    )?))
+    Ok(outcome(app.engine.query().query(&p, req).await?))
 }
 
 pub async fn status(

@@ -100,6 +100,9 @@ pub enum QueryError {
     Query(String),
     #[error("{0}")]
     Invalid(String),
+    /// A field of the request is invalid: the field (PostHog's `attr`) and why.
+    #[error("{1}")]
+    InvalidField(&'static str, String),
     #[error("{0}")]
     NotFound(String),
     #[error("Query {0} was cancelled")]
@@ -121,6 +124,7 @@ impl HasKind for QueryError {
             QueryError::Syntax(_)
             | QueryError::Query(_)
             | QueryError::Invalid(_)
+            | QueryError::InvalidField(..)
             | QueryError::Cancelled(_)
             | QueryError::Memory(_)
             | QueryError::Timeout(_) => ErrorKind::InvalidInput,
@@ -137,9 +141,15 @@ impl HasKind for QueryError {
             QueryError::Memory(_) => "query_memory_limit",
             QueryError::Timeout(_) => "query_timeout",
             QueryError::Throttled(..) => "throttled",
-            QueryError::Invalid(_) => "invalid_input",
+            QueryError::Invalid(_) | QueryError::InvalidField(..) => "invalid_input",
             QueryError::NotFound(_) => "not_found",
             QueryError::Internal(_) => "error",
+        }
+    }
+    fn attr(&self) -> Option<String> {
+        match self {
+            QueryError::InvalidField(field, _) => Some(field.to_string()),
+            _ => None,
         }
     }
     fn retry_after(&self) -> Option<u64> {
@@ -755,19 +765,25 @@ impl QueryService {
         if let Some(n) = &req.name
             && n.chars().count() > MAX_NAME_CHARS
         {
-            return Err(QueryError::Invalid(format!(
-                "name must be at most {MAX_NAME_CHARS} characters, got {}",
-                n.chars().count()
-            )));
+            return Err(QueryError::InvalidField(
+                "name",
+                format!(
+                    "name must be at most {MAX_NAME_CHARS} characters, got {}",
+                    n.chars().count()
+                ),
+            ));
         }
         self.exec.count_request(project.id)?;
         if let Some(id) = &req.client_query_id
             && (id.chars().count() > MAX_CLIENT_QUERY_ID_CHARS || id.is_empty())
         {
-            return Err(QueryError::Invalid(format!(
-                "client_query_id must be 1 to {MAX_CLIENT_QUERY_ID_CHARS} characters, got {}",
-                id.chars().count()
-            )));
+            return Err(QueryError::InvalidField(
+                "client_query_id",
+                format!(
+                    "client_query_id must be 1 to {MAX_CLIENT_QUERY_ID_CHARS} characters, got {}",
+                    id.chars().count()
+                ),
+            ));
         }
         let node = HogQLNode::from_value(&req.query)?;
         let key = cache_key(project.id, &node);
