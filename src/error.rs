@@ -75,7 +75,15 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(code = self.code, detail = %self.detail, "request failed");
         }
-        let body = json!({"type": ty, "code": self.code, "detail": self.detail, "attr": self.attr});
+        // An internal error's text can name files, paths and internals: it goes to the log
+        // (inside the request's span, with its id), and the client gets PostHog's generic
+        // message. Other 5xx (503: out of room, disk full) say what to do.
+        let detail = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            "A server error occurred.".to_string()
+        } else {
+            self.detail
+        };
+        let body = json!({"type": ty, "code": self.code, "detail": detail, "attr": self.attr});
         let mut resp = (status, Json(body)).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert(
@@ -84,5 +92,44 @@ impl IntoResponse for ApiError {
             );
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn answer(e: ApiError) -> (StatusCode, Option<String>, serde_json::Value) {
+        let resp = e.into_response();
+        let status = resp.status();
+        let retry = resp
+            .headers()
+            .get(axum::http::header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, retry, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn internal_text_stays_in_the_log_and_retries_say_when() {
+        let (st, _, body) =
+            answer(ApiError::internal("open /srv/data/events/x.parquet: EIO")).await;
+        assert_eq!(st, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["detail"], "A server error occurred.");
+        assert_eq!(body["type"], "server_error");
+
+        let busy = ApiError::new(ErrorKind::Unavailable, "capture_overloaded", "retry later");
+        let (st, retry, body) = answer(busy).await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(retry.as_deref(), Some("5"));
+        assert_eq!(body["detail"], "retry later");
+
+        let mut throttled = ApiError::new(ErrorKind::TooManyRequests, "throttled", "slow down");
+        throttled.retry_after = Some(17);
+        let (st, retry, body) = answer(throttled).await;
+        assert_eq!(st, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(retry.as_deref(), Some("17"));
+        assert_eq!(body["type"], "throttled_error");
     }
 }
