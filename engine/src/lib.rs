@@ -5,6 +5,7 @@
 //! decodes requests, calls one method here, and encodes the answer; nothing in this crate
 //! knows about axum, hyper or HTTP statuses (errors carry an [`error::ErrorKind`]).
 
+mod api;
 pub mod clock;
 pub mod datagen;
 pub mod error;

@@ -1,0 +1,17 @@
+//! The engine's public surface: the operations users do, one file each.
+//!
+//! Every method here is an `impl Engine` block and enforces its own rules (reads that
+//! must see earlier writes wait for them; writes that change what queries see move the
+//! query epoch), so the HTTP layer only decodes, calls one method and encodes.
+//!
+//! - `capture`: bodies and payloads in, durable receipts out.
+//! - `query`: HogQL and the query API (status, cancel, log).
+//! - `persons`: persons, groups, activity, merges, deletion.
+//! - `projects`: projects, keys and tokens.
+//! - `tasks`: scheduled and background work (deletion tasks, metrics).
+
+mod capture;
+mod persons;
+mod projects;
+mod query;
+mod tasks;
