@@ -7,6 +7,7 @@ use crate::ast::*;
 use crate::grammar::{WINDOW_WORDS, prec, quote};
 pub use crate::grammar::{ident, string};
 use crate::lexer::is_plain_identifier;
+use crate::nesting::{Nested, Nesting, deeper};
 
 /// A whole query as HogQL text.
 pub fn query(q: &Query) -> String {
@@ -114,40 +115,36 @@ fn is_number(e: &Expr) -> bool {
     )
 }
 
-/// Nesting levels printed on one stack before printing moves to a fresh thread.
-const SEGMENT: usize = 32;
-const SEGMENT_STACK: usize = 16 << 20;
-
-#[derive(Default)]
 struct Printer {
     out: String,
-    depth: usize,
+    /// Levels printed so far. Unbounded: the parser bounds what it reads, and the engine's
+    /// rewrites of a tree add only a few levels.
+    nest: Nesting,
+}
+
+impl Default for Printer {
+    fn default() -> Self {
+        Self {
+            out: String::new(),
+            nest: Nesting::new(usize::MAX),
+        }
+    }
+}
+
+impl Nested for Printer {
+    fn nesting(&mut self) -> &mut Nesting {
+        &mut self.nest
+    }
 }
 
 impl Printer {
-    /// Run one level deeper; every [`SEGMENT`] levels continue on a fresh stack (the
-    /// parser allows trees 512 levels deep, more than a small stack holds in debug builds).
+    /// Run one level deeper (see [`crate::nesting`]): on a fresh stack every few levels,
+    /// so the deepest tree the parser allows prints on any stack.
     fn deeper(&mut self, f: impl FnOnce(&mut Self) + Send) {
-        self.depth += 1;
-        if self.depth.is_multiple_of(SEGMENT) {
-            std::thread::scope(|scope| {
-                let spawned = std::thread::Builder::new()
-                    .name("hogql-print".into())
-                    .stack_size(SEGMENT_STACK)
-                    .spawn_scoped(scope, || f(self));
-                match spawned {
-                    Ok(handle) => {
-                        if let Err(panic) = handle.join() {
-                            std::panic::resume_unwind(panic);
-                        }
-                    }
-                    Err(e) => panic!("cannot start a thread to print a deep query: {e}"),
-                }
-            });
-        } else {
-            f(self);
+        if let Err(e) = deeper(self, f) {
+            // The count is unbounded, so only a failure to start a thread gets here.
+            panic!("cannot start a thread to print a query nested {} levels deep", e.limit);
         }
-        self.depth -= 1;
     }
 
     fn s(&mut self, s: &str) {

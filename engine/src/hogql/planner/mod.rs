@@ -26,6 +26,7 @@ use datafusion::logical_expr::{
 use crate::propdefs::{PropertyKind, PropertyType};
 
 use super::ast::{self, BinaryOp, ExprKind, Literal, Span, UnaryOp};
+use super::nesting::Nesting;
 use super::functions::{self, Arg, FnContext, FnKind, WeekStart};
 use super::schema::{Catalog, EVENTS_COLUMNS, EVENTS_LAZY_JOINS, SESSIONS_QUERY, TABLES};
 
@@ -89,7 +90,7 @@ pub struct PlanContext<'a> {
 pub fn plan_query(query: &ast::Query, ctx: &PlanContext<'_>) -> PResult<LogicalPlan> {
     let planner = Planner {
         ctx,
-        value_subqueries: Default::default(),
+        value_subqueries: std::cell::Cell::new(Nesting::new(MAX_VALUE_SUBQUERY_DEPTH)),
     };
     planner.query(query, &Ctes::default())
 }
@@ -114,7 +115,7 @@ impl Ctes {
 struct Planner<'a> {
     ctx: &'a PlanContext<'a>,
     /// Subqueries used as values (scalar, `IN`, `EXISTS`) open around the current position.
-    value_subqueries: std::cell::Cell<usize>,
+    value_subqueries: std::cell::Cell<Nesting>,
 }
 
 /// The most subqueries used as values (`(SELECT …)`, `IN (SELECT …)`, `EXISTS (…)`) nested
@@ -177,8 +178,8 @@ impl Planner<'_> {
         ctes: &Ctes,
         span: Span,
     ) -> PResult<LogicalPlan> {
-        let depth = self.value_subqueries.get();
-        if depth >= MAX_VALUE_SUBQUERY_DEPTH {
+        let mut nest = self.value_subqueries.get();
+        if nest.enter().is_err() {
             return err(
                 format!(
                     "subqueries used as values are nested too deeply (more than \
@@ -187,9 +188,10 @@ impl Planner<'_> {
                 span,
             );
         }
-        self.value_subqueries.set(depth + 1);
+        self.value_subqueries.set(nest);
         let plan = self.query(q, ctes);
-        self.value_subqueries.set(depth);
+        nest.leave();
+        self.value_subqueries.set(nest);
         plan
     }
 }

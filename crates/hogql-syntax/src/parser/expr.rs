@@ -1,0 +1,770 @@
+//! Expressions: a Pratt parser with ClickHouse's priorities, calls, CASE, CAST,
+//! INTERVAL, lambdas and type names.
+
+use super::*;
+
+impl Parser<'_> {
+
+    // ---- expressions ----
+
+    /// Comma-separated expressions (aliases allowed), at least one.
+    pub(super) fn expr_list(&mut self) -> PResult<Vec<Expr>> {
+        let mut out = vec![self.expr()?];
+        while self.eat(&TokenKind::Comma) {
+            out.push(self.expr()?);
+        }
+        Ok(out)
+    }
+
+    /// An expression with an optional `AS alias`.
+    pub(super) fn expr(&mut self) -> PResult<Expr> {
+        let e = self.expr_no_alias()?;
+        if self.eat_kw("AS") {
+            let name = self.any_name("an alias after AS", true)?;
+            let span = self.span(e.span.start);
+            return Ok(Expr::new(
+                ExprKind::Alias {
+                    expr: Box::new(e),
+                    name,
+                },
+                span,
+            ));
+        }
+        Ok(e)
+    }
+
+    /// An expression without a trailing alias: a lambda or an operator expression.
+    pub(super) fn expr_no_alias(&mut self) -> PResult<Expr> {
+        if let Some(n) = self.lambda_ahead() {
+            let start = self.tok().start;
+            let mut params = Vec::new();
+            for _ in 0..n {
+                if let TokenKind::Word(w) | TokenKind::QuotedIdent(w) = self.bump().kind {
+                    params.push(w);
+                }
+            }
+            let body = self.deeper(|p| p.expr_no_alias())?;
+            let span = self.span(start);
+            return Ok(Expr::new(
+                ExprKind::Lambda {
+                    params,
+                    body: Box::new(body),
+                },
+                span,
+            ));
+        }
+        self.bp(0)
+    }
+
+    /// If a lambda starts here, how many tokens make up its parameters and arrow.
+    fn lambda_ahead(&self) -> Option<usize> {
+        let is_param = |t: &Token| matches!(t.kind, TokenKind::Word(_) | TokenKind::QuotedIdent(_));
+        if is_param(self.tok()) && self.nth_is(1, &TokenKind::Arrow) {
+            return Some(2);
+        }
+        if !self.is(&TokenKind::LParen) {
+            return None;
+        }
+        let mut i = 1;
+        if !self.nth_is(i, &TokenKind::RParen) {
+            loop {
+                if !is_param(self.nth(i)) {
+                    return None;
+                }
+                i += 1;
+                if self.nth_is(i, &TokenKind::Comma) {
+                    i += 1;
+                    if self.nth_is(i, &TokenKind::RParen) {
+                        break;
+                    }
+                } else if self.nth_is(i, &TokenKind::RParen) {
+                    break;
+                } else {
+                    return None;
+                }
+            }
+        }
+        if self.nth_is(i + 1, &TokenKind::Arrow) {
+            Some(i + 2)
+        } else {
+            None
+        }
+    }
+
+    fn infix(&self) -> Option<(u8, Infix)> {
+        use TokenKind as T;
+        let t = self.tok();
+        Some(match &t.kind {
+            T::Question => (prec::TERNARY, Infix::Ternary),
+            T::Coalesce => (prec::COALESCE, Infix::Binary(BinaryOp::Coalesce, 1)),
+            T::Eq => (prec::COMPARE, Infix::Binary(BinaryOp::Eq, 1)),
+            T::NotEq => (prec::COMPARE, Infix::Binary(BinaryOp::NotEq, 1)),
+            T::Lt => (prec::COMPARE, Infix::Binary(BinaryOp::Lt, 1)),
+            T::LtEq => (prec::COMPARE, Infix::Binary(BinaryOp::LtEq, 1)),
+            T::Gt => (prec::COMPARE, Infix::Binary(BinaryOp::Gt, 1)),
+            T::GtEq => (prec::COMPARE, Infix::Binary(BinaryOp::GtEq, 1)),
+            T::Regex => (prec::COMPARE, Infix::Binary(BinaryOp::Regex, 1)),
+            T::NotRegex => (prec::COMPARE, Infix::Binary(BinaryOp::NotRegex, 1)),
+            T::IRegex => (prec::COMPARE, Infix::Binary(BinaryOp::IRegex, 1)),
+            T::NotIRegex => (prec::COMPARE, Infix::Binary(BinaryOp::NotIRegex, 1)),
+            T::Concat => (prec::CONCAT, Infix::Binary(BinaryOp::Concat, 1)),
+            T::Plus => (prec::ADD, Infix::Binary(BinaryOp::Add, 1)),
+            T::Minus => (prec::ADD, Infix::Binary(BinaryOp::Sub, 1)),
+            T::Star => (prec::MUL, Infix::Binary(BinaryOp::Mul, 1)),
+            T::Slash => (prec::MUL, Infix::Binary(BinaryOp::Div, 1)),
+            T::Percent => (prec::MUL, Infix::Binary(BinaryOp::Mod, 1)),
+            T::LBracket => (prec::POSTFIX, Infix::Index),
+            T::DoubleColon => (prec::POSTFIX, Infix::Cast),
+            T::Dot => (prec::POSTFIX, Infix::Dot),
+            T::Word(w) => {
+                let w = w.to_ascii_uppercase();
+                let next = |kw: &str| self.nth_kw(1, kw);
+                match w.as_str() {
+                    "OR" => (prec::OR, Infix::Binary(BinaryOp::Or, 1)),
+                    "AND" => (prec::AND, Infix::Binary(BinaryOp::And, 1)),
+                    "MOD" => (prec::MUL, Infix::Binary(BinaryOp::Mod, 1)),
+                    "IS" => (prec::IS_NULL, Infix::IsNull),
+                    "BETWEEN" => (prec::BETWEEN, Infix::Between),
+                    "LIKE" => (prec::COMPARE, Infix::Binary(BinaryOp::Like, 1)),
+                    "ILIKE" => (prec::COMPARE, Infix::Binary(BinaryOp::ILike, 1)),
+                    "IN" => (prec::COMPARE, Infix::In),
+                    "GLOBAL" if next("IN") || (next("NOT") && self.nth_kw(2, "IN")) => {
+                        (prec::COMPARE, Infix::In)
+                    }
+                    "NOT" if next("BETWEEN") => (prec::BETWEEN, Infix::Between),
+                    "NOT" if next("LIKE") => (prec::COMPARE, Infix::Binary(BinaryOp::NotLike, 2)),
+                    "NOT" if next("ILIKE") => (prec::COMPARE, Infix::Binary(BinaryOp::NotILike, 2)),
+                    "NOT" if next("IN") => (prec::COMPARE, Infix::In),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Parse an operand at binding power `min`, measuring its height.
+    fn operand(&mut self, min: u8) -> PResult<(Expr, usize)> {
+        self.measured(|p| p.bp(min))
+    }
+
+    /// The Pratt loop: an expression whose operators all bind at least as tightly as `min`.
+    pub(super) fn bp(&mut self, min: u8) -> PResult<Expr> {
+        self.deeper(|p| p.bp_inner(min))
+    }
+
+    fn bp_inner(&mut self, min: u8) -> PResult<Expr> {
+        let (mut left, mut height) = self.measured(|p| p.prefix())?;
+        while let Some((lbp, op)) = self.infix() {
+            if lbp < min {
+                break;
+            }
+            let start = left.span.start;
+            let op_tok = self.tok().clone();
+            let (kind, h) = match op {
+                Infix::Binary(op, ntoks) => {
+                    for _ in 0..ntoks {
+                        self.bump();
+                    }
+                    let (right, h) = self.operand(lbp + 1)?;
+                    let kind = ExprKind::Binary {
+                        op,
+                        left: Box::new(left),
+                        right: Box::new(right),
+                    };
+                    (kind, h)
+                }
+                Infix::Ternary => {
+                    self.bump();
+                    let (then, h1) = self.operand(0)?;
+                    self.expect(&TokenKind::Colon, "':' of the ?: operator")?;
+                    let (else_, h2) = self.operand(prec::TERNARY)?;
+                    let kind = ExprKind::Ternary {
+                        cond: Box::new(left),
+                        then: Box::new(then),
+                        else_: Box::new(else_),
+                    };
+                    (kind, h1.max(h2))
+                }
+                Infix::IsNull => {
+                    self.bump();
+                    let negated = self.eat_kw("NOT");
+                    self.expect_kw("NULL")?;
+                    let kind = ExprKind::IsNull {
+                        expr: Box::new(left),
+                        negated,
+                    };
+                    (kind, 0)
+                }
+                Infix::Between => {
+                    let negated = self.eat_kw("NOT");
+                    self.bump();
+                    let (low, h1) = self.operand(prec::BETWEEN + 1)?;
+                    self.expect_kw("AND")?;
+                    let (high, h2) = self.operand(prec::BETWEEN + 1)?;
+                    let kind = ExprKind::Between {
+                        expr: Box::new(left),
+                        low: Box::new(low),
+                        high: Box::new(high),
+                        negated,
+                    };
+                    (kind, h1.max(h2))
+                }
+                Infix::In => {
+                    self.eat_kw("GLOBAL");
+                    let negated = self.eat_kw("NOT");
+                    self.bump();
+                    let (list, h) = if self.is(&TokenKind::LParen) {
+                        let (g, h) = self.measured(|p| p.paren_group())?;
+                        let list = match g {
+                            Group::Query(q) => InList::Subquery(Box::new(q)),
+                            Group::Exprs(items, _) => InList::List(items),
+                        };
+                        (list, h)
+                    } else {
+                        let (e, h) = self.operand(prec::COMPARE + 1)?;
+                        (InList::Expr(Box::new(e)), h)
+                    };
+                    let kind = ExprKind::In {
+                        expr: Box::new(left),
+                        list,
+                        negated,
+                    };
+                    (kind, h)
+                }
+                Infix::Index => {
+                    self.bump();
+                    let (index, h) = self.measured(|p| p.expr())?;
+                    self.expect(&TokenKind::RBracket, "']'")?;
+                    let kind = ExprKind::Index {
+                        base: Box::new(left),
+                        index: Box::new(index),
+                    };
+                    (kind, h)
+                }
+                Infix::Cast => {
+                    self.bump();
+                    let (ty, h) = self.measured(|p| p.type_name())?;
+                    let kind = ExprKind::Cast {
+                        expr: Box::new(left),
+                        ty,
+                    };
+                    (kind, h)
+                }
+                Infix::Dot => {
+                    self.bump();
+                    let t = self.bump();
+                    let kind = match (t.kind, left.kind) {
+                        (TokenKind::Number(n), kind) => {
+                            let Ok(index) = n.parse::<u64>() else {
+                                return Err(self.err_at(&op_tok, "invalid tuple index"));
+                            };
+                            let base = Box::new(Expr::new(kind, left.span));
+                            ExprKind::TupleElement { base, index }
+                        }
+                        (TokenKind::Star, ExprKind::Field(parts)) => ExprKind::Star(Some(parts)),
+                        (TokenKind::Star, _) => {
+                            return Err(self.err_at(&op_tok, "'.*' must follow a table name"));
+                        }
+                        (
+                            TokenKind::Word(name) | TokenKind::QuotedIdent(name),
+                            ExprKind::Field(mut parts),
+                        ) => {
+                            parts.push(name);
+                            left = Expr::new(ExprKind::Field(parts), self.span(start));
+                            continue;
+                        }
+                        (TokenKind::Word(name) | TokenKind::QuotedIdent(name), kind) => {
+                            let base = Box::new(Expr::new(kind, left.span));
+                            let index = Box::new(Expr::new(
+                                ExprKind::Literal(Literal::String(name)),
+                                Span::new(t.start, t.end),
+                            ));
+                            ExprKind::Index { base, index }
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return Err(self.expected("a name or a tuple index"));
+                        }
+                    };
+                    (kind, 0)
+                }
+            };
+            height = (height + 1).max(h);
+            self.check_height(height)?;
+            left = Expr::new(kind, self.span(start));
+        }
+        self.hw = self.hw.max(self.depth() + height);
+        Ok(left)
+    }
+
+    fn expected_expr(&self) -> SyntaxError {
+        self.expected("an expression")
+    }
+
+    fn literal(&mut self, lit: Literal, start: usize) -> PResult<Expr> {
+        Ok(Expr::new(ExprKind::Literal(lit), self.span(start)))
+    }
+
+    fn number(&mut self, negative: bool) -> PResult<Literal> {
+        let t = self.bump();
+        let TokenKind::Number(text) = &t.kind else {
+            return Err(self.err_at(&t, "expected a number"));
+        };
+        number_value(text, negative)
+            .ok_or_else(|| self.err_at(&t, format!("invalid number '{text}'")))
+    }
+
+    fn prefix(&mut self) -> PResult<Expr> {
+        let t = self.tok().clone();
+        let start = t.start;
+        match &t.kind {
+            TokenKind::Number(_) => {
+                let lit = self.number(false)?;
+                self.literal(lit, start)
+            }
+            TokenKind::String(s) => {
+                self.bump();
+                self.literal(Literal::String(s.clone()), start)
+            }
+            TokenKind::Minus | TokenKind::Plus => {
+                let negative = t.kind == TokenKind::Minus;
+                if matches!(self.nth(1).kind, TokenKind::Number(_)) {
+                    self.bump();
+                    let lit = self.number(negative)?;
+                    return self.literal(lit, start);
+                }
+                for (word, v) in [("INF", f64::INFINITY), ("NAN", f64::NAN)] {
+                    if self.nth_kw(1, word) && !self.nth_is(2, &TokenKind::LParen) {
+                        self.bump();
+                        self.bump();
+                        return self.literal(Literal::Float(if negative { -v } else { v }), start);
+                    }
+                }
+                if !negative {
+                    return Err(self.expected_expr());
+                }
+                self.bump();
+                let (e, _) = self.operand(prec::NEG)?;
+                Ok(Expr::new(
+                    ExprKind::Unary {
+                        op: UnaryOp::Neg,
+                        expr: Box::new(e),
+                    },
+                    self.span(start),
+                ))
+            }
+            TokenKind::LParen => match self.paren_group()? {
+                Group::Query(q) => Ok(Expr::new(ExprKind::Subquery(Box::new(q)), self.span(start))),
+                Group::Exprs(mut items, false) if items.len() == 1 => Ok(items.remove(0)),
+                Group::Exprs(items, _) => Ok(Expr::new(ExprKind::Tuple(items), self.span(start))),
+            },
+            TokenKind::LBracket => {
+                self.bump();
+                let mut items = Vec::new();
+                while !self.is(&TokenKind::RBracket) {
+                    items.push(self.expr()?);
+                    if !self.eat(&TokenKind::Comma) {
+                        break;
+                    }
+                }
+                self.expect(&TokenKind::RBracket, "',' or ']' in the array")?;
+                Ok(Expr::new(ExprKind::Array(items), self.span(start)))
+            }
+            TokenKind::LBrace => {
+                let name = self.placeholder()?;
+                Ok(Expr::new(ExprKind::Placeholder(name), self.span(start)))
+            }
+            TokenKind::Star => {
+                self.bump();
+                Ok(Expr::new(ExprKind::Star(None), self.span(start)))
+            }
+            TokenKind::QuotedIdent(name) => {
+                self.bump();
+                if self.is(&TokenKind::LParen) {
+                    return self.call(name.clone(), start, true);
+                }
+                Ok(Expr::new(
+                    ExprKind::Field(vec![name.clone()]),
+                    self.span(start),
+                ))
+            }
+            TokenKind::Word(w) => self.word(w.clone(), start),
+            _ => Err(self.expected_expr()),
+        }
+    }
+
+    fn word(&mut self, w: String, start: usize) -> PResult<Expr> {
+        let up = w.to_ascii_uppercase();
+        let call_follows = self.nth_is(1, &TokenKind::LParen);
+        let lit = match up.as_str() {
+            "NULL" => Some(Literal::Null),
+            "TRUE" => Some(Literal::Bool(true)),
+            "FALSE" => Some(Literal::Bool(false)),
+            "INF" if !call_follows => Some(Literal::Float(f64::INFINITY)),
+            "NAN" if !call_follows => Some(Literal::Float(f64::NAN)),
+            _ => None,
+        };
+        if let Some(lit) = lit {
+            self.bump();
+            return self.literal(lit, start);
+        }
+        match up.as_str() {
+            "NOT" => {
+                self.bump();
+                let (e, _) = self.operand(prec::NOT)?;
+                return Ok(Expr::new(
+                    ExprKind::Unary {
+                        op: UnaryOp::Not,
+                        expr: Box::new(e),
+                    },
+                    self.span(start),
+                ));
+            }
+            "CASE" => return self.case(start),
+            "CAST" if call_follows => return self.cast(start),
+            "INTERVAL" => return self.interval(start),
+            "EXISTS" if call_follows && self.select_ahead(2) => {
+                self.bump();
+                self.bump();
+                let q = self.query()?;
+                self.expect(&TokenKind::RParen, "')' to close the EXISTS subquery")?;
+                return Ok(Expr::new(ExprKind::Exists(Box::new(q)), self.span(start)));
+            }
+            _ => {}
+        }
+        if call_follows {
+            self.bump();
+            return self.call(w, start, false);
+        }
+        if is_reserved(&w) {
+            return Err(self.expected_expr());
+        }
+        self.bump();
+        Ok(Expr::new(ExprKind::Field(vec![w]), self.span(start)))
+    }
+
+    pub(super) fn placeholder(&mut self) -> PResult<String> {
+        self.expect(&TokenKind::LBrace, "'{'")?;
+        let name = match &self.tok().kind {
+            TokenKind::Word(w) | TokenKind::QuotedIdent(w) => w.clone(),
+            _ => return Err(self.expected("a placeholder name")),
+        };
+        self.bump();
+        self.expect(&TokenKind::RBrace, "'}' to close the placeholder")?;
+        Ok(name)
+    }
+
+    /// `( … )` in an expression: a subquery, a parenthesized expression or a tuple.
+    fn paren_group(&mut self) -> PResult<Group> {
+        self.expect(&TokenKind::LParen, "'('")?;
+        if self.is_kw("SELECT") || self.is_kw("WITH") {
+            let q = self.query()?;
+            self.expect(&TokenKind::RParen, "')' to close the subquery")?;
+            return Ok(Group::Query(q));
+        }
+        if self.eat(&TokenKind::RParen) {
+            return Ok(Group::Exprs(Vec::new(), true));
+        }
+        let first = self.expr()?;
+        let set_op = ["UNION", "EXCEPT", "INTERSECT"]
+            .iter()
+            .any(|w| self.is_kw(w));
+        if set_op && let ExprKind::Subquery(q) = first.kind {
+            // `((SELECT …) UNION ALL (SELECT …))`
+            let h = self.hw.saturating_sub(self.depth());
+            let q = self.set_ops(*q, h)?;
+            self.expect(&TokenKind::RParen, "')' to close the subquery")?;
+            return Ok(Group::Query(q));
+        }
+        let mut items = vec![first];
+        let mut tuple = false;
+        while self.eat(&TokenKind::Comma) {
+            tuple = true;
+            if self.is(&TokenKind::RParen) {
+                break;
+            }
+            items.push(self.expr()?);
+        }
+        self.expect(&TokenKind::RParen, "',' or ')'")?;
+        Ok(Group::Exprs(items, tuple))
+    }
+
+    /// Arguments after `(` up to and including `)`; a trailing comma is allowed.
+    pub(super) fn args_until_rparen(&mut self, name: &str) -> PResult<Vec<Expr>> {
+        let mut args = Vec::new();
+        while !self.is(&TokenKind::RParen) {
+            args.push(self.expr()?);
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        self.expect(
+            &TokenKind::RParen,
+            &format!("',' or ')' in the arguments of {name}"),
+        )?;
+        Ok(args)
+    }
+
+    /// `(DISTINCT? args)` of a call.
+    fn call_args(&mut self, name: &str) -> PResult<(bool, Vec<Expr>)> {
+        self.expect(&TokenKind::LParen, "'('")?;
+        let distinct = self.is_kw("DISTINCT")
+            && !self.nth_is(1, &TokenKind::RParen)
+            && !self.nth_is(1, &TokenKind::Comma);
+        if distinct {
+            self.bump();
+        }
+        Ok((distinct, self.args_until_rparen(name)?))
+    }
+
+    /// A call; the current token is the `(` after the name.
+    fn call(&mut self, name: String, start: usize, quoted: bool) -> PResult<Expr> {
+        let (d1, a1) = self.call_args(&name)?;
+        let (params, args, distinct) = if self.is(&TokenKind::LParen) {
+            if d1 {
+                return Err(self.err_here("DISTINCT belongs in the arguments, not the parameters"));
+            }
+            let (d2, a2) = self.call_args(&name)?;
+            (Some(a1), a2, d2)
+        } else {
+            (None, a1, d1)
+        };
+        let over = if self.eat_kw("OVER") {
+            if self.eat(&TokenKind::LParen) {
+                let spec = self.window_spec()?;
+                self.expect(&TokenKind::RParen, "')' to close the window")?;
+                Some(Over::Spec(spec))
+            } else if self.at_name(0) {
+                Some(Over::Named(self.name("a window name")?))
+            } else {
+                return Err(self.expected("a window name or '('"));
+            }
+        } else {
+            None
+        };
+        let span = self.span(start);
+        if !quoted && name == "tuple" && params.is_none() && !distinct && over.is_none() {
+            return Ok(Expr::new(ExprKind::Tuple(args), span));
+        }
+        Ok(Expr::new(
+            ExprKind::Call {
+                name,
+                params,
+                args,
+                distinct,
+                over,
+            },
+            span,
+        ))
+    }
+
+    fn case(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        let operand = if self.is_kw("WHEN") {
+            None
+        } else {
+            Some(Box::new(self.expr()?))
+        };
+        let mut whens = Vec::new();
+        while self.eat_kw("WHEN") {
+            let cond = self.expr()?;
+            self.expect_kw("THEN")?;
+            let then = self.expr()?;
+            whens.push((cond, then));
+        }
+        if whens.is_empty() {
+            return Err(self.expected("WHEN"));
+        }
+        let else_ = if self.eat_kw("ELSE") {
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        if !self.is_kw("END") {
+            return Err(self.expected(if else_.is_some() {
+                "END"
+            } else {
+                "WHEN, ELSE or END"
+            }));
+        }
+        self.bump();
+        Ok(Expr::new(
+            ExprKind::Case {
+                operand,
+                whens,
+                else_,
+            },
+            self.span(start),
+        ))
+    }
+
+    fn cast(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        self.bump();
+        let expr = self.expr_no_alias()?;
+        let ty = if self.eat_kw("AS") {
+            self.type_name()?
+        } else if self.eat(&TokenKind::Comma) {
+            let t = self.tok().clone();
+            let TokenKind::String(s) = &t.kind else {
+                return Err(self.expected("a type name in quotes"));
+            };
+            self.bump();
+            normalize_type(s).map_err(|e| {
+                self.err_at(&t, format!("invalid type '{s}' in CAST: {}", e.message))
+            })?
+        } else {
+            return Err(self.expected("AS and a type"));
+        };
+        self.expect(&TokenKind::RParen, "')' to close CAST")?;
+        Ok(Expr::new(
+            ExprKind::Cast {
+                expr: Box::new(expr),
+                ty,
+            },
+            self.span(start),
+        ))
+    }
+
+    fn at_unit(&self, n: usize) -> Option<IntervalUnit> {
+        match &self.nth(n).kind {
+            TokenKind::Word(w) => interval_unit(w),
+            _ => None,
+        }
+    }
+
+    fn interval(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        let t = self.tok().clone();
+        if let TokenKind::String(s) = &t.kind
+            && self.at_unit(1).is_none()
+        {
+            // INTERVAL '1 day'
+            self.bump();
+            let mut parts = s.split_whitespace();
+            let (n, unit) = match (parts.next(), parts.next(), parts.next()) {
+                (Some(n), Some(u), None) => (n.parse::<i64>().ok(), interval_unit(u)),
+                _ => (None, None),
+            };
+            let (Some(n), Some(unit)) = (n, unit) else {
+                return Err(self.err_at(
+                    &t,
+                    format!(
+                        "invalid interval '{s}': expected a whole number and a unit, e.g. '1 day'"
+                    ),
+                ));
+            };
+            let value = Expr::new(
+                ExprKind::Literal(Literal::Int(n as i128)),
+                Span::new(t.start, t.end),
+            );
+            return Ok(Expr::new(
+                ExprKind::Interval {
+                    value: Box::new(value),
+                    unit,
+                },
+                self.span(start),
+            ));
+        }
+        let (value, _) = self.operand(0)?;
+        let Some(unit) = self.at_unit(0) else {
+            return Err(self.expected(
+                "an interval unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, QUARTER or YEAR)",
+            ));
+        };
+        self.bump();
+        Ok(Expr::new(
+            ExprKind::Interval {
+                value: Box::new(value),
+                unit,
+            },
+            self.span(start),
+        ))
+    }
+
+    /// A type after `AS` in CAST or after `::`, normalized: `Nullable(String)`,
+    /// `DateTime64(6, 'UTC')`, `Tuple(a String, b Int64)`, `Enum8('a' = 1)`.
+    fn type_name(&mut self) -> PResult<String> {
+        self.deeper(|p| p.type_name_inner())
+    }
+
+    fn type_name_inner(&mut self) -> PResult<String> {
+        let mut out = match &self.tok().kind {
+            TokenKind::Word(w) => w.clone(),
+            TokenKind::QuotedIdent(w) => ident(w),
+            _ => return Err(self.expected("a type name")),
+        };
+        self.bump();
+        if self.eat(&TokenKind::LParen) {
+            out.push('(');
+            let mut first = true;
+            while !self.is(&TokenKind::RParen) {
+                if !first {
+                    out.push_str(", ");
+                }
+                first = false;
+                let arg = self.type_arg()?;
+                out.push_str(&arg);
+                if !self.eat(&TokenKind::Comma) {
+                    break;
+                }
+            }
+            self.expect(&TokenKind::RParen, "',' or ')' in the type")?;
+            out.push(')');
+        }
+        Ok(out)
+    }
+
+    fn type_arg(&mut self) -> PResult<String> {
+        let t = self.tok().clone();
+        match &t.kind {
+            TokenKind::Number(n) => {
+                self.bump();
+                Ok(n.clone())
+            }
+            TokenKind::Minus if matches!(self.nth(1).kind, TokenKind::Number(_)) => {
+                self.bump();
+                let TokenKind::Number(n) = self.bump().kind else {
+                    unreachable!("checked above")
+                };
+                Ok(format!("-{n}"))
+            }
+            TokenKind::String(s) => {
+                self.bump();
+                let mut out = string(s);
+                if self.eat(&TokenKind::Eq) {
+                    let neg = self.eat(&TokenKind::Minus);
+                    let TokenKind::Number(n) = &self.tok().kind else {
+                        return Err(self.expected("a number"));
+                    };
+                    out = format!("{out} = {}{n}", if neg { "-" } else { "" });
+                    self.bump();
+                }
+                Ok(out)
+            }
+            TokenKind::Word(_) | TokenKind::QuotedIdent(_)
+                if matches!(
+                    self.nth(1).kind,
+                    TokenKind::Word(_) | TokenKind::QuotedIdent(_)
+                ) =>
+            {
+                let name = match self.bump().kind {
+                    TokenKind::Word(w) | TokenKind::QuotedIdent(w) => w,
+                    _ => unreachable!("checked above"),
+                };
+                let ty = self.type_name()?;
+                Ok(format!("{} {ty}", ident(&name)))
+            }
+            _ => self.type_name(),
+        }
+    }
+}
+
+/// Normalize a type written as a string (`CAST(x, 'Nullable(String)')`).
+fn normalize_type(text: &str) -> PResult<String> {
+    let mut p = Parser::new(text)?;
+    let ty = p.type_name()?;
+    p.expect_end("end of the type")?;
+    Ok(ty)
+}
+

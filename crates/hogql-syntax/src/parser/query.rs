@@ -1,0 +1,645 @@
+//! Queries and their clauses: set operations, SELECT, WITH, FROM and joins, GROUP BY,
+//! windows, ORDER BY and LIMIT.
+
+use super::*;
+
+impl Parser<'_> {
+    // ---- queries ----
+
+    pub(super) fn query(&mut self) -> PResult<Query> {
+        self.deeper(|p| {
+            let (first, h) = p.measured(|p| p.select_operand())?;
+            p.set_ops(first, h)
+        })
+    }
+
+    /// Continue set operations after `first` (INTERSECT binds tighter than UNION/EXCEPT).
+    pub(super) fn set_ops(&mut self, first: Query, height: usize) -> PResult<Query> {
+        let (mut left, mut height) = self.intersects(first, height)?;
+        loop {
+            let op = if self.eat_kw("UNION") {
+                if self.eat_kw("ALL") {
+                    SetOp::UnionAll
+                } else {
+                    self.eat_kw("DISTINCT");
+                    SetOp::UnionDistinct
+                }
+            } else if self.eat_kw("EXCEPT") {
+                if self.is_kw("ALL") {
+                    return Err(self.err_here("EXCEPT ALL is not supported; use EXCEPT"));
+                }
+                self.eat_kw("DISTINCT");
+                SetOp::Except
+            } else {
+                break;
+            };
+            let (right, hr) = self.measured(|p| p.select_operand())?;
+            let (right, hr) = self.intersects(right, hr)?;
+            height = (height + 1).max(hr);
+            self.check_height(height)?;
+            left = Query::SetOp {
+                op,
+                left: Box::new(left),
+                right: Box::new(right),
+            };
+        }
+        Ok(left)
+    }
+
+    fn intersects(&mut self, mut left: Query, mut height: usize) -> PResult<(Query, usize)> {
+        while self.eat_kw("INTERSECT") {
+            if self.is_kw("ALL") {
+                return Err(self.err_here("INTERSECT ALL is not supported; use INTERSECT"));
+            }
+            self.eat_kw("DISTINCT");
+            let (right, hr) = self.measured(|p| p.select_operand())?;
+            height = (height + 1).max(hr);
+            self.check_height(height)?;
+            left = Query::SetOp {
+                op: SetOp::Intersect,
+                left: Box::new(left),
+                right: Box::new(right),
+            };
+        }
+        Ok((left, height))
+    }
+
+    fn select_operand(&mut self) -> PResult<Query> {
+        if self.is(&TokenKind::LParen) {
+            self.bump();
+            let q = self.query()?;
+            self.expect(&TokenKind::RParen, "')' to close the subquery")?;
+            Ok(q)
+        } else if self.is_kw("SELECT") || self.is_kw("WITH") {
+            self.select()
+        } else {
+            Err(self.expected("SELECT"))
+        }
+    }
+
+    fn select(&mut self) -> PResult<Query> {
+        if self.selects >= MAX_SUBQUERY_DEPTH {
+            return Err(self.err_here(format!(
+                "subqueries are nested too deeply (more than {MAX_SUBQUERY_DEPTH} levels)"
+            )));
+        }
+        self.selects += 1;
+        let r = self.select_body();
+        self.selects -= 1;
+        r
+    }
+
+    fn select_body(&mut self) -> PResult<Query> {
+        let start = self.tok().start;
+        let mut s = Select::default();
+        if self.eat_kw("WITH") {
+            s.with = self.ctes()?;
+        }
+        self.expect_kw("SELECT")?;
+        s.distinct = self.eat_kw("DISTINCT");
+        s.columns = self.select_list()?;
+        if self.eat_kw("FROM") {
+            s.from = Some(self.parse_from()?);
+        }
+        if self.array_join_ahead() {
+            s.array_join = Some(self.array_join()?);
+            if self.array_join_ahead() {
+                return Err(self.err_here("only one ARRAY JOIN clause is supported"));
+            }
+        }
+        if self.eat_kw("PREWHERE") {
+            s.prewhere = Some(self.expr()?);
+        }
+        if self.eat_kw("WHERE") {
+            s.where_ = Some(self.expr()?);
+        }
+        if self.eat_kw("GROUP") {
+            s.group_by = Some(self.group_by()?);
+        }
+        if self.eat_kw("HAVING") {
+            s.having = Some(self.expr()?);
+        }
+        if self.eat_kw("WINDOW") {
+            s.window = self.window_clause()?;
+        }
+        if self.eat_kw("QUALIFY") {
+            s.qualify = Some(self.expr()?);
+        }
+        if self.eat_kw("ORDER") {
+            self.expect_kw("BY")?;
+            s.order_by = self.order_list()?;
+        }
+        self.limits(&mut s)?;
+        for kw in ["SETTINGS", "FORMAT"] {
+            if self.is_kw(kw) {
+                return Err(self.err_here(format!("{kw} is not supported in HogQL")));
+            }
+        }
+        s.span = self.span(start);
+        Ok(Query::Select(Box::new(s)))
+    }
+
+    fn ctes(&mut self) -> PResult<Vec<Cte>> {
+        let mut out = Vec::new();
+        loop {
+            let start = self.tok().start;
+            if self.at_name(0) && self.nth_kw(1, "AS") && self.nth_is(2, &TokenKind::LParen) {
+                let name = self.name("a name")?;
+                self.bump();
+                if !self.select_ahead(0) {
+                    self.bump();
+                    return Err(self.expected("a subquery (SELECT …)"));
+                }
+                self.bump();
+                let query = self.query()?;
+                self.expect(&TokenKind::RParen, "')' to close the WITH subquery")?;
+                out.push(Cte::Subquery {
+                    name,
+                    query: Box::new(query),
+                    span: self.span(start),
+                });
+            } else {
+                let expr = self.expr_no_alias()?;
+                if !self.is_kw("AS") {
+                    return Err(self.expected("AS and a name for the WITH expression"));
+                }
+                self.bump();
+                let name = self.any_name("a name after AS", false)?;
+                out.push(Cte::Expr {
+                    name,
+                    expr,
+                    span: self.span(start),
+                });
+            }
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn select_list(&mut self) -> PResult<Vec<Expr>> {
+        let mut out = Vec::new();
+        loop {
+            let mut e = self.expr()?;
+            if self.at_name(0) {
+                let name = self.name("an alias")?;
+                let span = self.span(e.span.start);
+                e = Expr::new(
+                    ExprKind::Alias {
+                        expr: Box::new(e),
+                        name,
+                    },
+                    span,
+                );
+            }
+            out.push(e);
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(out);
+            }
+            let trailing = self.is(&TokenKind::Eof)
+                || self.is(&TokenKind::RParen)
+                || CLAUSE_WORDS.iter().any(|w| self.is_kw(w));
+            if trailing {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn parse_from(&mut self) -> PResult<From> {
+        let first = self.table_expr()?;
+        let mut joins = Vec::new();
+        loop {
+            let start = self.tok().start;
+            if self.eat(&TokenKind::Comma) {
+                let table = self.table_expr()?;
+                joins.push(Join {
+                    kind: JoinKind::Cross,
+                    strictness: None,
+                    global: false,
+                    table,
+                    constraint: None,
+                    span: self.span(start),
+                });
+                continue;
+            }
+            if self.array_join_ahead() {
+                break;
+            }
+            const JOIN_WORDS: &[&str] = &[
+                "GLOBAL", "ANY", "ALL", "SEMI", "ANTI", "ASOF", "INNER", "LEFT", "RIGHT", "FULL",
+                "CROSS", "OUTER", "JOIN",
+            ];
+            if !JOIN_WORDS.iter().any(|w| self.is_kw(w)) {
+                break;
+            }
+            joins.push(self.join()?);
+        }
+        Ok(From { first, joins })
+    }
+
+    fn join(&mut self) -> PResult<Join> {
+        let start = self.tok().start;
+        let global = self.eat_kw("GLOBAL");
+        let mut strictness = None;
+        let mut kind = None;
+        loop {
+            let t = self.tok().clone();
+            let TokenKind::Word(w) = &t.kind else {
+                return Err(self.expected("JOIN"));
+            };
+            let s = match w.to_ascii_uppercase().as_str() {
+                "ANY" => Some(JoinStrictness::Any),
+                "ALL" => Some(JoinStrictness::All),
+                "SEMI" => Some(JoinStrictness::Semi),
+                "ANTI" => Some(JoinStrictness::Anti),
+                "ASOF" => Some(JoinStrictness::Asof),
+                _ => None,
+            };
+            let k = match w.to_ascii_uppercase().as_str() {
+                "INNER" => Some(JoinKind::Inner),
+                "LEFT" => Some(JoinKind::Left),
+                "RIGHT" => Some(JoinKind::Right),
+                "FULL" => Some(JoinKind::Full),
+                "CROSS" => Some(JoinKind::Cross),
+                _ => None,
+            };
+            if let Some(s) = s {
+                if strictness.is_some() {
+                    return Err(self.err_at(
+                        &t,
+                        format!("unexpected '{w}': the join already has a strictness"),
+                    ));
+                }
+                strictness = Some(s);
+                self.bump();
+            } else if let Some(k) = k {
+                if kind.is_some() {
+                    return Err(
+                        self.err_at(&t, format!("unexpected '{w}': the join already has a kind"))
+                    );
+                }
+                kind = Some(k);
+                self.bump();
+                if matches!(k, JoinKind::Left | JoinKind::Right | JoinKind::Full) {
+                    self.eat_kw("OUTER");
+                }
+            } else if w.eq_ignore_ascii_case("JOIN") {
+                self.bump();
+                break;
+            } else {
+                return Err(self.expected("JOIN"));
+            }
+        }
+        let kind = kind.unwrap_or(JoinKind::Inner);
+        if kind == JoinKind::Cross && strictness.is_some() {
+            return Err(self.err_at(
+                &self.toks[self.pos - 1],
+                "CROSS JOIN takes no strictness (ANY, ALL, SEMI, ANTI, ASOF)",
+            ));
+        }
+        let table = self.table_expr()?;
+        let constraint = if kind == JoinKind::Cross {
+            if self.is_kw("ON") || self.is_kw("USING") {
+                return Err(self.err_here("CROSS JOIN takes no ON or USING"));
+            }
+            None
+        } else if self.eat_kw("ON") {
+            Some(JoinConstraint::On(self.expr()?))
+        } else if self.eat_kw("USING") {
+            let mut names = Vec::new();
+            if self.eat(&TokenKind::LParen) {
+                loop {
+                    names.push(self.name("a column name")?);
+                    if !self.eat(&TokenKind::Comma) {
+                        break;
+                    }
+                }
+                self.expect(&TokenKind::RParen, "',' or ')' in the USING list")?;
+            } else {
+                names.push(self.name("a column name")?);
+            }
+            Some(JoinConstraint::Using(names))
+        } else {
+            return Err(self.expected("ON or USING after the joined table"));
+        };
+        Ok(Join {
+            kind,
+            strictness,
+            global,
+            table,
+            constraint,
+            span: self.span(start),
+        })
+    }
+
+    fn table_expr(&mut self) -> PResult<TableExpr> {
+        let start = self.tok().start;
+        let source = match self.tok().kind.clone() {
+            TokenKind::LBrace => TableSource::Placeholder(self.placeholder()?),
+            TokenKind::LParen => {
+                if !self.select_ahead(0) {
+                    self.bump();
+                    return Err(self.expected("a subquery (SELECT …)"));
+                }
+                self.bump();
+                let q = self.query()?;
+                self.expect(&TokenKind::RParen, "')' to close the subquery")?;
+                TableSource::Subquery(Box::new(q))
+            }
+            _ if self.at_name(0) => {
+                let name = self.name("a table name")?;
+                if self.is(&TokenKind::LParen) {
+                    self.bump();
+                    let args = self.args_until_rparen(&name)?;
+                    TableSource::Function { name, args }
+                } else {
+                    let mut parts = vec![name];
+                    while self.eat(&TokenKind::Dot) {
+                        parts.push(self.any_name("a name after '.'", false)?);
+                    }
+                    TableSource::Table(parts)
+                }
+            }
+            _ => return Err(self.expected("a table name, subquery or table function")),
+        };
+        let alias = if self.eat_kw("AS") {
+            Some(self.any_name("an alias after AS", false)?)
+        } else if self.at_name(0) {
+            Some(self.name("an alias")?)
+        } else {
+            None
+        };
+        let is_final = self.eat_kw("FINAL");
+        let sample = if self.eat_kw("SAMPLE") {
+            let ratio = self.bp(0)?;
+            let offset = if self.eat_kw("OFFSET") {
+                Some(self.bp(0)?)
+            } else {
+                None
+            };
+            Some(Sample { ratio, offset })
+        } else {
+            None
+        };
+        Ok(TableExpr {
+            source,
+            alias,
+            sample,
+            is_final,
+            span: self.span(start),
+        })
+    }
+
+    fn array_join_ahead(&self) -> bool {
+        (self.is_kw("ARRAY") && self.nth_kw(1, "JOIN"))
+            || ((self.is_kw("LEFT") || self.is_kw("INNER"))
+                && self.nth_kw(1, "ARRAY")
+                && self.nth_kw(2, "JOIN"))
+    }
+
+    fn array_join(&mut self) -> PResult<ArrayJoin> {
+        let start = self.tok().start;
+        let left = self.eat_kw("LEFT");
+        if !left {
+            self.eat_kw("INNER");
+        }
+        self.expect_kw("ARRAY")?;
+        self.expect_kw("JOIN")?;
+        let exprs = self.expr_list()?;
+        Ok(ArrayJoin {
+            left,
+            exprs,
+            span: self.span(start),
+        })
+    }
+
+    fn group_by(&mut self) -> PResult<GroupBy> {
+        self.expect_kw("BY")?;
+        let mut g = GroupBy {
+            exprs: Vec::new(),
+            modifier: GroupByModifier::None,
+            with_totals: false,
+        };
+        if (self.is_kw("ROLLUP") || self.is_kw("CUBE")) && self.nth_is(1, &TokenKind::LParen) {
+            g.modifier = if self.is_kw("ROLLUP") {
+                GroupByModifier::Rollup
+            } else {
+                GroupByModifier::Cube
+            };
+            self.bump();
+            self.bump();
+            g.exprs = self.expr_list()?;
+            self.expect(&TokenKind::RParen, "',' or ')'")?;
+        } else {
+            g.exprs = self.expr_list()?;
+        }
+        while self.is_kw("WITH") {
+            let m = if self.nth_kw(1, "ROLLUP") {
+                GroupByModifier::Rollup
+            } else if self.nth_kw(1, "CUBE") {
+                GroupByModifier::Cube
+            } else if self.nth_kw(1, "TOTALS") {
+                if g.with_totals {
+                    return Err(self.err_at(self.nth(1), "WITH TOTALS is given twice"));
+                }
+                self.bump();
+                self.bump();
+                g.with_totals = true;
+                continue;
+            } else {
+                break;
+            };
+            if g.modifier != GroupByModifier::None {
+                return Err(self.err_at(self.nth(1), "GROUP BY already has ROLLUP or CUBE"));
+            }
+            g.modifier = m;
+            self.bump();
+            self.bump();
+        }
+        Ok(g)
+    }
+
+    fn window_clause(&mut self) -> PResult<Vec<(String, WindowSpec)>> {
+        let mut out = Vec::new();
+        loop {
+            let name = self.name("a window name")?;
+            self.expect_kw("AS")?;
+            self.expect(&TokenKind::LParen, "'('")?;
+            let spec = self.window_spec()?;
+            self.expect(&TokenKind::RParen, "')' to close the window")?;
+            out.push((name, spec));
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// The inside of `( … )` after OVER or in WINDOW.
+    pub(super) fn window_spec(&mut self) -> PResult<WindowSpec> {
+        let mut spec = WindowSpec::default();
+        let base = match &self.tok().kind {
+            TokenKind::QuotedIdent(_) => true,
+            TokenKind::Word(w) => {
+                !is_reserved(w) && !WINDOW_WORDS.iter().any(|k| k.eq_ignore_ascii_case(w))
+            }
+            _ => false,
+        };
+        if base {
+            spec.base = Some(self.any_name("a window name", false)?);
+        }
+        if self.eat_kw("PARTITION") {
+            self.expect_kw("BY")?;
+            spec.partition_by = self.expr_list()?;
+        }
+        if self.eat_kw("ORDER") {
+            self.expect_kw("BY")?;
+            spec.order_by = self.order_list()?;
+        }
+        let units = if self.eat_kw("ROWS") {
+            Some(FrameUnits::Rows)
+        } else if self.eat_kw("RANGE") {
+            Some(FrameUnits::Range)
+        } else {
+            None
+        };
+        if let Some(units) = units {
+            let (start, end) = if self.eat_kw("BETWEEN") {
+                let s = self.frame_bound()?;
+                self.expect_kw("AND")?;
+                (s, Some(self.frame_bound()?))
+            } else {
+                (self.frame_bound()?, None)
+            };
+            spec.frame = Some(WindowFrame { units, start, end });
+        }
+        Ok(spec)
+    }
+
+    fn frame_bound(&mut self) -> PResult<FrameBound> {
+        if self.eat_kw("UNBOUNDED") {
+            if self.eat_kw("PRECEDING") {
+                return Ok(FrameBound::UnboundedPreceding);
+            }
+            if self.eat_kw("FOLLOWING") {
+                return Ok(FrameBound::UnboundedFollowing);
+            }
+            return Err(self.expected("PRECEDING or FOLLOWING"));
+        }
+        if self.eat_kw("CURRENT") {
+            self.expect_kw("ROW")?;
+            return Ok(FrameBound::CurrentRow);
+        }
+        if self.is(&TokenKind::Eof) || self.is(&TokenKind::RParen) {
+            return Err(
+                self.expected("a frame bound (UNBOUNDED, CURRENT ROW or n PRECEDING/FOLLOWING)")
+            );
+        }
+        let e = self.bp(0)?;
+        if self.eat_kw("PRECEDING") {
+            Ok(FrameBound::Preceding(Box::new(e)))
+        } else if self.eat_kw("FOLLOWING") {
+            Ok(FrameBound::Following(Box::new(e)))
+        } else {
+            Err(self.expected("PRECEDING or FOLLOWING"))
+        }
+    }
+
+    fn order_list(&mut self) -> PResult<Vec<OrderExpr>> {
+        let mut out = Vec::new();
+        loop {
+            let expr = self.expr()?;
+            let desc = if self.eat_kw("DESC") || self.eat_kw("DESCENDING") {
+                true
+            } else {
+                let _ = self.eat_kw("ASC") || self.eat_kw("ASCENDING");
+                false
+            };
+            let nulls_first = if self.eat_kw("NULLS") {
+                if self.eat_kw("FIRST") {
+                    Some(true)
+                } else if self.eat_kw("LAST") {
+                    Some(false)
+                } else {
+                    return Err(self.expected("FIRST or LAST"));
+                }
+            } else {
+                None
+            };
+            if self.is_kw("COLLATE") {
+                return Err(self.err_here("COLLATE is not supported"));
+            }
+            if self.is_kw("WITH") && self.nth_kw(1, "FILL") {
+                return Err(self.err_here("WITH FILL is not supported"));
+            }
+            out.push(OrderExpr {
+                expr,
+                desc,
+                nulls_first,
+            });
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn eat_with_ties(&mut self) -> bool {
+        if self.is_kw("WITH") && self.nth_kw(1, "TIES") {
+            self.bump();
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// After LIMIT: `n`, `m, n`, `n OFFSET m`, with an optional WITH TIES.
+    fn limit_body(&mut self) -> PResult<(Expr, Option<Expr>, bool)> {
+        let a = self.expr()?;
+        if self.eat(&TokenKind::Comma) {
+            let b = self.expr()?;
+            let ties = self.eat_with_ties();
+            return Ok((b, Some(a), ties));
+        }
+        let mut ties = self.eat_with_ties();
+        let offset = if self.eat_kw("OFFSET") {
+            Some(self.expr()?)
+        } else {
+            None
+        };
+        if !ties {
+            ties = self.eat_with_ties();
+        }
+        Ok((a, offset, ties))
+    }
+
+    fn limits(&mut self, s: &mut Select) -> PResult<()> {
+        if self.eat_kw("LIMIT") {
+            let (limit, offset, ties) = self.limit_body()?;
+            if self.is_kw("BY") {
+                if ties {
+                    return Err(self.err_here("WITH TIES cannot be used with LIMIT … BY"));
+                }
+                self.bump();
+                let by = self.expr_list()?;
+                s.limit_by = Some(LimitBy { limit, offset, by });
+                if self.eat_kw("LIMIT") {
+                    let (limit, offset, ties) = self.limit_body()?;
+                    if self.is_kw("BY") {
+                        return Err(self.err_here("only one LIMIT … BY is supported"));
+                    }
+                    s.limit = Some(limit);
+                    s.offset = offset;
+                    s.with_ties = ties;
+                }
+            } else {
+                s.limit = Some(limit);
+                s.offset = offset;
+                s.with_ties = ties;
+            }
+        }
+        if s.offset.is_none() && self.eat_kw("OFFSET") {
+            s.offset = Some(self.expr()?);
+        }
+        Ok(())
+    }
+}

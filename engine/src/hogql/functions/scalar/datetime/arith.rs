@@ -1,0 +1,172 @@
+//! Date arithmetic: adding units (`addDays`, `dateAdd`, `+ INTERVAL`) and differences
+//! (`dateDiff`), on local wall-clock time for calendar units.
+
+use super::*;
+
+/// Adds `n` (an array) units to date/times, as ClickHouse's `addX`: calendar units move the
+/// local wall-clock time (months clamp to the month's end), others add exact time.
+pub(super) fn add_call(
+    name: &str,
+    t: Expr,
+    n: Expr,
+    unit: Unit,
+    sign: i64,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let ty = type_of(&t, ctx)?;
+    let (tz, tz_name) = zone(&ty, None, ctx)?;
+    let ret = match &ty {
+        DataType::Timestamp(u, _) => DataType::Timestamp(*u, Some(tz_name.clone().into())),
+        DataType::Date32 | DataType::Date64 if unit.is_calendar() => DataType::Date32,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            DataType::Timestamp(TimeUnit::Millisecond, Some(tz_name.clone().into()))
+        }
+        _ => DataType::Timestamp(TimeUnit::Second, Some(tz_name.clone().into())),
+    };
+    let out = ret.clone();
+    let out_tz = tz_name.clone();
+    let k = kernel(move |a, _| {
+        let ts = instants(&a[0], tz)?;
+        let n = cast(&a[1], &DataType::Int64)?;
+        let n = n.as_primitive::<Int64Type>();
+        let v: Vec<Option<i64>> = ts
+            .iter()
+            .zip(n.iter())
+            .map(|(t, n)| {
+                let (t, n) = (t.as_ref()?, n? * sign);
+                add_units(tz, *t, unit, n)
+            })
+            .collect();
+        Ok(match &out {
+            DataType::Date32 => date_array(
+                v.into_iter()
+                    .map(|m| m.and_then(|m| local(tz, m)).map(|l| days_of(l.date())))
+                    .collect(),
+            ),
+            DataType::Timestamp(u, _) => timestamp_array(v, *u, &out_tz),
+            _ => unreachable!(),
+        })
+    });
+    Ok(call(
+        name,
+        format!("{unit:?}/{sign}/{tz_name}"),
+        ret,
+        Nulls::FromArgs,
+        vec![t, n],
+        k,
+    ))
+}
+
+pub(super) fn add_units(tz: Tz, micros: i64, unit: Unit, n: i64) -> Option<i64> {
+    Some(match unit {
+        Unit::Second => micros.checked_add(n.checked_mul(MICROS)?)?,
+        Unit::Minute => micros.checked_add(n.checked_mul(60 * MICROS)?)?,
+        Unit::Hour => micros.checked_add(n.checked_mul(3600 * MICROS)?)?,
+        Unit::Day | Unit::Week => {
+            let days = if unit == Unit::Week {
+                n.checked_mul(7)?
+            } else {
+                n
+            };
+            let l = local(tz, micros)?.checked_add_signed(Duration::try_days(days)?)?;
+            from_local(tz, l)
+        }
+        Unit::Month | Unit::Quarter | Unit::Year => {
+            let months = match unit {
+                Unit::Month => n,
+                Unit::Quarter => n.checked_mul(3)?,
+                _ => n.checked_mul(12)?,
+            };
+            from_local(tz, add_months(local(tz, micros)?, months)?)
+        }
+    })
+}
+
+pub(super) fn date_diff(
+    unit: Unit,
+    a: Expr,
+    b: Expr,
+    tz_arg: Option<&Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
+    let k = kernel(move |arr, _| {
+        let x = instants(&arr[0], tz)?;
+        let y = instants(&arr[1], tz)?;
+        let v: Int64Array = x
+            .iter()
+            .zip(y.iter())
+            .map(|(x, y)| diff_units(tz, unit, (*x)?, (*y)?))
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    Ok(call(
+        "dateDiff",
+        format!("{unit:?}/{tz_name}"),
+        DataType::Int64,
+        Nulls::FromArgs,
+        vec![a, b],
+        k,
+    ))
+}
+
+/// ClickHouse's `dateDiff`: how many unit boundaries lie between a and b.
+pub(super) fn diff_units(tz: Tz, unit: Unit, a: i64, b: i64) -> Option<i64> {
+    let secs = |m: i64| m.div_euclid(MICROS);
+    Some(match unit {
+        Unit::Second => secs(b) - secs(a),
+        Unit::Minute => secs(b).div_euclid(60) - secs(a).div_euclid(60),
+        Unit::Hour => secs(b).div_euclid(3600) - secs(a).div_euclid(3600),
+        _ => {
+            let (la, lb) = (local(tz, a)?, local(tz, b)?);
+            let day = |l: &chrono::NaiveDateTime| days_of(l.date()) as i64;
+            match unit {
+                Unit::Day => day(&lb) - day(&la),
+                Unit::Week => (day(&lb) - 4).div_euclid(7) - (day(&la) - 4).div_euclid(7),
+                Unit::Month => {
+                    (lb.year() as i64 * 12 + lb.month0() as i64)
+                        - (la.year() as i64 * 12 + la.month0() as i64)
+                }
+                Unit::Quarter => {
+                    (lb.year() as i64 * 4 + lb.month0() as i64 / 3)
+                        - (la.year() as i64 * 4 + la.month0() as i64 / 3)
+                }
+                _ => lb.year() as i64 - la.year() as i64,
+            }
+        }
+    })
+}
+
+/// `toIntervalX(n)`: an Arrow MonthDayNano interval; a literal when n is one, tagged with
+/// its unit.
+pub(super) fn to_interval(unit: Unit, n: Expr) -> Expr {
+    if let Some(v) = const_int(&n) {
+        let meta = FieldMetadata::from(HashMap::from([(
+            INTERVAL_UNIT_KEY.to_string(),
+            unit.name().to_string(),
+        )]));
+        return Expr::Literal(
+            ScalarValue::IntervalMonthDayNano(Some(unit.interval(v))),
+            Some(meta),
+        );
+    }
+    let k = kernel(move |a, _| {
+        let n = cast(&a[0], &DataType::Int64)?;
+        let v: IntervalMonthDayNanoArray = n
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|x| x.map(|x| unit.interval(x)))
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    let name = format!("toInterval{}", capitalized(unit.name()));
+    call(
+        &name,
+        unit.name(),
+        DataType::Interval(IntervalUnit::MonthDayNano),
+        Nulls::FromArgs,
+        vec![n],
+        k,
+    )
+}

@@ -1,0 +1,552 @@
+//! Date and time functions. DateTime arguments compute in their own zone (the planner
+//! gives event timestamps the project's zone); a trailing zone argument overrides it, and
+//! dates and strings are read in the project's zone.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, Timelike};
+use chrono_tz::Tz;
+use datafusion::arrow::array::{
+    ArrayRef, AsArray, Int64Array, IntervalMonthDayNanoArray, StringArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{
+    DataType, Int64Type, IntervalMonthDayNano, IntervalUnit, TimeUnit,
+};
+use datafusion::common::metadata::FieldMetadata;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{Expr, Operator, binary_expr};
+
+use super::time::{
+    MICROS, add_months, batch_offset, civil_from_days, date_array, date_of_days, days_from_civil,
+    days_of, from_local, instants, local, locals, midnight, parse_date, seconds_array,
+    timestamp_array,
+};
+use super::udf::{Kernel, Nulls, call};
+use super::{FnContext, FunctionError, invalid, lit_str, type_of};
+
+mod arith;
+mod format;
+mod part;
+#[cfg(test)]
+mod tests;
+mod trunc;
+
+use arith::*;
+use format::*;
+use part::*;
+use trunc::*;
+
+/// Metadata key on interval literals naming the HogQL unit they were written in, so
+/// `toStartOfInterval(t, INTERVAL 1 WEEK)` is not read as 7 days.
+pub(crate) const INTERVAL_UNIT_KEY: &str = "hogql.interval_unit";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Quarter,
+    Year,
+}
+
+impl Unit {
+    pub(crate) fn parse(s: &str) -> Option<Unit> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "second" | "seconds" | "ss" | "s" => Unit::Second,
+            "minute" | "minutes" | "mi" | "n" => Unit::Minute,
+            "hour" | "hours" | "hh" | "h" => Unit::Hour,
+            "day" | "days" | "dd" | "d" => Unit::Day,
+            "week" | "weeks" | "wk" | "ww" => Unit::Week,
+            "month" | "months" | "mm" | "m" => Unit::Month,
+            "quarter" | "quarters" | "qq" | "q" => Unit::Quarter,
+            "year" | "years" | "yyyy" | "yy" => Unit::Year,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Second => "second",
+            Unit::Minute => "minute",
+            Unit::Hour => "hour",
+            Unit::Day => "day",
+            Unit::Week => "week",
+            Unit::Month => "month",
+            Unit::Quarter => "quarter",
+            Unit::Year => "year",
+        }
+    }
+
+    fn of_fn_suffix(s: &str) -> Option<Unit> {
+        Unit::parse(s.trim_end_matches('s'))
+    }
+
+    /// As an Arrow interval of `n` units.
+    fn interval(self, n: i64) -> IntervalMonthDayNano {
+        let n32 = n as i32;
+        match self {
+            Unit::Second => IntervalMonthDayNano::new(0, 0, n * 1_000_000_000),
+            Unit::Minute => IntervalMonthDayNano::new(0, 0, n * 60_000_000_000),
+            Unit::Hour => IntervalMonthDayNano::new(0, 0, n * 3_600_000_000_000),
+            Unit::Day => IntervalMonthDayNano::new(0, n32, 0),
+            Unit::Week => IntervalMonthDayNano::new(0, n32 * 7, 0),
+            Unit::Month => IntervalMonthDayNano::new(n32, 0, 0),
+            Unit::Quarter => IntervalMonthDayNano::new(n32 * 3, 0, 0),
+            Unit::Year => IntervalMonthDayNano::new(n32 * 12, 0, 0),
+        }
+    }
+
+    fn is_calendar(self) -> bool {
+        !matches!(self, Unit::Second | Unit::Minute | Unit::Hour)
+    }
+}
+
+fn parse_tz(name: &str) -> Result<Tz, FunctionError> {
+    name.parse::<Tz>()
+        .map_err(|_| invalid(format!("Unknown time zone `{name}`")))
+}
+
+/// The zone a call computes in: an explicit zone argument, else the argument's own zone,
+/// else the project's.
+fn zone(
+    arg: &DataType,
+    explicit: Option<&Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<(Tz, String), FunctionError> {
+    let name = match explicit {
+        Some(e) => {
+            lit_str(e).ok_or_else(|| invalid("The time zone argument must be a constant string"))?
+        }
+        None => match arg {
+            DataType::Timestamp(_, Some(tz)) => tz.to_string(),
+            _ => ctx.timezone.to_string(),
+        },
+    };
+    Ok((parse_tz(&name)?, name))
+}
+
+fn kernel(f: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
+    Arc::new(f)
+}
+
+/// Strings are parsed, and unparsable ones give NULL.
+fn nulls_of(ty: &DataType) -> Nulls {
+    if matches!(
+        ty,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    ) {
+        Nulls::Always
+    } else {
+        Nulls::FromFirst
+    }
+}
+
+pub(crate) fn const_int(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(v, _) => match v {
+            ScalarValue::Int8(Some(x)) => Some(*x as i64),
+            ScalarValue::Int16(Some(x)) => Some(*x as i64),
+            ScalarValue::Int32(Some(x)) => Some(*x as i64),
+            ScalarValue::Int64(Some(x)) => Some(*x),
+            ScalarValue::UInt8(Some(x)) => Some(*x as i64),
+            ScalarValue::UInt16(Some(x)) => Some(*x as i64),
+            ScalarValue::UInt32(Some(x)) => Some(*x as i64),
+            ScalarValue::UInt64(Some(x)) => i64::try_from(*x).ok(),
+            ScalarValue::Float64(Some(x)) => Some(x.trunc() as i64),
+            _ => None,
+        },
+        Expr::Cast(c) => const_int(&c.expr),
+        Expr::TryCast(c) => const_int(&c.expr),
+        _ => None,
+    }
+}
+
+/// Reads an interval argument (`INTERVAL n UNIT`, i.e. our `toIntervalX(n)` literal).
+fn interval_of(e: &Expr) -> Option<(Unit, i64)> {
+    match e {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), meta) => {
+            let named = meta
+                .as_ref()
+                .and_then(|m| m.inner().get(INTERVAL_UNIT_KEY))
+                .and_then(|u| Unit::parse(u));
+            let (m, d, ns) = (v.months as i64, v.days as i64, v.nanoseconds);
+            match named {
+                Some(Unit::Week) if m == 0 && ns == 0 => Some((Unit::Week, d / 7)),
+                Some(Unit::Quarter) if d == 0 && ns == 0 => Some((Unit::Quarter, m / 3)),
+                Some(Unit::Year) if d == 0 && ns == 0 => Some((Unit::Year, m / 12)),
+                _ => interval_parts(m, d, ns),
+            }
+        }
+        Expr::Literal(ScalarValue::IntervalYearMonth(Some(m)), _) => {
+            interval_parts(*m as i64, 0, 0)
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            interval_parts(0, v.days as i64, v.milliseconds as i64 * 1_000_000)
+        }
+        _ => None,
+    }
+}
+
+fn interval_parts(m: i64, d: i64, ns: i64) -> Option<(Unit, i64)> {
+    match (m, d, ns) {
+        (m, 0, 0) if m != 0 => Some((Unit::Month, m)),
+        (0, d, 0) if d != 0 => Some((Unit::Day, d)),
+        (0, 0, ns) if ns % 3_600_000_000_000 == 0 && ns != 0 => {
+            Some((Unit::Hour, ns / 3_600_000_000_000))
+        }
+        (0, 0, ns) if ns % 60_000_000_000 == 0 && ns != 0 => {
+            Some((Unit::Minute, ns / 60_000_000_000))
+        }
+        (0, 0, ns) if ns % 1_000_000_000 == 0 && ns != 0 => {
+            Some((Unit::Second, ns / 1_000_000_000))
+        }
+        _ => None,
+    }
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+fn unit_arg(e: &Expr) -> Result<Unit, FunctionError> {
+    let s = lit_str(e).ok_or_else(|| invalid("The unit argument must be a constant string"))?;
+    Unit::parse(&s).ok_or_else(|| invalid(format!("Unknown date/time unit `{s}`")))
+}
+
+fn ts_type(unit: TimeUnit, tz: &str) -> DataType {
+    DataType::Timestamp(unit, Some(tz.into()))
+}
+
+/// toDateTime / toDateTime64 / parseDateTimeBestEffort: strings are parsed best-effort
+/// (NULL when unparsable, as PostHog's `parseDateTime64BestEffortOrNull`).
+fn to_datetime(
+    name: &str,
+    t: Expr,
+    unit: Option<TimeUnit>,
+    tz_arg: Option<&Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let ty = type_of(&t, ctx)?;
+    let is_str = matches!(
+        ty,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
+    let unit = unit.unwrap_or(if is_str {
+        TimeUnit::Microsecond
+    } else {
+        TimeUnit::Second
+    });
+    let ret = ts_type(unit, &tz_name);
+    let out_tz = tz_name.clone();
+    let k = kernel(move |a, _| Ok(timestamp_array(instants(&a[0], tz)?, unit, &out_tz)));
+    Ok(call(
+        name,
+        format!("{unit:?}/{tz_name}"),
+        ret,
+        nulls_of(&ty),
+        vec![t],
+        k,
+    ))
+}
+
+fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    let ty = type_of(&t, ctx)?;
+    if matches!(ty, DataType::Date32) {
+        return Ok(t);
+    }
+    let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
+    let in_ty = ty.clone();
+    let k = kernel(move |a, _| {
+        let v: Vec<Option<i32>> = match in_ty {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                s.as_string::<i32>()
+                    .iter()
+                    .map(|s| s.and_then(parse_date).map(days_of))
+                    .collect()
+            }
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64 => {
+                // ClickHouse: small numbers are days, larger ones Unix seconds.
+                let n = cast(&a[0], &DataType::Int64)?;
+                n.as_primitive::<Int64Type>()
+                    .iter()
+                    .map(|x| {
+                        let x = x?;
+                        if (0..65536).contains(&x) {
+                            Some(x as i32)
+                        } else {
+                            local(tz, x.checked_mul(MICROS)?).map(|l| days_of(l.date()))
+                        }
+                    })
+                    .collect()
+            }
+            _ => locals(tz, &instants(&a[0], tz)?)
+                .into_iter()
+                .map(|l| l.map(|l| days_of(l.date())))
+                .collect(),
+        };
+        Ok(date_array(v))
+    });
+    Ok(call(
+        "toDate",
+        tz_name,
+        DataType::Date32,
+        nulls_of(&ty),
+        vec![t],
+        k,
+    ))
+}
+
+fn now_micros(ctx: &FnContext<'_>) -> i64 {
+    ctx.now.timestamp_micros()
+}
+
+fn today_days(ctx: &FnContext<'_>, tz: Tz) -> i32 {
+    local(tz, now_micros(ctx))
+        .map(|l| days_of(l.date()))
+        .unwrap_or(0)
+}
+
+pub(super) fn translate(
+    name: &str,
+    mut args: Vec<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let week_monday = i64::from(ctx.week_start == super::super::WeekStart::Monday);
+    let trunc_simple = |name: &str, tr: Trunc, args: Vec<Expr>| {
+        let mut it = args.into_iter();
+        let t = it.next().expect("arity checked");
+        let tz = it.next();
+        trunc_call(name, t, tr, tz.as_ref(), ctx)
+    };
+    let part_simple = |name: &str, p: Part, args: Vec<Expr>| {
+        let mut it = args.into_iter();
+        let t = it.next().expect("arity checked");
+        let tz = it.next();
+        part_call(name, t, p, tz.as_ref(), ctx)
+    };
+    match name {
+        "now" => {
+            let (_, tz_name) = zone(&DataType::Null, args.first(), ctx)?;
+            let ms = ctx.now.timestamp_millis();
+            Ok(Expr::Literal(
+                ScalarValue::TimestampMillisecond(Some(ms), Some(tz_name.into())),
+                None,
+            ))
+        }
+        "today" | "yesterday" => {
+            let tz = parse_tz(ctx.timezone)?;
+            let d = today_days(ctx, tz) - i32::from(name == "yesterday");
+            Ok(Expr::Literal(ScalarValue::Date32(Some(d)), None))
+        }
+        "toStartOfDay" => trunc_simple(name, Trunc::Days(1), args),
+        "toStartOfHour" => trunc_simple(name, Trunc::Hour, args),
+        "toStartOfMinute" => trunc_simple(name, Trunc::Seconds(60), args),
+        "toStartOfSecond" => trunc_simple(name, Trunc::Seconds(1), args),
+        "toStartOfFiveMinutes" | "toStartOfFiveMinute" => {
+            trunc_simple(name, Trunc::Seconds(300), args)
+        }
+        "toStartOfTenMinutes" => trunc_simple(name, Trunc::Seconds(600), args),
+        "toStartOfFifteenMinutes" => trunc_simple(name, Trunc::Seconds(900), args),
+        "toMonday" => trunc_simple(name, Trunc::Weeks(1, true), args),
+        "toStartOfMonth" => trunc_simple(name, Trunc::Months(1), args),
+        "toStartOfQuarter" => trunc_simple(name, Trunc::Months(3), args),
+        "toStartOfYear" => trunc_simple(name, Trunc::Years(1), args),
+        "toStartOfWeek" => {
+            let mode = match args.get(1) {
+                Some(m) => const_int(m).ok_or_else(|| {
+                    invalid("The mode argument of `toStartOfWeek` must be a constant")
+                })?,
+                None => week_monday,
+            };
+            let tz = args.get(2).cloned();
+            let t = args.swap_remove(0);
+            trunc_call(name, t, Trunc::Weeks(1, mode % 2 == 1), tz.as_ref(), ctx)
+        }
+        "toStartOfInterval" => {
+            let (unit, n) = interval_of(&args[1]).ok_or_else(|| {
+                invalid("The second argument of `toStartOfInterval` must be a constant interval")
+            })?;
+            if n <= 0 {
+                return Err(invalid("Value for the interval must be positive"));
+            }
+            let tz = args.get(2).cloned();
+            let t = args.swap_remove(0);
+            trunc_call(name, t, Trunc::from_unit(unit, n), tz.as_ref(), ctx)
+        }
+        "dateTrunc" | "date_trunc" | "DATE_TRUNC" => {
+            let unit = unit_arg(&args[0])?;
+            let tr = match unit {
+                Unit::Day => Trunc::Days(1),
+                u => Trunc::from_unit(u, 1),
+            };
+            let tz = args.get(2).cloned();
+            let t = args.swap_remove(1);
+            trunc_call("dateTrunc", t, tr, tz.as_ref(), ctx)
+        }
+        "toYear" | "YEAR" => part_simple(name, Part::Year, args),
+        "toQuarter" | "QUARTER" => part_simple(name, Part::Quarter, args),
+        "toMonth" | "MONTH" => part_simple(name, Part::Month, args),
+        "toDayOfMonth" | "DAYOFMONTH" | "DAY" => part_simple(name, Part::DayOfMonth, args),
+        "toDayOfYear" | "DAYOFYEAR" => part_simple(name, Part::DayOfYear, args),
+        "toHour" | "HOUR" => part_simple(name, Part::Hour, args),
+        "toMinute" | "MINUTE" => part_simple(name, Part::Minute, args),
+        "toSecond" | "SECOND" => part_simple(name, Part::Second, args),
+        "toYYYYMM" => part_simple(name, Part::YyyyMm, args),
+        "toYYYYMMDD" => part_simple(name, Part::YyyyMmDd, args),
+        "toUnixTimestamp" => part_simple(name, Part::Unix, args),
+        "toDayOfWeek" | "DAYOFWEEK" => {
+            let mode = match args.get(1) {
+                Some(m) => const_int(m).ok_or_else(|| {
+                    invalid("The mode argument of `toDayOfWeek` must be a constant")
+                })?,
+                None => 0,
+            };
+            let tz = args.get(2).cloned();
+            let t = args.swap_remove(0);
+            part_call(name, t, Part::DayOfWeek(mode), tz.as_ref(), ctx)
+        }
+        "toDate" | "to_date" | "DATE" => {
+            let tz = args.get(1).cloned();
+            to_date(args.swap_remove(0), tz.as_ref(), ctx)
+        }
+        "toDateTime" => {
+            let tz = args.get(1).cloned();
+            to_datetime(name, args.swap_remove(0), None, tz.as_ref(), ctx)
+        }
+        "parseDateTimeBestEffort"
+        | "parseDateTimeBestEffortOrNull"
+        | "parseDateTime64BestEffort"
+        | "parseDateTime64BestEffortOrNull" => {
+            let tz = args.get(1).cloned();
+            to_datetime(
+                name,
+                args.swap_remove(0),
+                Some(TimeUnit::Microsecond),
+                tz.as_ref(),
+                ctx,
+            )
+        }
+        "toDateTime64" => {
+            let unit = match args.get(1) {
+                Some(p) => match const_int(p) {
+                    Some(0) => TimeUnit::Second,
+                    Some(1..=3) => TimeUnit::Millisecond,
+                    Some(4..=6) => TimeUnit::Microsecond,
+                    Some(7..=9) => TimeUnit::Nanosecond,
+                    _ => return Err(invalid("The precision of `toDateTime64` must be 0 to 9")),
+                },
+                None => TimeUnit::Microsecond,
+            };
+            let tz = args.get(2).cloned();
+            to_datetime(name, args.swap_remove(0), Some(unit), tz.as_ref(), ctx)
+        }
+        "fromUnixTimestamp" | "FROM_UNIXTIME" => {
+            let tz = args.get(1).cloned();
+            to_datetime(
+                name,
+                args.swap_remove(0),
+                Some(TimeUnit::Second),
+                tz.as_ref(),
+                ctx,
+            )
+        }
+        "toTimeZone" | "toTimezone" => {
+            let tz_name = lit_str(&args[1])
+                .ok_or_else(|| invalid("The time zone argument must be a constant string"))?;
+            parse_tz(&tz_name)?;
+            let t = args.swap_remove(0);
+            let ty = type_of(&t, ctx)?;
+            let unit = match ty {
+                DataType::Timestamp(u, _) => u,
+                _ => TimeUnit::Second,
+            };
+            let t = if matches!(ty, DataType::Timestamp(..)) {
+                t
+            } else {
+                to_datetime("toDateTime", t, Some(unit), None, ctx)?
+            };
+            Ok(Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(t),
+                ts_type(unit, &tz_name),
+            )))
+        }
+        "dateDiff" | "date_diff" | "DATE_DIFF" | "timestampDiff" | "TIMESTAMP_DIFF" => {
+            let unit = unit_arg(&args[0])?;
+            let tz = args.get(3).cloned();
+            let b = args.swap_remove(2);
+            let a = args.swap_remove(1);
+            date_diff(unit, a, b, tz.as_ref(), ctx)
+        }
+        "dateAdd" | "date_add" | "DATE_ADD" | "dateSub" | "date_sub" | "DATE_SUB" => {
+            let sign = if name.to_ascii_lowercase().contains("sub") {
+                -1
+            } else {
+                1
+            };
+            if args.len() == 3 {
+                let unit = unit_arg(&args[0])?;
+                let t = args.swap_remove(2);
+                let n = args.swap_remove(1);
+                return add_call(name, t, n, unit, sign, ctx);
+            }
+            // (t, INTERVAL) or (INTERVAL, t)
+            let (t, iv) = if matches!(type_of(&args[0], ctx)?, DataType::Interval(_)) {
+                (args.swap_remove(1), args.swap_remove(0))
+            } else {
+                (args.swap_remove(0), args.swap_remove(0))
+            };
+            match interval_of(&iv) {
+                Some((unit, n)) => add_call(name, t, super::lit_i64(n), unit, sign, ctx),
+                None => Ok(binary_expr(
+                    t,
+                    if sign > 0 {
+                        Operator::Plus
+                    } else {
+                        Operator::Minus
+                    },
+                    iv,
+                )),
+            }
+        }
+        _ if name.starts_with("add") || name.starts_with("subtract") => {
+            let (sign, rest) = match name.strip_prefix("add") {
+                Some(r) => (1, r),
+                None => (-1, name.strip_prefix("subtract").unwrap_or_default()),
+            };
+            let unit =
+                Unit::of_fn_suffix(rest).ok_or_else(|| FunctionError::Unknown(name.to_string()))?;
+            let n = args.swap_remove(1);
+            let t = args.swap_remove(0);
+            add_call(name, t, n, unit, sign, ctx)
+        }
+        _ if name.starts_with("toInterval") => {
+            let unit = Unit::parse(&name["toInterval".len()..])
+                .ok_or_else(|| FunctionError::Unknown(name.to_string()))?;
+            Ok(to_interval(unit, args.swap_remove(0)))
+        }
+        "formatDateTime" | "DATE_FORMAT" => {
+            let tz = args.get(2).cloned();
+            let fmt = args.swap_remove(1);
+            format_call(args.swap_remove(0), &fmt, tz.as_ref(), ctx)
+        }
+        _ => Err(FunctionError::Unknown(name.to_string())),
+    }
+}
