@@ -291,12 +291,6 @@ async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
             .project(TeamId(args.project))
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("no project {}", args.project))?;
-        let req = hedgerow_engine::query::QueryRequest {
-            query: body["query"].clone(),
-            refresh: hedgerow_engine::query::Refresh::ForceBlocking,
-            client_query_id: None,
-            name: Some("cli".into()),
-        };
         if args.explain {
             return engine
                 .query()
@@ -305,8 +299,16 @@ async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
                 .map(serde_json::Value::String)
                 .map_err(|e| e.to_string());
         }
+        let req = hedgerow_engine::query::QueryRequest {
+            query: body["query"].clone(),
+            refresh: hedgerow_engine::query::Refresh::ForceBlocking,
+            client_query_id: None,
+            name: Some("cli".into()),
+        };
         match engine.query().query(&project, req).await {
-            Ok(hedgerow_engine::query::QueryOutcome::Done(v)) => Ok(v),
+            Ok(hedgerow_engine::query::QueryOutcome::Done(r)) => {
+                Ok(crate::http::wire::query::response(r))
+            }
             Ok(hedgerow_engine::query::QueryOutcome::Running(_)) => {
                 Err("query did not complete".to_string())
             }

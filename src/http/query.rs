@@ -1,15 +1,17 @@
 //! `/api/projects/{project_id}/query/…`: run, poll, cancel, log, upgrade, async check,
-//! draft SQL. Shapes only: the work is `engine::query`.
+//! draft SQL. Decode, one engine call, encode: the work is `engine::query`, PostHog's JSON
+//! is [`wire::query`].
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hedgerow_engine::meta::Project;
-use hedgerow_engine::query::{QueryError, QueryOutcome, QueryRequest, Refresh};
+use hedgerow_engine::query::{QueryOutcome, QueryRequest, QueryState, Refresh};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::wire;
 use super::{App, Caller};
 use crate::error::ApiError;
 
@@ -33,8 +35,10 @@ pub struct QueryBody {
 
 fn outcome(o: QueryOutcome) -> Response {
     match o {
-        QueryOutcome::Done(v) => (StatusCode::OK, Json(v)).into_response(),
-        QueryOutcome::Running(v) => (StatusCode::ACCEPTED, Json(v)).into_response(),
+        QueryOutcome::Done(r) => (StatusCode::OK, Json(wire::query::response(r))).into_response(),
+        QueryOutcome::Running(r) => {
+            (StatusCode::ACCEPTED, Json(wire::query::response(r))).into_response()
+        }
     }
 }
 
@@ -82,20 +86,14 @@ pub async fn status(
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let team = caller.team()?;
-    match app.engine.query().status(team, &id) {
-        Ok(o) => Ok(outcome(o)),
-        Err(QueryError::Query(_)) => {
-            // A failed query: 400 with its status, as PostHog answers.
-            let st = app
-                .engine
-                .query()
-                .failed_status(team, &id)
-                .unwrap_or(Value::Null);
-            Ok((StatusCode::BAD_REQUEST, Json(json!({ "query_status": st }))).into_response())
-        }
-        Err(e) => Err(e.into()),
-    }
+    let st = app.engine.query().status(caller.team()?, &id)?;
+    // A failed query is a 400 with its status, as PostHog answers.
+    let code = match st.state {
+        QueryState::Running => StatusCode::ACCEPTED,
+        QueryState::Complete => StatusCode::OK,
+        QueryState::Failed(_) => StatusCode::BAD_REQUEST,
+    };
+    Ok((code, Json(wire::query::status_body(st))).into_response())
 }
 
 pub async fn cancel(
@@ -113,7 +111,9 @@ pub async fn log(
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let e = app.engine.query().log_entry(caller.team()?, &id)?;
-    Ok(Json(serde_json::to_value(e).map_err(ApiError::internal)?))
+    Ok(Json(
+        wire::query::log_entry(&e).map_err(ApiError::internal)?,
+    ))
 }
 
 /// Whether the caller may run async queries: any key that may query may, so this answers
@@ -138,13 +138,8 @@ pub async fn draft_sql(
         .prompt
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("required", "prompt is required").with_attr("prompt"))?;
-    let sql = app
-        .engine
-        .query()
-        .draft_sql(&p, &prompt)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(Json(json!({ "sql": sql })))
+    let sql = app.engine.query().draft_sql(&p, &prompt).await?;
+    Ok(Json(wire::query::draft_sql(sql)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -161,6 +156,6 @@ pub async fn upgrade(
     let q = body
         .query
         .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
-    let upgraded = hedgerow_engine::query::upgrade::upgrade(q).map_err(ApiError::from)?;
-    Ok(Json(json!({ "query": upgraded })))
+    let upgraded = hedgerow_engine::query::upgrade::upgrade(q)?;
+    Ok(Json(wire::query::upgraded(upgraded)))
 }
