@@ -13,7 +13,6 @@ use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use super::error::from_df;
 use super::{LOG_RETENTION, QueryError, QueryService, persons_tables, provider};
 use crate::hogql::overrides::OverrideMap;
 use crate::hogql::schema::Catalog;
@@ -75,20 +74,20 @@ impl QueryService {
             .table
             .snapshot_with_seq()
             .await
-            .map_err(|e| QueryError::Internal(e.to_string()))?;
+            .map_err(QueryError::Storage)?;
         table
             .update_datafusion_session(&ctx.state())
-            .map_err(|e| QueryError::Internal(e.to_string()))?;
+            .map_err(QueryError::Delta)?;
         let files = table
             .table_provider()
             .await
-            .map_err(|e| QueryError::Internal(e.to_string()))?;
+            .map_err(QueryError::DataFusionInternal)?;
         let buffered: Vec<RecordBatch> = parts
             .into_iter()
             .filter(|(seq, _)| *seq > committed)
             .flat_map(|(_, b)| b)
             .collect();
-        let events = provider::EventsProvider::new(team, files, buffered).map_err(from_df)?;
+        let events = provider::EventsProvider::new(team, files, buffered)?;
         Ok(TeamCatalog {
             events: Arc::new(events),
             meta: self.meta.clone(),
@@ -110,9 +109,7 @@ fn query_log_table(
     use datafusion::arrow::array::{
         BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
     };
-    let rows = meta
-        .query_log(team, since, None)
-        .map_err(|e| QueryError::Internal(e.to_string()))?;
+    let rows = meta.query_log(team, since, None)?;
     let ts = || {
         DataType::Timestamp(
             datafusion::arrow::datatypes::TimeUnit::Microsecond,
@@ -175,8 +172,8 @@ fn query_log_table(
             )),
         ],
     )
-    .map_err(|e| QueryError::Internal(e.to_string()))?;
-    MemTable::try_new(schema, vec![vec![batch]]).map_err(from_df)
+    .map_err(QueryError::Arrow)?;
+    Ok(MemTable::try_new(schema, vec![vec![batch]])?)
 }
 
 /// The tables of one project.

@@ -89,8 +89,7 @@ impl QueryService {
     pub fn log_entry(&self, team: TeamId, query_id: &str) -> Result<QueryLogEntry, QueryError> {
         let since = self.clock.now() - LOG_RETENTION;
         self.meta
-            .query_log(team, since, Some(query_id))
-            .map_err(|e| QueryError::Internal(e.to_string()))?
+            .query_log(team, since, Some(query_id))?
             .into_iter()
             .next()
             .ok_or_else(|| {

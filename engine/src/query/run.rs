@@ -12,7 +12,6 @@ use datafusion::prelude::SessionContext;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::error::from_df;
 use super::{Modifiers, QueryError, QueryResults, QueryService, exec, result};
 use crate::hogql::{ast, parser, planner, print};
 use crate::meta::Project;
@@ -154,7 +153,7 @@ impl QueryService {
         values: &HashMap<String, Value>,
         modifiers: Modifiers,
     ) -> Result<Planned, QueryError> {
-        let mut query = parser::parse_query(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
+        let mut query = parser::parse_query(text)?;
         // LIMIT rules: none → 100 (one more fetched to know hasMore); above 50 000 → 50 000.
         let (limit, offset, probe) = limit_rules(&mut query);
         let hogql = print::query(&query);
@@ -173,19 +172,15 @@ impl QueryService {
                 parse: &parse,
                 print: &print_expr,
             };
-            planner::plan_query(&query, &pctx).map_err(|e| {
-                let msg = match e.span {
-                    Some(s) => format!("{} (at {})", e.message, position(text, s.start)),
-                    None => e.message,
-                };
-                QueryError::Query(msg)
+            planner::plan_query(&query, &pctx).map_err(|source| QueryError::Plan {
+                at: source.span.map(|s| position(text, s.start)),
+                source,
             })?
         };
         let plan = if let Some(n) = probe {
             datafusion::logical_expr::LogicalPlanBuilder::from(plan)
                 .limit(0, Some(n + 1))
-                .and_then(|b| b.build())
-                .map_err(from_df)?
+                .and_then(|b| b.build())?
         } else {
             plan
         };
@@ -241,11 +236,9 @@ impl QueryService {
         plan: LogicalPlan,
     ) -> Result<(LogicalPlan, Arc<dyn ExecutionPlan>, Vec<RecordBatch>), QueryError> {
         let state = ctx.state();
-        let plan = state.optimize(&plan).map_err(from_df)?;
-        let physical = state.create_physical_plan(&plan).await.map_err(from_df)?;
-        let batches = collect(physical.clone(), ctx.task_ctx())
-            .await
-            .map_err(from_df)?;
+        let plan = state.optimize(&plan)?;
+        let physical = state.create_physical_plan(&plan).await?;
+        let batches = collect(physical.clone(), ctx.task_ctx()).await?;
         Ok((plan, physical, batches))
     }
 }

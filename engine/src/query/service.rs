@@ -88,8 +88,10 @@ impl QueryService {
         acked: Arc<dyn Fn() -> u64 + Send + Sync>,
         persons: Arc<dyn PersonStore>,
     ) -> Result<Self, QueryError> {
-        std::fs::create_dir_all(&cfg.spill_dir)
-            .map_err(|e| QueryError::Internal(format!("cannot create spill directory: {e}")))?;
+        std::fs::create_dir_all(&cfg.spill_dir).map_err(|source| QueryError::Io {
+            what: "cannot create spill directory",
+            source,
+        })?;
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(pool::HeadroomPool::new(cfg.memory_limit)))
             .with_disk_manager_builder(
@@ -97,12 +99,15 @@ impl QueryService {
                     .with_mode(DiskManagerMode::Directories(vec![cfg.spill_dir.clone()])),
             )
             .build_arc()
-            .map_err(|e| QueryError::Internal(e.to_string()))?;
+            .map_err(QueryError::DataFusionInternal)?;
         let cache = moka::future::Cache::builder()
             .max_capacity(cfg.cache_entries)
             .build();
         let exec = exec::Executor::new(cfg.limits.clone(), Some(runtime.memory_pool.clone()))
-            .map_err(|e| QueryError::Internal(format!("cannot start the query runtime: {e}")))?;
+            .map_err(|source| QueryError::Io {
+                what: "cannot start the query runtime",
+                source,
+            })?;
         Ok(Self {
             cfg,
             runtime,
@@ -221,7 +226,7 @@ impl QueryService {
         let handle = tokio::spawn(work);
         let r = match handle.await {
             Ok(r) => r.map(QueryOutcome::Done),
-            Err(e) => Err(QueryError::Internal(format!("query task failed: {e}"))),
+            Err(e) => Err(QueryError::TaskFailed(e)),
         };
         client_gone.disarm();
         r
