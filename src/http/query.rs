@@ -1,12 +1,11 @@
 //! `/api/projects/{project_id}/query/…`: run, poll, cancel, log, upgrade, async check,
-//! draft SQL. Decode, one engine call, encode: the work is `engine::query`, PostHog's JSON
-//! is [`wire::query`].
+//! draft SQL. Decode, one engine call, encode: the work is the engine's (`api/query.rs`),
+//! PostHog's JSON is [`wire::query`].
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hedgerow_engine::meta::Project;
 use hedgerow_engine::query::{QueryOutcome, QueryRequest, QueryState, Refresh};
 use serde::Deserialize;
 use serde_json::Value;
@@ -14,13 +13,6 @@ use serde_json::Value;
 use super::wire;
 use super::{App, Caller};
 use crate::error::ApiError;
-
-fn project(app: &App, caller: &Caller) -> Result<Project, ApiError> {
-    app.engine
-        .meta()
-        .project(caller.team()?)?
-        .ok_or_else(|| ApiError::not_found("no such project"))
-}
 
 #[derive(Debug, Deserialize)]
 pub struct QueryBody {
@@ -48,7 +40,7 @@ pub async fn run(
     body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::invalid("invalid_input", e.body_text()))?;
-    let p = project(&app, &caller)?;
+    let team = caller.team()?;
     let query = body
         .query
         .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
@@ -78,7 +70,7 @@ pub async fn run(
         client_query_id: body.client_query_id,
         name: body.name,
     };
-    Ok(outcome(app.engine.query().query(&p, req).await?))
+    Ok(outcome(app.engine.run_query(team, req).await?))
 }
 
 pub async fn status(
@@ -86,7 +78,7 @@ pub async fn status(
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let st = app.engine.query().status(caller.team()?, &id)?;
+    let st = app.engine.query_status(caller.team()?, &id)?;
     // A failed query is a 400 with its status, as PostHog answers.
     let code = match st.state {
         QueryState::Running => StatusCode::ACCEPTED,
@@ -101,7 +93,7 @@ pub async fn cancel(
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    app.engine.query().cancel(caller.team()?, &id)?;
+    app.engine.cancel_query(caller.team()?, &id)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -110,7 +102,7 @@ pub async fn log(
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let e = app.engine.query().log_entry(caller.team()?, &id)?;
+    let e = app.engine.query_log_entry(caller.team()?, &id)?;
     Ok(Json(
         wire::query::log_entry(&e).map_err(ApiError::internal)?,
     ))
@@ -133,12 +125,12 @@ pub async fn draft_sql(
     caller: Caller,
     Query(q): Query<Draft>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = project(&app, &caller)?;
+    let team = caller.team()?;
     let prompt = q
         .prompt
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("required", "prompt is required").with_attr("prompt"))?;
-    let sql = app.engine.query().draft_sql(&p, &prompt).await?;
+    let sql = app.engine.draft_sql(team, &prompt).await?;
     Ok(Json(wire::query::draft_sql(sql)))
 }
 
@@ -148,6 +140,7 @@ pub struct UpgradeBody {
 }
 
 pub async fn upgrade(
+    State(app): State<App>,
     caller: Caller,
     body: Result<Json<UpgradeBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -156,6 +149,6 @@ pub async fn upgrade(
     let q = body
         .query
         .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
-    let upgraded = hedgerow_engine::query::upgrade::upgrade(q)?;
+    let upgraded = app.engine.upgrade_query(q)?;
     Ok(Json(wire::query::upgraded(upgraded)))
 }
