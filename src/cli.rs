@@ -286,27 +286,24 @@ async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
         .await
         .map_err(|e| format!("{e} (is a server running on it? then use --url)"))?;
     let result = async {
-        let project = engine
-            .meta()
-            .project(TeamId(args.project))
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("no project {}", args.project))?;
+        let team = TeamId(args.project);
+        if args.explain {
+            return engine
+                .explain_hogql(team, &args.hogql)
+                .await
+                .map(serde_json::Value::String)
+                .map_err(|e| e.to_string());
+        }
         let req = hedgerow_engine::query::QueryRequest {
             query: body["query"].clone(),
             refresh: hedgerow_engine::query::Refresh::ForceBlocking,
             client_query_id: None,
             name: Some("cli".into()),
         };
-        if args.explain {
-            return engine
-                .query()
-                .explain_hogql(&project, &args.hogql)
-                .await
-                .map(serde_json::Value::String)
-                .map_err(|e| e.to_string());
-        }
-        match engine.query().query(&project, req).await {
-            Ok(hedgerow_engine::query::QueryOutcome::Done(v)) => Ok(v),
+        match engine.run_query(team, req).await {
+            Ok(hedgerow_engine::query::QueryOutcome::Done(r)) => {
+                Ok(crate::http::wire::query::response(r))
+            }
             Ok(hedgerow_engine::query::QueryOutcome::Running(_)) => {
                 Err("query did not complete".to_string())
             }

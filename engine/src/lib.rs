@@ -402,10 +402,6 @@ impl Engine {
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
     }
-    /// Queries: HogQL, refresh modes, cache, async tasks and the query log.
-    pub fn query(&self) -> &Arc<QueryService> {
-        &self.query
-    }
     pub fn meta(&self) -> &MetaStore {
         &self.meta
     }

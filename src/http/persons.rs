@@ -379,7 +379,7 @@ pub async fn delete(
             &actor(&caller),
         )
         .await?;
-    app.engine.query().bump_epoch();
+    app.engine.bump_query_epoch();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -514,7 +514,7 @@ pub async fn split(
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let r = command_on(&app, &caller, &id, &q, |id| PersonCommand::Split { id }).await;
-    app.engine.query().bump_epoch();
+    app.engine.bump_query_epoch();
     r
 }
 
@@ -728,7 +728,7 @@ pub async fn bulk_delete(
             &actor(&caller),
         )
         .await?;
-    app.engine.query().bump_epoch();
+    app.engine.bump_query_epoch();
     Ok(empty_ok())
 }
 

@@ -1,24 +1,18 @@
 //! `/api/projects/{project_id}/query/…`: run, poll, cancel, log, upgrade, async check,
-//! draft SQL. Shapes only: the work is `engine::query`.
+//! draft SQL. Decode, one engine call, encode: the work is the engine's (`api/query.rs`),
+//! PostHog's JSON is [`wire::query`].
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hedgerow_engine::meta::Project;
-use hedgerow_engine::query::{QueryError, QueryOutcome, QueryRequest, Refresh};
+use hedgerow_engine::query::{QueryOutcome, QueryRequest, QueryState, Refresh};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::wire;
 use super::{App, Caller};
 use crate::error::ApiError;
-
-fn project(app: &App, caller: &Caller) -> Result<Project, ApiError> {
-    app.engine
-        .meta()
-        .project(caller.team()?)?
-        .ok_or_else(|| ApiError::not_found("no such project"))
-}
 
 #[derive(Debug, Deserialize)]
 pub struct QueryBody {
@@ -33,8 +27,10 @@ pub struct QueryBody {
 
 fn outcome(o: QueryOutcome) -> Response {
     match o {
-        QueryOutcome::Done(v) => (StatusCode::OK, Json(v)).into_response(),
-        QueryOutcome::Running(v) => (StatusCode::ACCEPTED, Json(v)).into_response(),
+        QueryOutcome::Done(r) => (StatusCode::OK, Json(wire::query::response(r))).into_response(),
+        QueryOutcome::Running(r) => {
+            (StatusCode::ACCEPTED, Json(wire::query::response(r))).into_response()
+        }
     }
 }
 
@@ -44,7 +40,7 @@ pub async fn run(
     body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::invalid("invalid_input", e.body_text()))?;
-    let p = project(&app, &caller)?;
+    let team = caller.team()?;
     let query = body
         .query
         .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
@@ -74,7 +70,7 @@ pub async fn run(
         client_query_id: body.client_query_id,
         name: body.name,
     };
-    Ok(outcome(app.engine.query().query(&p, req).await?))
+    Ok(outcome(app.engine.run_query(team, req).await?))
 }
 
 pub async fn status(
@@ -82,20 +78,14 @@ pub async fn status(
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let team = caller.team()?;
-    match app.engine.query().status(team, &id) {
-        Ok(o) => Ok(outcome(o)),
-        Err(QueryError::Query(_)) => {
-            // A failed query: 400 with its status, as PostHog answers.
-            let st = app
-                .engine
-                .query()
-                .failed_status(team, &id)
-                .unwrap_or(Value::Null);
-            Ok((StatusCode::BAD_REQUEST, Json(json!({ "query_status": st }))).into_response())
-        }
-        Err(e) => Err(e.into()),
-    }
+    let st = app.engine.query_status(caller.team()?, &id)?;
+    // A failed query is a 400 with its status, as PostHog answers.
+    let code = match st.state {
+        QueryState::Running => StatusCode::ACCEPTED,
+        QueryState::Complete => StatusCode::OK,
+        QueryState::Failed(_) => StatusCode::BAD_REQUEST,
+    };
+    Ok((code, Json(wire::query::status_body(st))).into_response())
 }
 
 pub async fn cancel(
@@ -103,7 +93,7 @@ pub async fn cancel(
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    app.engine.query().cancel(caller.team()?, &id)?;
+    app.engine.cancel_query(caller.team()?, &id)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -112,8 +102,10 @@ pub async fn log(
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let e = app.engine.query().log_entry(caller.team()?, &id)?;
-    Ok(Json(serde_json::to_value(e).map_err(ApiError::internal)?))
+    let e = app.engine.query_log_entry(caller.team()?, &id)?;
+    Ok(Json(
+        wire::query::log_entry(&e).map_err(ApiError::internal)?,
+    ))
 }
 
 /// Whether the caller may run async queries: any key that may query may, so this answers
@@ -133,18 +125,13 @@ pub async fn draft_sql(
     caller: Caller,
     Query(q): Query<Draft>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = project(&app, &caller)?;
+    let team = caller.team()?;
     let prompt = q
         .prompt
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("required", "prompt is required").with_attr("prompt"))?;
-    let sql = app
-        .engine
-        .query()
-        .draft_sql(&p, &prompt)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(Json(json!({ "sql": sql })))
+    let sql = app.engine.draft_sql(team, &prompt).await?;
+    Ok(Json(wire::query::draft_sql(sql)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,6 +140,7 @@ pub struct UpgradeBody {
 }
 
 pub async fn upgrade(
+    State(app): State<App>,
     caller: Caller,
     body: Result<Json<UpgradeBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -161,6 +149,6 @@ pub async fn upgrade(
     let q = body
         .query
         .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
-    let upgraded = hedgerow_engine::query::upgrade::upgrade(q).map_err(ApiError::from)?;
-    Ok(Json(json!({ "query": upgraded })))
+    let upgraded = app.engine.upgrade_query(q)?;
+    Ok(Json(wire::query::upgraded(upgraded)))
 }

@@ -18,11 +18,9 @@ const EVENTS: usize = 120_000;
 const WIDTH: usize = 200;
 
 async fn run(engine: &Engine, q: &str) -> Result<HogQLRun, QueryError> {
-    let project = engine.meta().project(TeamId(1)).unwrap().unwrap();
     engine
-        .query()
         .run_hogql(
-            &project,
+            TeamId(1),
             q,
             &Default::default(),
             hedgerow_engine::query::Modifiers::default(),

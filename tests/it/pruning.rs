@@ -20,11 +20,9 @@ const TOKEN: &str = "phc_pruning_test_00000000000000000000000000";
 const PER_DAY: i64 = 200;
 
 async fn run(engine: &Engine, q: &str) -> HogQLRun {
-    let project = engine.meta().project(TeamId(1)).unwrap().unwrap();
     engine
-        .query()
         .run_hogql(
-            &project,
+            TeamId(1),
             q,
             &Default::default(),
             hedgerow_engine::query::Modifiers::default(),
@@ -106,19 +104,16 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
     .await;
     assert_eq!(march.results[0][0], json!(31 * PER_DAY));
     if std::env::var_os("PRUNING_EXPLAIN").is_some() {
-        let project = engine.meta().project(TeamId(1)).unwrap().unwrap();
         let e = engine
-            .query()
             .explain_hogql(
-                &project,
+                TeamId(1),
                 &format!("SELECT {cols} FROM events WHERE timestamp >= '2024-03-01' AND timestamp < '2024-04-01'"),
             )
             .await
             .unwrap();
         eprintln!("{e}");
         let e = engine
-            .query()
-            .explain_hogql(&project, &format!("SELECT {cols} FROM events"))
+            .explain_hogql(TeamId(1), &format!("SELECT {cols} FROM events"))
             .await
             .unwrap();
         eprintln!("{e}");

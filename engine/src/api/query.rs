@@ -1,1 +1,92 @@
+//! Queries: the query API (run, status, cancel, log, draft SQL, upgrade) and HogQL runs.
 //! See [the module docs](super).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::Engine;
+use crate::meta::{Project, QueryLogEntry};
+use crate::model::TeamId;
+use crate::query::{HogQLRun, Modifiers, QueryError, QueryOutcome, QueryRequest, QueryStatus};
+
+impl Engine {
+    fn query_project(&self, team: TeamId) -> Result<Project, QueryError> {
+        self.meta
+            .project(team)?
+            .ok_or_else(|| QueryError::NotFound(format!("no project {team}")))
+    }
+
+    /// `POST /query/`: answers one request, from the cache or by running it (in the
+    /// background for the async refresh modes).
+    pub async fn run_query(
+        &self,
+        team: TeamId,
+        req: QueryRequest,
+    ) -> Result<QueryOutcome, QueryError> {
+        let project = self.query_project(team)?;
+        self.query.query(&project, req).await
+    }
+
+    /// `GET /query/{id}/`: where a query of `team` is; once done, with its response.
+    pub fn query_status(&self, team: TeamId, query_id: &str) -> Result<QueryStatus, QueryError> {
+        self.query.status(team, query_id)
+    }
+
+    /// `DELETE /query/{id}/`: stops a running query of `team`.
+    pub fn cancel_query(&self, team: TeamId, query_id: &str) -> Result<(), QueryError> {
+        self.query.cancel(team, query_id)
+    }
+
+    /// `GET /query/{id}/log/`: the newest log entry of a query of `team`.
+    pub fn query_log_entry(
+        &self,
+        team: TeamId,
+        query_id: &str,
+    ) -> Result<QueryLogEntry, QueryError> {
+        self.query.log_entry(team, query_id)
+    }
+
+    /// `GET /query/draft_sql/`: a draft HogQL query for a plain-language prompt, from the
+    /// project's own event names and property keys.
+    pub async fn draft_sql(&self, team: TeamId, prompt: &str) -> Result<String, QueryError> {
+        let project = self.query_project(team)?;
+        self.query.draft_sql(&project, prompt).await
+    }
+
+    /// `POST /query/upgrade/`: an older query node in its current form.
+    pub fn upgrade_query(&self, query: Value) -> Result<Value, QueryError> {
+        crate::query::upgrade::upgrade(query)
+    }
+
+    /// Runs one HogQL query of `team` on the query runtime, under its admission rules and
+    /// time limit, without the endpoint's cache, tasks or log.
+    pub async fn run_hogql(
+        &self,
+        team: TeamId,
+        text: &str,
+        values: &HashMap<String, Value>,
+        modifiers: Modifiers,
+        cancel: &CancellationToken,
+    ) -> Result<HogQLRun, QueryError> {
+        let project = self.query_project(team)?;
+        self.query
+            .run_hogql(&project, text, values, modifiers, cancel)
+            .await
+    }
+
+    /// Runs a HogQL query of `team` and describes how it ran: the optimized logical plan
+    /// and the physical plan with each operator's metrics (`hedgerow query --explain`).
+    pub async fn explain_hogql(&self, team: TeamId, text: &str) -> Result<String, QueryError> {
+        let project = self.query_project(team)?;
+        self.query.explain_hogql(&project, text).await
+    }
+
+    /// Marks every project's data as changed, so no cached result computed before is served
+    /// as exact. For writes that change what queries see without new events (person
+    /// deletions and splits), until their operations move the epoch themselves.
+    pub fn bump_query_epoch(&self) {
+        self.query.bump_epoch();
+    }
+}

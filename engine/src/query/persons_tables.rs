@@ -18,18 +18,14 @@ fn ts() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
-fn internal(e: impl std::fmt::Display) -> QueryError {
-    QueryError::Internal(e.to_string())
-}
-
 fn table(fields: Vec<Field>, cols: Vec<ArrayRef>) -> Result<MemTable, QueryError> {
     let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(schema.clone(), cols).map_err(internal)?;
-    MemTable::try_new(schema, vec![vec![batch]]).map_err(internal)
+    let batch = RecordBatch::try_new(schema.clone(), cols).map_err(QueryError::Arrow)?;
+    MemTable::try_new(schema, vec![vec![batch]]).map_err(QueryError::DataFusionInternal)
 }
 
 pub fn persons(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
-    let rows = store.persons_rows(team).map_err(internal)?;
+    let rows = store.persons_rows(team).map_err(QueryError::PersonStore)?;
     table(
         vec![
             Field::new("id", DataType::Utf8, false),
@@ -52,7 +48,9 @@ pub fn persons(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryE
 }
 
 pub fn distinct_ids(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
-    let rows = store.distinct_id_rows(team).map_err(internal)?;
+    let rows = store
+        .distinct_id_rows(team)
+        .map_err(QueryError::PersonStore)?;
     table(
         vec![
             Field::new("distinct_id", DataType::Utf8, false),
@@ -70,7 +68,7 @@ pub fn distinct_ids(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, Q
 }
 
 pub fn groups(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
-    let rows = store.group_rows(team).map_err(internal)?;
+    let rows = store.group_rows(team).map_err(QueryError::PersonStore)?;
     table(
         vec![
             Field::new("index", DataType::Int64, false),
@@ -106,7 +104,7 @@ pub fn groups(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryEr
 }
 
 pub fn warnings(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
-    let rows = store.warnings(team).map_err(internal)?;
+    let rows = store.warnings(team).map_err(QueryError::PersonStore)?;
     table(
         vec![
             Field::new("team_id", DataType::Int64, false),

@@ -1,0 +1,250 @@
+//! What a query sees: its DataFusion session on the shared runtime, and one project's
+//! tables (events from the table and the buffer, the query log, the person store's tables),
+//! read only after the writes acknowledged so far are applied.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::TableProvider;
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+use super::{LOG_RETENTION, QueryError, QueryService, persons_tables, provider};
+use crate::hogql::overrides::OverrideMap;
+use crate::hogql::schema::Catalog;
+use crate::meta::{MetaStore, QueryLogEntry};
+use crate::model::TeamId;
+use crate::persons::store::PersonStore;
+
+/// Each project's person-id overrides, with the person-store version they were read at.
+pub(super) type OverrideCache = HashMap<TeamId, (u64, Option<Arc<OverrideMap>>)>;
+
+impl QueryService {
+    /// A session for one query on the shared runtime (memory pool, spill directories).
+    pub(super) fn session(&self) -> SessionContext {
+        let mut config = SessionConfig::new()
+            .with_target_partitions(self.cfg.target_partitions.max(1))
+            .with_information_schema(false);
+        let opts = config.options_mut();
+        opts.execution.parquet.pushdown_filters = true;
+        opts.execution.parquet.reorder_filters = true;
+        // Every sort keeps this much back to merge its spill files (DataFusion's default is
+        // 10 MB per sorter): scaled down with the pool, or a small pool cannot sort at all.
+        let partitions = self.cfg.target_partitions.max(1);
+        opts.execution.sort_spill_reservation_bytes =
+            (self.cfg.memory_limit / (8 * partitions)).clamp(256 << 10, 10 << 20);
+        SessionContext::new_with_config_rt(config, self.runtime.clone())
+    }
+
+    /// Read your writes: waits (briefly) for the pipeline and the person store to apply what
+    /// was acknowledged.
+    pub(super) async fn caught_up(&self) {
+        // Read your writes: wait (briefly) for the pipeline to apply what was acknowledged.
+        let target = (self.acked)();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.buffer.applied_seq() < target && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        while self.persons.last_seq() < target && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if self.buffer.applied_seq() < target {
+            tracing::warn!(
+                applied = self.buffer.applied_seq(),
+                acknowledged = target,
+                "the ingest pipeline is behind by more than 10 s; the query runs without the newest events"
+            );
+        }
+    }
+
+    /// The tables a query of `team` may read, on `ctx`.
+    pub(super) async fn catalog(
+        &self,
+        team: TeamId,
+        ctx: &SessionContext,
+    ) -> Result<TeamCatalog, QueryError> {
+        self.caught_up().await;
+        // Buffer first, then the table: see EventBuffer::snapshot_parts.
+        let parts = self.buffer.snapshot_parts(team);
+        let (table, committed) = self
+            .table
+            .snapshot_with_seq()
+            .await
+            .map_err(QueryError::Storage)?;
+        table
+            .update_datafusion_session(&ctx.state())
+            .map_err(QueryError::Delta)?;
+        let files = table
+            .table_provider()
+            .await
+            .map_err(QueryError::DataFusionInternal)?;
+        let buffered: Vec<RecordBatch> = parts
+            .into_iter()
+            .filter(|(seq, _)| *seq > committed)
+            .flat_map(|(_, b)| b)
+            .collect();
+        let events = provider::EventsProvider::new(team, files, buffered)?;
+        Ok(TeamCatalog {
+            events: Arc::new(events),
+            meta: self.meta.clone(),
+            team,
+            log_since: self.clock.now() - LOG_RETENTION,
+            persons: self.persons.clone(),
+            overrides: self.overrides.clone(),
+        })
+    }
+}
+
+/// The `query_log` table of a project: its entries since `since`. Read only when a query
+/// names the table.
+fn query_log_table(
+    meta: &MetaStore,
+    team: TeamId,
+    since: DateTime<Utc>,
+) -> Result<MemTable, QueryError> {
+    use datafusion::arrow::array::{
+        BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    };
+    let rows = meta.query_log(team, since, None)?;
+    let ts = || {
+        DataType::Timestamp(
+            datafusion::arrow::datatypes::TimeUnit::Microsecond,
+            Some("UTC".into()),
+        )
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("query_id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("query", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("status", DataType::Utf8, false),
+        Field::new("exception", DataType::Utf8, true),
+        Field::new("is_cached", DataType::Boolean, false),
+        Field::new("query_start_time", ts(), false),
+        Field::new("event_time", ts(), true),
+        Field::new("query_duration_ms", DataType::Float64, true),
+        Field::new("result_rows", DataType::Int64, true),
+        Field::new("read_bytes", DataType::Int64, true),
+    ]));
+    let s = |f: &dyn Fn(&QueryLogEntry) -> Option<String>| {
+        Arc::new(StringArray::from(rows.iter().map(f).collect::<Vec<_>>())) as _
+    };
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            s(&|e| Some(e.query_id.clone())),
+            s(&|e| e.name.clone()),
+            s(&|e| Some(e.query.clone())),
+            s(&|e| Some(e.kind.clone())),
+            s(&|e| Some(e.status.clone())),
+            s(&|e| e.error.clone()),
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|e| e.is_cached).collect::<Vec<_>>(),
+            )),
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    rows.iter()
+                        .map(|e| e.started_at.timestamp_micros())
+                        .collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    rows.iter()
+                        .map(|e| e.ended_at.map(|t| t.timestamp_micros()))
+                        .collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(Float64Array::from(
+                rows.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                rows.iter().map(|e| e.result_rows).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                rows.iter().map(|e| e.read_bytes).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .map_err(QueryError::Arrow)?;
+    Ok(MemTable::try_new(schema, vec![vec![batch]])?)
+}
+
+/// The tables of one project.
+pub(super) struct TeamCatalog {
+    events: Arc<dyn TableProvider>,
+    meta: Arc<MetaStore>,
+    team: TeamId,
+    log_since: DateTime<Utc>,
+    persons: Arc<dyn PersonStore>,
+    overrides: Arc<Mutex<OverrideCache>>,
+}
+
+impl TeamCatalog {
+    fn store_table(
+        &self,
+        build: fn(&dyn PersonStore, TeamId) -> Result<MemTable, QueryError>,
+    ) -> Option<Arc<dyn TableProvider>> {
+        match build(self.persons.as_ref(), self.team) {
+            Ok(t) => Some(Arc::new(t)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the person store");
+                None
+            }
+        }
+    }
+}
+
+impl Catalog for TeamCatalog {
+    fn person_overrides(&self) -> Option<Arc<OverrideMap>> {
+        let version = self.persons.version();
+        let mut cache = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((v, m)) = cache.get(&self.team)
+            && *v == version
+        {
+            return m.clone();
+        }
+        let map = match self.persons.overrides(self.team) {
+            Ok(m) if m.is_empty() => None,
+            Ok(map) => Some(Arc::new(OverrideMap { version, map })),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read person-id overrides; merged persons' older events keep their old person id in this query");
+                None
+            }
+        };
+        cache.insert(self.team, (version, map.clone()));
+        map
+    }
+
+    fn property_type(
+        &self,
+        kind: crate::propdefs::PropertyKind,
+        name: &str,
+    ) -> Option<crate::propdefs::PropertyType> {
+        self.meta.property_type(self.team, kind, name)
+    }
+
+    fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        match name {
+            "events" => Some(self.events.clone()),
+            "query_log" => match query_log_table(&self.meta, self.team, self.log_since) {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the query log");
+                    None
+                }
+            },
+            "persons" => self.store_table(persons_tables::persons),
+            "person_distinct_ids" => self.store_table(persons_tables::distinct_ids),
+            "groups" => self.store_table(persons_tables::groups),
+            "ingestion_warnings" => self.store_table(persons_tables::warnings),
+            _ => None,
+        }
+    }
+}

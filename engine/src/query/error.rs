@@ -1,0 +1,226 @@
+//! What can go wrong with a query, and what kind of failure each is.
+//!
+//! Errors from below (DataFusion, Arrow, the Delta table, SQLite, I/O) are kept as their
+//! [`source`](std::error::Error::source). Their text stays in the message too, because the
+//! message is what reaches the query's author (a 400's `detail`) or the log (a 500).
+
+use std::time::Duration;
+
+use datafusion::arrow::error::ArrowError;
+use datafusion::error::DataFusionError;
+use deltalake::DeltaTableError;
+
+use crate::error::{ErrorKind, HasKind};
+use crate::hogql::lexer::SyntaxError;
+use crate::hogql::planner::PlanError;
+use crate::meta::MetaError;
+use crate::persons::store::StoreError;
+use crate::storage::table::StorageError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The HogQL text does not parse.
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
+    /// The query parses but cannot be planned; `at` is where in the text (`line L, column
+    /// C`), when the planner knows.
+    #[error("{}", plan_message(.source, .at.as_deref()))]
+    Plan {
+        #[source]
+        source: PlanError,
+        at: Option<String>,
+    },
+    /// DataFusion refused or failed the query while optimizing or running it.
+    #[error("{}", .0.strip_backtrace())]
+    DataFusion(#[source] DataFusionError),
+    /// The query needs more memory than the pool has, even spilling.
+    #[error("The query needs more memory than the limit allows even with spilling: {}", exhausted(.0))]
+    Memory(#[source] DataFusionError),
+    #[error("{0}")]
+    Invalid(String),
+    /// A field of the request is invalid: the field (PostHog's `attr`) and why.
+    #[error("{1}")]
+    InvalidField(&'static str, String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("Query {0} was cancelled")]
+    Cancelled(String),
+    #[error("The query took longer than the limit of {} s (--query-timeout) and was stopped", .0.as_secs_f64())]
+    Timeout(Duration),
+    /// Over the project's concurrency or request rate; retry after this many seconds.
+    #[error("{0}")]
+    Throttled(String, u64),
+    /// Reading a project or the query log; the kind is the metadata store's.
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    /// Files and threads the service needs: `what` could not be done.
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// DataFusion failed at something that is not the query's fault: building the runtime
+    /// (memory pool, spill directories), listing the table's files, an in-memory table.
+    #[error("{0}")]
+    DataFusionInternal(#[source] DataFusionError),
+    /// The events table's snapshot could not be read.
+    #[error("{0}")]
+    Storage(#[source] StorageError),
+    /// The Delta table could not be made readable by the query's session.
+    #[error("{0}")]
+    Delta(#[source] DeltaTableError),
+    /// A table built in memory (query log, persons) has columns that do not fit its schema.
+    #[error("{0}")]
+    Arrow(#[source] ArrowError),
+    /// The person store could not be read.
+    #[error("{0}")]
+    PersonStore(#[source] StoreError),
+    /// The task running a blocking query ended without an answer.
+    #[error("query task failed: {0}")]
+    TaskFailed(#[source] tokio::task::JoinError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn plan_message(e: &PlanError, at: Option<&str>) -> String {
+    match at {
+        Some(at) => format!("{} (at {at})", e.message),
+        None => e.message.clone(),
+    }
+}
+
+/// The pool's own words about what it could not grant.
+fn exhausted(e: &DataFusionError) -> String {
+    match e.find_root() {
+        DataFusionError::ResourcesExhausted(m) => m.clone(),
+        other => other.strip_backtrace(),
+    }
+}
+
+impl From<DataFusionError> for QueryError {
+    /// Out of memory (anywhere in the chain) is [`QueryError::Memory`]; anything else
+    /// DataFusion says about a query is the query's problem.
+    fn from(e: DataFusionError) -> Self {
+        match e.find_root() {
+            DataFusionError::ResourcesExhausted(_) => QueryError::Memory(e),
+            _ => QueryError::DataFusion(e),
+        }
+    }
+}
+
+impl HasKind for QueryError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            QueryError::Syntax(_)
+            | QueryError::Plan { .. }
+            | QueryError::DataFusion(_)
+            | QueryError::Invalid(_)
+            | QueryError::InvalidField(..)
+            | QueryError::Cancelled(_)
+            | QueryError::Memory(_)
+            | QueryError::Timeout(_) => ErrorKind::InvalidInput,
+            QueryError::Throttled(..) => ErrorKind::TooManyRequests,
+            QueryError::NotFound(_) => ErrorKind::NotFound,
+            QueryError::Meta(e) => e.kind(),
+            QueryError::Io { .. }
+            | QueryError::DataFusionInternal(_)
+            | QueryError::Storage(_)
+            | QueryError::Delta(_)
+            | QueryError::Arrow(_)
+            | QueryError::PersonStore(_)
+            | QueryError::TaskFailed(_)
+            | QueryError::Internal(_) => ErrorKind::Internal,
+        }
+    }
+    fn code(&self) -> &'static str {
+        match self {
+            QueryError::Syntax(_) => "hogql_syntax_error",
+            QueryError::Plan { .. } | QueryError::DataFusion(_) => "hogql_query_error",
+            QueryError::Cancelled(_) => "query_cancelled",
+            QueryError::Memory(_) => "query_memory_limit",
+            QueryError::Timeout(_) => "query_timeout",
+            QueryError::Throttled(..) => "throttled",
+            QueryError::Invalid(_) | QueryError::InvalidField(..) => "invalid_input",
+            QueryError::NotFound(_) => "not_found",
+            QueryError::Meta(e) => e.code(),
+            QueryError::Io { .. }
+            | QueryError::DataFusionInternal(_)
+            | QueryError::Storage(_)
+            | QueryError::Delta(_)
+            | QueryError::Arrow(_)
+            | QueryError::PersonStore(_)
+            | QueryError::TaskFailed(_)
+            | QueryError::Internal(_) => "error",
+        }
+    }
+    fn attr(&self) -> Option<String> {
+        match self {
+            QueryError::InvalidField(field, _) => Some(field.to_string()),
+            QueryError::Meta(e) => e.attr(),
+            _ => None,
+        }
+    }
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            QueryError::Throttled(_, secs) => Some(*secs),
+            QueryError::Meta(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[test]
+    fn datafusion_errors_keep_their_source_and_their_kind() {
+        let e = QueryError::from(DataFusionError::Plan("no such column".into()));
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert_eq!(e.code(), "hogql_query_error");
+        assert_eq!(e.to_string(), "Error during planning: no such column");
+        assert!(e.source().is_some());
+
+        let inner = DataFusionError::ResourcesExhausted("Failed to allocate 1 MB".into());
+        let e = QueryError::from(DataFusionError::Context("sort".into(), Box::new(inner)));
+        assert_eq!(e.code(), "query_memory_limit");
+        assert_eq!(
+            e.to_string(),
+            "The query needs more memory than the limit allows even with spilling: Failed to allocate 1 MB"
+        );
+        assert!(e.source().is_some());
+    }
+
+    #[test]
+    fn plan_errors_say_where() {
+        let source = PlanError {
+            message: "unknown column x".into(),
+            span: None,
+        };
+        let e = QueryError::Plan {
+            source: source.clone(),
+            at: Some("line 1, column 8".into()),
+        };
+        assert_eq!(e.to_string(), "unknown column x (at line 1, column 8)");
+        assert_eq!(e.code(), "hogql_query_error");
+        let e = QueryError::Plan { source, at: None };
+        assert_eq!(e.to_string(), "unknown column x");
+    }
+
+    #[test]
+    fn internal_failures_are_internal() {
+        let io = std::io::Error::other("disk gone");
+        let e = QueryError::Io {
+            what: "cannot create spill directory",
+            source: io,
+        };
+        assert_eq!(e.to_string(), "cannot create spill directory: disk gone");
+        assert_eq!((e.kind(), e.code()), (ErrorKind::Internal, "error"));
+        assert!(e.source().is_some());
+        let e = QueryError::Meta(MetaError::Invalid("bad".into()));
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    }
+}

@@ -1,0 +1,3 @@
+//! PostHog's JSON shapes: what the engine's typed answers look like on the wire.
+
+pub(crate) mod query;
