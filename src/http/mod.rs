@@ -5,6 +5,7 @@ mod capture;
 pub mod persons;
 mod projects;
 mod query;
+mod wire;
 
 use std::sync::Arc;
 

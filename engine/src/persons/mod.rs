@@ -13,8 +13,11 @@
 //! `$anon_distinct_id` and on `$create_alias`/`$merge_dangerously` with `alias`, never on
 //! the forbidden ids, never taking in an identified person (except `$merge_dangerously`).
 
+pub mod facade;
 pub mod process;
 pub mod store;
+
+pub use facade::{Page, PersonKey, PropertiesTimeline, TimelinePoint};
 
 pub use crate::model::PersonCommand;
 use chrono::{DateTime, Utc};
