@@ -2,6 +2,8 @@
 //! groups through a cache, and collects the changes for the next store commit.
 
 mod command;
+#[cfg(test)]
+mod merge_model;
 
 pub use crate::model::CommandRecord;
 use std::collections::{BTreeSet, HashMap, HashSet};
