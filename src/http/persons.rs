@@ -11,6 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hedgerow_engine::error::ErrorKind;
+use hedgerow_engine::model::DistinctId;
 use hedgerow_engine::persons::PersonKey;
 use hedgerow_engine::persons::store::{PersonFilter, PropertyFilter};
 use serde_json::Value;
@@ -147,7 +148,7 @@ pub async fn list(
     let filter = PersonFilter {
         distinct_id: param(&q, "distinct_id")
             .filter(|s| !s.is_empty())
-            .map(str::to_owned),
+            .map(DistinctId::from),
         email: param(&q, "email")
             .filter(|s| !s.is_empty())
             .map(str::to_owned),
@@ -495,11 +496,11 @@ pub async fn bulk_delete(
         .iter()
         .map(bulk_key)
         .collect::<Result<Vec<_>, _>>()?;
-    let distinct_ids: Vec<String> = dids_raw
+    let distinct_ids: Vec<DistinctId> = dids_raw
         .iter()
         .map(|v| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+            Value::String(s) => DistinctId::from(s.as_str()),
+            other => DistinctId::from(other.to_string()),
         })
         .collect();
     app.engine

@@ -22,7 +22,7 @@ use crate::Engine;
 use crate::error::{ErrorKind, HasKind};
 use crate::ingest::{self, CaptureError, IngestBatch};
 use crate::meta::{MetaError, Project};
-use crate::model::{PersonCommand, TeamId};
+use crate::model::{DistinctId, PersonCommand, PersonUuid, TeamId};
 use crate::persons::Person;
 use crate::persons::facade::{Page, PersonKey, PropertiesTimeline, TimelinePoint};
 use crate::persons::process::CommandRecord;
@@ -35,7 +35,7 @@ pub enum PersonsError {
     #[error("no person {0}")]
     NoPerson(i64),
     #[error("no person with uuid {0}")]
-    NoPersonWithUuid(Uuid),
+    NoPersonWithUuid(PersonUuid),
     #[error("no such project")]
     NoProject(TeamId),
     /// A property change is sent as one of the person's distinct ids, and it has none.
@@ -134,7 +134,7 @@ impl Engine {
     async fn person_event(
         &self,
         team: TeamId,
-        distinct_id: &str,
+        distinct_id: &DistinctId,
         event: &str,
         properties: Map<String, Value>,
         actor: &str,
@@ -146,7 +146,7 @@ impl Engine {
             events: vec![ingest::Event {
                 uuid: Uuid::now_v7(),
                 event: event.to_owned(),
-                distinct_id: distinct_id.to_owned(),
+                distinct_id: distinct_id.as_str().to_owned(),
                 timestamp: now,
                 created_at: now,
                 properties,
@@ -333,7 +333,7 @@ impl Engine {
         &self,
         team: TeamId,
         keys: &[PersonKey],
-        distinct_ids: Vec<String>,
+        distinct_ids: Vec<DistinctId>,
         delete_events: bool,
         key_label: &str,
     ) -> Result<()> {
@@ -449,7 +449,7 @@ impl Engine {
     async fn properties_timeline(
         &self,
         project: &Project,
-        person: Uuid,
+        person: PersonUuid,
     ) -> Result<PropertiesTimeline, QueryError> {
         let text = format!(
             "SELECT timestamp, person.properties FROM events WHERE person_id = '{person}' \

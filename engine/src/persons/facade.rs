@@ -4,13 +4,14 @@
 //! Typed, never JSON shapes: the binary builds PostHog's response bodies from these.
 
 use serde_json::Value;
-use uuid::Uuid;
+
+use crate::model::PersonUuid;
 
 /// How a caller names a person: `{id}` of a person path, an integer id or a uuid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PersonKey {
     Id(i64),
-    Uuid(Uuid),
+    Uuid(PersonUuid),
 }
 
 impl PersonKey {
@@ -19,7 +20,7 @@ impl PersonKey {
         if let Ok(n) = raw.parse::<i64>() {
             Some(Self::Id(n))
         } else {
-            Uuid::parse_str(raw).ok().map(Self::Uuid)
+            raw.parse().ok().map(Self::Uuid)
         }
     }
 }
@@ -57,6 +58,7 @@ pub struct TimelinePoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uuid::Uuid;
 
     #[test]
     fn keys_are_integers_then_uuids() {
@@ -65,7 +67,7 @@ mod tests {
         let u = "0190a0e4-7b1c-7000-8000-000000000000";
         assert_eq!(
             PersonKey::parse(u),
-            Some(PersonKey::Uuid(Uuid::parse_str(u).unwrap()))
+            Some(PersonKey::Uuid(Uuid::parse_str(u).unwrap().into()))
         );
         assert_eq!(PersonKey::parse("bob"), None);
         assert_eq!(PersonKey::parse("1.5"), None);

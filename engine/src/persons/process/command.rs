@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::{CommandRecord, Persons};
-use crate::model::{TeamId, person_uuid};
+use crate::model::{DistinctId, PersonUuid, TeamId};
 use crate::persons::PersonCommand;
 use crate::persons::store::{Activity, NewTask, Op, PersonRow, Result};
 
@@ -75,7 +75,10 @@ impl Persons {
                     let mut dids = self.store.distinct_ids(team, *id)?;
                     // The id the person was made from keeps it (its uuid is that id's), so
                     // no new person can take the same uuid.
-                    if let Some(i) = dids.iter().position(|d| person_uuid(team, d) == row.uuid) {
+                    if let Some(i) = dids
+                        .iter()
+                        .position(|d| PersonUuid::of(team, d) == row.uuid)
+                    {
                         let keep = dids.remove(i);
                         dids.insert(0, keep);
                     }
@@ -105,7 +108,7 @@ impl Persons {
         &mut self,
         team: TeamId,
         row: &PersonRow,
-        dids: &[String],
+        dids: &[DistinctId],
         kind: &str,
         actor: &str,
         at: DateTime<Utc>,
@@ -116,9 +119,9 @@ impl Persons {
             ids.insert(u.to_string());
         }
         for d in dids {
-            ids.insert(person_uuid(team, d).to_string());
+            ids.insert(PersonUuid::of(team, d).to_string());
         }
-        let mut scrub: Vec<String> = dids.to_vec();
+        let mut scrub: Vec<String> = dids.iter().map(|d| d.as_str().to_owned()).collect();
         scrub.extend(
             row.properties
                 .values()

@@ -378,7 +378,7 @@ impl Real {
     /// The person id of `did` as the API finds it: from the store, once it has settled.
     fn person_id(&mut self, did: &str) -> Option<i64> {
         self.commit();
-        self.persons.store().person_id_of(T, did).unwrap()
+        self.persons.store().person_id_of(T, &did.into()).unwrap()
     }
 
     fn reopen(&mut self) {
@@ -394,8 +394,12 @@ impl Real {
         sorted(
             all.into_iter()
                 .map(|p| Seen {
-                    dids: p.distinct_ids.into_iter().collect(),
-                    uuid: p.uuid,
+                    dids: p
+                        .distinct_ids
+                        .into_iter()
+                        .map(|d| d.into_string())
+                        .collect(),
+                    uuid: *p.uuid.as_uuid(),
                     identified: p.is_identified,
                     created: p.created_at.timestamp(),
                     props: p.properties,
@@ -436,7 +440,7 @@ fn run(ops: &[Op]) -> (Vec<Seen>, Vec<Seen>) {
                 } else {
                     PersonCommand::Delete {
                         ids: Vec::new(),
-                        distinct_ids: vec![did.to_owned()],
+                        distinct_ids: vec![did.into()],
                         delete_events: false,
                     }
                 };

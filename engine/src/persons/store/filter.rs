@@ -7,7 +7,7 @@ use rusqlite::functions::FunctionFlags;
 use serde_json::Value;
 
 use super::{Result, StoreError};
-use crate::model::TeamId;
+use crate::model::{DistinctId, TeamId};
 
 /// A person-property filter of the persons list (`{key, value, operator, type}`).
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
@@ -28,7 +28,7 @@ fn default_operator() -> String {
 /// What the persons list is filtered by; every part given must match.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PersonFilter {
-    pub distinct_id: Option<String>,
+    pub distinct_id: Option<DistinctId>,
     pub email: Option<String>,
     pub search: Option<String>,
     pub properties: Vec<PropertyFilter>,
@@ -95,7 +95,7 @@ pub(super) fn filter_sql(
     let mut args = vec![V::Integer(team.0)];
     if let Some(d) = &f.distinct_id {
         sql.push_str(" AND EXISTS (SELECT 1 FROM person_distinct_ids d WHERE d.team_id = p.team_id AND d.person_id = p.id AND d.distinct_id = ?)");
-        args.push(V::Text(d.clone()));
+        args.push(V::Text(d.as_str().to_owned()));
     }
     if let Some(e) = &f.email {
         sql.push_str(" AND hr_prop(p.properties, 'email') = ?");

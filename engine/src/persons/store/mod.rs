@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::Person;
 use crate::error::{ErrorKind, HasKind};
-use crate::model::TeamId;
+use crate::model::{DistinctId, PersonUuid, TeamId};
 
 pub use filter::{PersonFilter, PropertyFilter};
 pub use rows::{
@@ -65,12 +65,12 @@ pub trait PersonStore: Send + Sync {
     fn commit(&self, changes: &ChangeSet, seq: u64, next_person_id: i64) -> Result<()>;
     fn next_person_id(&self) -> Result<i64>;
 
-    fn person_id_of(&self, team: TeamId, distinct_id: &str) -> Result<Option<i64>>;
+    fn person_id_of(&self, team: TeamId, distinct_id: &DistinctId) -> Result<Option<i64>>;
     fn person(&self, team: TeamId, id: i64) -> Result<Option<PersonRow>>;
-    fn person_by_uuid(&self, team: TeamId, uuid: Uuid) -> Result<Option<PersonRow>>;
-    fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<String>>;
+    fn person_by_uuid(&self, team: TeamId, uuid: PersonUuid) -> Result<Option<PersonRow>>;
+    fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<DistinctId>>;
     /// Persons whose events were merged into `uuid` (the overrides pointing at it).
-    fn merged_into(&self, team: TeamId, uuid: Uuid) -> Result<Vec<Uuid>>;
+    fn merged_into(&self, team: TeamId, uuid: PersonUuid) -> Result<Vec<PersonUuid>>;
     fn group(&self, team: TeamId, index: u8, key: &str) -> Result<Option<GroupRow>>;
 
     fn list(
@@ -81,7 +81,8 @@ pub trait PersonStore: Send + Sync {
         offset: usize,
     ) -> Result<(Vec<Person>, u64)>;
     fn full_person(&self, team: TeamId, id: i64) -> Result<Option<Person>>;
-    /// Old person_id → current one, for the team.
+    /// Old person_id → current one, for the team. Person ids here and in the rows below
+    /// are text and plain uuids, as the events table and the query engine take them.
     fn overrides(&self, team: TeamId) -> Result<HashMap<String, String>>;
     /// Projects with overrides made at or before WAL seq `seq`, and those overrides: what
     /// can be folded into the files once the table covers `seq`.
@@ -99,6 +100,8 @@ pub trait PersonStore: Send + Sync {
     /// The project's persons as the `persons` table shows them: (uuid, created_at in
     /// microseconds, properties JSON text, is_identified).
     fn persons_rows(&self, team: TeamId) -> Result<Vec<(String, i64, String, bool)>>;
+    /// The project's distinct ids as the `person_distinct_ids` table shows them:
+    /// (distinct_id, person uuid).
     fn distinct_id_rows(&self, team: TeamId) -> Result<Vec<(String, Uuid)>>;
     fn group_rows(&self, team: TeamId) -> Result<Vec<GroupRow>>;
 

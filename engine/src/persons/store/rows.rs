@@ -3,19 +3,17 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::{DistinctId, PersonUuid, TeamId};
+use crate::persons::Person;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use uuid::Uuid;
-
-use crate::model::TeamId;
-use crate::persons::Person;
 
 /// A person's stored row (distinct ids live in their own table).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PersonRow {
     pub id: i64,
     pub team: TeamId,
-    pub uuid: Uuid,
+    pub uuid: PersonUuid,
     pub created_at: DateTime<Utc>,
     pub properties: Map<String, Value>,
     pub is_identified: bool,
@@ -24,7 +22,7 @@ pub struct PersonRow {
 
 impl PersonRow {
     /// The person as the API shows it, with its distinct ids.
-    pub fn into_person(self, distinct_ids: Vec<String>) -> Person {
+    pub fn into_person(self, distinct_ids: Vec<DistinctId>) -> Person {
         Person {
             id: self.id,
             team: self.team,
@@ -54,7 +52,7 @@ pub struct GroupRow {
 pub enum Op {
     SetDistinct {
         team: TeamId,
-        distinct_id: String,
+        distinct_id: DistinctId,
         person_id: i64,
     },
     /// Deletes the person, its distinct ids, and its activity entries (they may hold
@@ -72,13 +70,13 @@ pub enum Op {
     /// Events stored under `old` answer as `new` from now on (chains are followed).
     Override {
         team: TeamId,
-        old: Uuid,
-        new: Uuid,
+        old: PersonUuid,
+        new: PersonUuid,
     },
     /// A new person took the uuid `old`: its events are its own again.
     ClearOverride {
         team: TeamId,
-        old: Uuid,
+        old: PersonUuid,
     },
     Group(GroupRow),
     Warning {
@@ -96,7 +94,7 @@ pub enum Op {
 pub struct Activity {
     pub team: TeamId,
     pub person_id: i64,
-    pub person_uuid: Uuid,
+    pub person_uuid: PersonUuid,
     /// created, updated, merged, split, deleted, events_deletion_queued,
     /// recordings_deletion_queued, events_deleted.
     pub activity: String,
@@ -113,7 +111,7 @@ pub struct NewTask {
     /// `events` or `recordings`.
     pub kind: String,
     pub person_id: i64,
-    pub person_uuid: Uuid,
+    pub person_uuid: PersonUuid,
     /// Every person_id the person's events may carry (its uuid, merged persons' uuids, the
     /// personless ids of its distinct ids).
     pub event_person_ids: Vec<String>,
@@ -131,7 +129,7 @@ pub struct Task {
     pub team: TeamId,
     pub kind: String,
     pub person_id: i64,
-    pub person_uuid: Uuid,
+    pub person_uuid: PersonUuid,
     pub event_person_ids: Vec<String>,
     pub scrub: Vec<String>,
     pub status: String,
@@ -155,7 +153,7 @@ pub struct WarningRow {
 pub struct PersonWrite {
     pub id: i64,
     pub team: TeamId,
-    pub uuid: Uuid,
+    pub uuid: PersonUuid,
     pub created_at: DateTime<Utc>,
     pub properties: std::sync::Arc<str>,
     pub is_identified: bool,

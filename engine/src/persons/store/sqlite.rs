@@ -17,7 +17,7 @@ use super::{
     Activity, ChangeSet, GroupRow, Op, PersonFilter, PersonRow, PersonStore, Result, Task,
     WarningRow,
 };
-use crate::model::TeamId;
+use crate::model::{DistinctId, PersonUuid, TeamId};
 use crate::persons::Person;
 
 const SCHEMA: &str = "
@@ -111,8 +111,8 @@ fn parse_map(s: &str) -> Map<String, Value> {
     }
 }
 
-fn parse_uuid(s: &str) -> Uuid {
-    Uuid::parse_str(s).unwrap_or_default()
+fn parse_uuid(s: &str) -> PersonUuid {
+    s.parse().unwrap_or_default()
 }
 
 fn open_conn(path: &Path) -> Result<Connection> {
@@ -202,8 +202,8 @@ impl SqliteStore {
         conn: &Connection,
         team: TeamId,
         ids: &[i64],
-    ) -> Result<HashMap<i64, Vec<String>>> {
-        let mut out: HashMap<i64, Vec<String>> = HashMap::new();
+    ) -> Result<HashMap<i64, Vec<DistinctId>>> {
+        let mut out: HashMap<i64, Vec<DistinctId>> = HashMap::new();
         for chunk in ids.chunks(500) {
             let sql = format!(
                 "SELECT person_id, distinct_id FROM person_distinct_ids WHERE team_id = ? AND person_id IN ({})",
@@ -217,7 +217,7 @@ impl SqliteStore {
             })?;
             for row in rows {
                 let (p, d) = row?;
-                out.entry(p).or_default().push(d);
+                out.entry(p).or_default().push(DistinctId::from(d));
             }
         }
         for v in out.values_mut() {
@@ -239,7 +239,7 @@ impl SqliteStore {
                         "INSERT INTO person_distinct_ids (team_id, distinct_id, person_id) VALUES (?1, ?2, ?3)
                          ON CONFLICT (team_id, distinct_id) DO UPDATE SET person_id = excluded.person_id",
                     )?
-                    .execute(params![team.0, distinct_id, person_id])?;
+                    .execute(params![team.0, distinct_id.as_str(), person_id])?;
                 }
                 Op::DeletePerson { team, id } => {
                     tx.execute(
@@ -410,13 +410,13 @@ impl PersonStore for SqliteStore {
         Ok(stored.unwrap_or(1).max(max))
     }
 
-    fn person_id_of(&self, team: TeamId, distinct_id: &str) -> Result<Option<i64>> {
+    fn person_id_of(&self, team: TeamId, distinct_id: &DistinctId) -> Result<Option<i64>> {
         let conn = lock(&self.writer);
         Ok(conn
             .prepare_cached(
                 "SELECT person_id FROM person_distinct_ids WHERE team_id = ?1 AND distinct_id = ?2",
             )?
-            .query_row(params![team.0, distinct_id], |r| r.get(0))
+            .query_row(params![team.0, distinct_id.as_str()], |r| r.get(0))
             .optional()?)
     }
 
@@ -430,7 +430,7 @@ impl PersonStore for SqliteStore {
             .optional()?)
     }
 
-    fn person_by_uuid(&self, team: TeamId, uuid: Uuid) -> Result<Option<PersonRow>> {
+    fn person_by_uuid(&self, team: TeamId, uuid: PersonUuid) -> Result<Option<PersonRow>> {
         let conn = lock(&self.reader);
         Ok(conn
             .prepare_cached(&format!(
@@ -440,14 +440,14 @@ impl PersonStore for SqliteStore {
             .optional()?)
     }
 
-    fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<String>> {
+    fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<DistinctId>> {
         let conn = lock(&self.writer);
         Ok(Self::distinct_ids_on(&conn, team, &[id])?
             .remove(&id)
             .unwrap_or_default())
     }
 
-    fn merged_into(&self, team: TeamId, uuid: Uuid) -> Result<Vec<Uuid>> {
+    fn merged_into(&self, team: TeamId, uuid: PersonUuid) -> Result<Vec<PersonUuid>> {
         let conn = lock(&self.writer);
         let mut stmt = conn.prepare_cached(
             "SELECT old_person_id FROM person_overrides WHERE team_id = ?1 AND override_person_id = ?2",
@@ -659,7 +659,10 @@ impl PersonStore for SqliteStore {
              WHERE d.team_id = ?1",
         )?;
         let rows = stmt.query_map(params![team.0], |r| {
-            Ok((r.get::<_, String>(0)?, parse_uuid(&r.get::<_, String>(1)?)))
+            Ok((
+                r.get::<_, String>(0)?,
+                *parse_uuid(&r.get::<_, String>(1)?).as_uuid(),
+            ))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -757,7 +760,7 @@ mod tests {
         PersonRow {
             id,
             team: TeamId(1),
-            uuid: Uuid::from_u128(id as u128),
+            uuid: Uuid::from_u128(id as u128).into(),
             created_at: from_micros(at),
             properties: props.as_object().unwrap().clone(),
             is_identified: false,
@@ -841,7 +844,7 @@ mod tests {
         drop(s);
         let s = SqliteStore::open(&dir.path().join("meta.sqlite")).unwrap();
         assert_eq!(s.last_seq(), 7);
-        assert_eq!(s.person_id_of(TeamId(1), "bob").unwrap(), Some(2));
+        assert_eq!(s.person_id_of(TeamId(1), &"bob".into()).unwrap(), Some(2));
         let alice = s.full_person(TeamId(1), 1).unwrap().unwrap();
         assert_eq!(alice.distinct_ids[0], "alice", "non-uuid ids first");
         assert_eq!(alice.distinct_ids.len(), 2);
@@ -1039,7 +1042,7 @@ mod tests {
     fn overrides_follow_chains_and_deletes_clear_everything() {
         let (_d, s) = store();
         seed(&s);
-        let u = Uuid::from_u128;
+        let u = |n| PersonUuid::from(Uuid::from_u128(n));
         let mut c = ChangeSet::default();
         c.ops.push(Op::Override {
             team: TeamId(1),
@@ -1067,6 +1070,6 @@ mod tests {
         s.commit(&c, 9, 4).unwrap();
         assert_eq!(s.overrides(TeamId(1)).unwrap().len(), 1);
         assert!(s.full_person(TeamId(1), 2).unwrap().is_none());
-        assert_eq!(s.person_id_of(TeamId(1), "bob").unwrap(), None);
+        assert_eq!(s.person_id_of(TeamId(1), &"bob".into()).unwrap(), None);
     }
 }
