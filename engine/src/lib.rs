@@ -23,6 +23,8 @@ pub mod storage;
 mod testalloc;
 pub mod write;
 
+pub use api::PersonsError;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
@@ -49,9 +51,8 @@ use crate::ingest::wal::{Wal, WalConfig, WalError};
 use crate::ingest::{CaptureError, IngestBatch};
 use crate::meta::{MetaError, MetaStore, Project};
 use crate::metrics::Metrics;
-use crate::model::PersonCommand;
 use crate::model::TeamId;
-use crate::persons::process::{CommandRecord, Persons};
+use crate::persons::process::Persons;
 use crate::persons::store::{PersonStore, SqliteStore, StoreError};
 use crate::query::{QueryConfig, QueryService};
 use crate::storage::buffer::EventBuffer;
@@ -416,140 +417,6 @@ impl Engine {
     }
     pub fn buffer(&self) -> &Arc<EventBuffer> {
         &self.buffer
-    }
-
-    /// Persons, groups, activity, warnings and deletion tasks.
-    pub fn persons(&self) -> &Arc<dyn PersonStore> {
-        &self.person_store
-    }
-
-    /// Waits (up to 10 s) until the person changes of every record acknowledged so far are
-    /// stored: the persons API reads its own and capture's writes.
-    pub async fn persons_settled(&self) -> bool {
-        let target = self.wal.last_seq();
-        self.persons_through(target).await
-    }
-
-    async fn persons_through(&self, seq: u64) -> bool {
-        let mut rx = self.persons_seq.clone();
-        let ok = matches!(
-            tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|s| *s >= seq)).await,
-            Ok(Ok(_))
-        );
-        if !ok {
-            warn!(
-                seq,
-                "person processing is more than 10 s behind; answering from what is stored"
-            );
-        }
-        ok
-    }
-
-    /// Captures an event for the persons API (PATCH and update_property send `$set`,
-    /// delete_property `$delete_person_property`), through the same pipeline as capture, and
-    /// waits until it is applied.
-    pub async fn person_event(
-        &self,
-        team: TeamId,
-        distinct_id: &str,
-        event: &str,
-        properties: serde_json::Map<String, serde_json::Value>,
-        actor: &str,
-    ) -> Result<u64, CaptureError> {
-        let now = self.clock.now();
-        let batch = IngestBatch {
-            team_id: team,
-            historical: false,
-            events: vec![ingest::Event {
-                uuid: uuid::Uuid::now_v7(),
-                event: event.to_owned(),
-                distinct_id: distinct_id.to_owned(),
-                timestamp: now,
-                created_at: now,
-                properties,
-            }],
-            command: None,
-            actor: Some(actor.to_owned()),
-        };
-        let seq = self.append_batch(&batch).await?;
-        self.persons_through(seq).await;
-        Ok(seq)
-    }
-
-    /// Applies a persons API command through the WAL, in order with events, and waits until
-    /// it is applied.
-    pub async fn person_command(
-        &self,
-        team: TeamId,
-        command: PersonCommand,
-        actor: &str,
-    ) -> Result<u64, CaptureError> {
-        let batch = IngestBatch {
-            team_id: team,
-            historical: false,
-            events: Vec::new(),
-            command: Some(CommandRecord {
-                command,
-                actor: actor.to_owned(),
-                at: self.clock.now(),
-            }),
-            actor: None,
-        };
-        let seq = self.append_batch(&batch).await?;
-        self.persons_through(seq).await;
-        Ok(seq)
-    }
-
-    /// A person's properties over time, rebuilt from the snapshots its events carry: one
-    /// point per run of events with the same properties, with the run's first timestamp and
-    /// its event count. Reads at most the person's first 50 000 events with properties.
-    pub async fn properties_timeline(
-        &self,
-        project: &Project,
-        person: uuid::Uuid,
-    ) -> Result<serde_json::Value, query::QueryError> {
-        const MAX_EVENTS: usize = 50_000;
-        let text = format!(
-            "SELECT timestamp, person.properties FROM events WHERE person_id = '{person}' \
-             AND person.properties IS NOT NULL ORDER BY timestamp, uuid LIMIT {MAX_EVENTS}"
-        );
-        let run = self
-            .query
-            .run_hogql(
-                project,
-                &text,
-                &HashMap::new(),
-                query::Modifiers::default(),
-                &tokio_util::sync::CancellationToken::new(),
-            )
-            .await?;
-        let mut points: Vec<serde_json::Value> = Vec::new();
-        let mut last: Option<&str> = None;
-        for row in &run.results {
-            let (Some(ts), Some(props)) = (row.get(0), row.get(1).and_then(|v| v.as_str())) else {
-                continue;
-            };
-            if last == Some(props) {
-                if let Some(p) = points.last_mut() {
-                    let n = p["relevant_event_count"].as_u64().unwrap_or(0) + 1;
-                    p["relevant_event_count"] = n.into();
-                }
-                continue;
-            }
-            last = Some(props);
-            let parsed: serde_json::Value =
-                serde_json::from_str(props).unwrap_or(serde_json::Value::Null);
-            points.push(serde_json::json!({"timestamp": ts, "properties": parsed, "relevant_event_count": 1}));
-        }
-        let first = run.results.first().and_then(|r| r.get(0)).cloned();
-        let end = run.results.last().and_then(|r| r.get(0)).cloned();
-        Ok(serde_json::json!({
-            "points": points,
-            "crucial_property_keys": [],
-            "effective_date_from": first,
-            "effective_date_to": end,
-            "truncated": run.results.len() >= MAX_EVENTS,
-        }))
     }
 
     /// The highest WAL sequence made durable (acknowledged) so far.

@@ -1,11 +1,9 @@
 //! `/api/projects/{project_id}/persons/…`: spec §4.1 endpoints 1–13.
 //!
-//! Reads come from the person store once it has applied everything acknowledged so far.
-//! Changes go through the ingest pipeline: PATCH and update_property capture a `$set`
-//! event, delete_property a `$delete_person_property` event, and delete, split and the
-//! deletion requests travel as WAL commands, so the API and capture can never disagree.
-
-use std::collections::BTreeMap;
+//! Each handler decodes the request, calls one persons operation of the engine
+//! (`engine/src/api/persons.rs`, which waits for the store before reading, sends changes
+//! through the WAL and keeps query caches honest) and encodes the answer in PostHog's
+//! shapes (`wire::persons`), as JSON or, with `format=csv`, as CSV.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -13,11 +11,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hedgerow_engine::error::ErrorKind;
-use hedgerow_engine::ingest::TeamId;
-use hedgerow_engine::persons::store::{Activity, PersonFilter, PropertyFilter};
-use hedgerow_engine::persons::{Person, PersonCommand};
-use serde_json::{Map, Value, json};
+use hedgerow_engine::model::DistinctId;
+use hedgerow_engine::persons::PersonKey;
+use hedgerow_engine::persons::store::{PersonFilter, PropertyFilter};
+use serde_json::Value;
 
+use super::wire::persons as wire;
 use super::{App, Caller, limit_offset, page_links};
 use crate::error::ApiError;
 
@@ -32,22 +31,7 @@ fn param<'a>(q: &'a Params, name: &str) -> Option<&'a str> {
     q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
-pub fn person_json(p: &Person) -> Value {
-    json!({
-        "id": p.id,
-        "uuid": p.uuid,
-        "name": p.name(),
-        "distinct_ids": p.distinct_ids,
-        "properties": p.properties,
-        "created_at": iso(p.created_at),
-        "is_identified": p.is_identified,
-    })
-}
-
+#[derive(Clone, Copy)]
 enum Format {
     Json,
     Csv,
@@ -65,143 +49,39 @@ fn format(q: &Params) -> Result<Format, ApiError> {
     }
 }
 
-/// Flattens nested objects and arrays into `a.b` / `a.0` columns.
-fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            for (k, x) in m {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&key, x, out);
-            }
-        }
-        Value::Array(a) if !a.is_empty() => {
-            for (i, x) in a.iter().enumerate() {
-                flatten(&format!("{prefix}.{i}"), x, out);
-            }
-        }
-        Value::Null => {
-            out.insert(prefix.to_owned(), String::new());
-        }
-        Value::String(s) => {
-            out.insert(prefix.to_owned(), s.clone());
-        }
-        other => {
-            out.insert(prefix.to_owned(), other.to_string());
-        }
-    }
-}
-
-/// Whether `s` is a plain decimal number (`-5`, `1.5e-3`): a spreadsheet reads it as that
-/// number, never as a formula, so it keeps its sign unescaped.
-fn is_number(s: &str) -> bool {
-    s.bytes()
-        .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
-        && s.parse::<f64>().is_ok_and(f64::is_finite)
-}
-
-/// One CSV cell. A cell that a spreadsheet would read as a formula (it starts with `=`,
-/// `+`, `-`, `@`, a tab or a carriage return, and is not a plain number) gets a leading
-/// `'`, as OWASP recommends against CSV injection: person properties come from public
-/// capture, so `=HYPERLINK(…)` in an export is anyone's input. Then the usual quoting.
-fn csv_cell(s: &str) -> String {
-    let escaped;
-    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) && !is_number(s) {
-        escaped = format!("'{s}");
-        escaped.as_str()
-    } else {
-        s
-    };
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
-/// Rows as CSV: one column per flattened field, in first-seen order of a sorted header.
-pub fn to_csv(rows: &[Value]) -> String {
-    let flat: Vec<BTreeMap<String, String>> = rows
-        .iter()
-        .map(|r| {
-            let mut m = BTreeMap::new();
-            flatten("", r, &mut m);
-            m
-        })
-        .collect();
-    // A set beside the list: property names come from public capture, and a scan of the
-    // header per key was quadratic in the number of columns.
-    let mut header: Vec<String> = Vec::new();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for r in &flat {
-        for k in r.keys() {
-            if seen.insert(k) {
-                header.push(k.clone());
-            }
-        }
-    }
-    let mut out = header
-        .iter()
-        .map(|h| csv_cell(h))
-        .collect::<Vec<_>>()
-        .join(",");
-    out.push_str("\r\n");
-    for r in &flat {
-        let line: Vec<String> = header
-            .iter()
-            .map(|h| csv_cell(r.get(h).map_or("", String::as_str)))
-            .collect();
-        out.push_str(&line.join(","));
-        out.push_str("\r\n");
-    }
-    out
-}
-
 /// A JSON body, or the CSV of `rows` when `format=csv`.
-fn respond(q: &Params, body: Value, rows: impl FnOnce(&Value) -> Vec<Value>) -> Response {
-    match format(q) {
-        Ok(Format::Csv) => (
+fn respond(format: Format, body: Value, rows: impl FnOnce(&Value) -> Vec<Value>) -> Response {
+    match format {
+        Format::Csv => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
-            to_csv(&rows(&body)),
+            wire::to_csv(&rows(&body)),
         )
             .into_response(),
-        Ok(Format::Json) => Json(body).into_response(),
-        Err(e) => e.into_response(),
+        Format::Json => Json(body).into_response(),
     }
+}
+
+/// A list envelope, or the CSV of its results.
+fn respond_page(format: Format, body: Value) -> Response {
+    respond(format, body, |b| {
+        b["results"].as_array().cloned().unwrap_or_default()
+    })
 }
 
 fn empty_ok() -> Response {
     StatusCode::OK.into_response()
 }
 
-fn actor(caller: &Caller) -> String {
-    format!("api:{}", caller.grant.label)
-}
-
 /// `{id}`: an integer person id or a person uuid.
-fn find(app: &App, team: TeamId, raw: &str) -> Result<Person, ApiError> {
-    let store = app.engine.persons();
-    let id = if let Ok(n) = raw.parse::<i64>() {
-        n
-    } else if let Ok(u) = uuid::Uuid::parse_str(raw) {
-        store
-            .person_by_uuid(team, u)?
-            .map(|p| p.id)
-            .ok_or_else(|| ApiError::not_found(format!("no person with uuid {u}")))?
-    } else {
-        return Err(ApiError::invalid(
+fn person_key(raw: &str) -> Result<PersonKey, ApiError> {
+    PersonKey::parse(raw).ok_or_else(|| {
+        ApiError::invalid(
             "invalid_input",
             format!("person id must be an integer or a UUID, not '{raw}'"),
         )
-        .with_attr("id"));
-    };
-    store
-        .full_person(team, id)?
-        .ok_or_else(|| ApiError::not_found(format!("no person {id}")))
+        .with_attr("id")
+    })
 }
 
 fn body_json(body: &Bytes) -> Result<Option<Value>, ApiError> {
@@ -253,7 +133,7 @@ pub async fn list(
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
-    format(&q)?;
+    let format = format(&q)?;
     let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
     let properties: Vec<PropertyFilter> = match param(&q, "properties") {
         None | Some("") => Vec::new(),
@@ -268,7 +148,7 @@ pub async fn list(
     let filter = PersonFilter {
         distinct_id: param(&q, "distinct_id")
             .filter(|s| !s.is_empty())
-            .map(str::to_owned),
+            .map(DistinctId::from),
         email: param(&q, "email")
             .filter(|s| !s.is_empty())
             .map(str::to_owned),
@@ -277,15 +157,17 @@ pub async fn list(
             .map(str::to_owned),
         properties,
     };
-    app.engine.persons_settled().await;
-    let (persons, count) = app.engine.persons().list(team, &filter, limit, offset)?;
+    let page = app
+        .engine
+        .list_persons(team, &filter, limit, offset)
+        .await?;
     let path = format!("/api/projects/{}/persons/", team.0);
-    let (next, previous) = page_links(&headers, &path, &q, limit, offset, count as usize);
-    let results: Vec<Value> = persons.iter().map(person_json).collect();
-    let body = json!({"count": count, "next": next, "previous": previous, "results": results});
-    Ok(respond(&q, body, |b| {
-        b["results"].as_array().cloned().unwrap_or_default()
-    }))
+    let (next, previous) = page_links(&headers, &path, &q, limit, offset, page.count as usize);
+    let results = page.results.iter().map(wire::person).collect();
+    Ok(respond_page(
+        format,
+        wire::page(page.count, next, previous, results),
+    ))
 }
 
 // 2. retrieve, 3. PATCH, 4. DELETE
@@ -297,10 +179,9 @@ pub async fn get(
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
-    format(&q)?;
-    app.engine.persons_settled().await;
-    let p = find(&app, team, &id)?;
-    Ok(respond(&q, person_json(&p), |b| vec![b.clone()]))
+    let format = format(&q)?;
+    let p = app.engine.person(team, person_key(&id)?).await?;
+    Ok(respond(format, wire::person(&p), |b| vec![b.clone()]))
 }
 
 pub async fn patch(
@@ -311,7 +192,7 @@ pub async fn patch(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
-    format(&q)?;
+    let format = format(&q)?;
     let body = body_json(&body)?.unwrap_or(Value::Null);
     let props = match body.get("properties") {
         Some(Value::Object(m)) => m.clone(),
@@ -329,32 +210,12 @@ pub async fn patch(
             .with_attr("properties"));
         }
     };
-    app.engine.persons_settled().await;
-    let p = find(&app, team, &id)?;
-    set_properties(&app, &caller, &p, props).await?;
-    let p = find(&app, team, &p.id.to_string())?;
-    Ok(respond(&q, person_json(&p), |b| vec![b.clone()]))
-}
-
-async fn set_properties(
-    app: &App,
-    caller: &Caller,
-    p: &Person,
-    set: Map<String, Value>,
-) -> Result<(), ApiError> {
-    let did = p.distinct_ids.first().ok_or_else(|| {
-        ApiError::new(
-            ErrorKind::Conflict,
-            "person_without_distinct_id",
-            "this person has no distinct id to send the change as",
-        )
-    })?;
-    let mut props = Map::new();
-    props.insert("$set".into(), Value::Object(set));
-    app.engine
-        .person_event(p.team, did, "$set", props, &actor(caller))
+    let key = person_key(&id)?;
+    let p = app
+        .engine
+        .update_person(team, key, props, &caller.grant.label)
         .await?;
-    Ok(())
+    Ok(respond(format, wire::person(&p), |b| vec![b.clone()]))
 }
 
 pub async fn delete(
@@ -366,20 +227,10 @@ pub async fn delete(
     let team = caller.team()?;
     format(&q)?;
     let delete_events = parse_bool(&q, None, "delete_events")?;
-    app.engine.persons_settled().await;
-    let p = find(&app, team, &id)?;
+    let key = person_key(&id)?;
     app.engine
-        .person_command(
-            team,
-            PersonCommand::Delete {
-                ids: vec![p.id],
-                distinct_ids: Vec::new(),
-                delete_events,
-            },
-            &actor(&caller),
-        )
+        .delete_person(team, key, delete_events, &caller.grant.label)
         .await?;
-    app.engine.bump_query_epoch();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -393,20 +244,17 @@ pub async fn activity(
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
-    app.engine.persons_settled().await;
-    // A deleted person's activity stays readable by its integer id.
-    let person = match id.parse::<i64>() {
-        Ok(n) => n,
-        Err(_) => find(&app, team, &id)?.id,
-    };
-    activity_page(
-        &app,
-        team,
-        Some(person),
-        &headers,
-        &q,
-        &format!("/api/projects/{}/persons/{id}/activity/", team.0),
-    )
+    let key = person_key(&id)?;
+    let format = format(&q)?;
+    let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
+    let page = app.engine.person_activity(team, key, limit, offset).await?;
+    let path = format!("/api/projects/{}/persons/{id}/activity/", team.0);
+    let (next, previous) = page_links(&headers, &path, &q, limit, offset, page.count as usize);
+    let results = page.results.iter().map(wire::activity).collect();
+    Ok(respond_page(
+        format,
+        wire::page(page.count, next, previous, results),
+    ))
 }
 
 pub async fn project_activity(
@@ -416,72 +264,19 @@ pub async fn project_activity(
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
-    app.engine.persons_settled().await;
-    activity_page(
-        &app,
-        team,
-        None,
-        &headers,
-        &q,
-        &format!("/api/projects/{}/persons/activity/", team.0),
-    )
-}
-
-fn activity_json(a: &Activity) -> Value {
-    json!({
-        "activity": a.activity,
-        "scope": "Person",
-        "item_id": a.person_id.to_string(),
-        "person_uuid": a.person_uuid,
-        "user": a.actor,
-        "detail": a.detail,
-        "created_at": iso(a.at),
-    })
-}
-
-fn activity_page(
-    app: &App,
-    team: TeamId,
-    person: Option<i64>,
-    headers: &HeaderMap,
-    q: &Params,
-    path: &str,
-) -> Result<Response, ApiError> {
-    format(q)?;
-    let (limit, offset) = limit_offset(param(q, "limit"), param(q, "offset"), MAX_LIMIT)?;
-    let (rows, count) = app.engine.persons().activity(team, person, limit, offset)?;
-    if let Some(p) = person
-        && count == 0
-        && app.engine.persons().full_person(team, p)?.is_none()
-    {
-        return Err(ApiError::not_found(format!("no person {p}")));
-    }
-    let (next, previous) = page_links(headers, path, q, limit, offset, count as usize);
-    let results: Vec<Value> = rows.iter().map(activity_json).collect();
-    let body = json!({"count": count, "next": next, "previous": previous, "results": results});
-    Ok(respond(q, body, |b| {
-        b["results"].as_array().cloned().unwrap_or_default()
-    }))
+    let format = format(&q)?;
+    let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
+    let page = app.engine.persons_activity(team, limit, offset).await?;
+    let path = format!("/api/projects/{}/persons/activity/", team.0);
+    let (next, previous) = page_links(&headers, &path, &q, limit, offset, page.count as usize);
+    let results = page.results.iter().map(wire::activity).collect();
+    Ok(respond_page(
+        format,
+        wire::page(page.count, next, previous, results),
+    ))
 }
 
 // 6. delete_events, 8. delete_recordings, 10. split
-
-async fn command_on(
-    app: &App,
-    caller: &Caller,
-    id: &str,
-    q: &Params,
-    make: impl FnOnce(i64) -> PersonCommand,
-) -> Result<Response, ApiError> {
-    let team = caller.team()?;
-    format(q)?;
-    app.engine.persons_settled().await;
-    let p = find(app, team, id)?;
-    app.engine
-        .person_command(team, make(p.id), &actor(caller))
-        .await?;
-    Ok(empty_ok())
-}
 
 pub async fn delete_events(
     State(app): State<App>,
@@ -489,10 +284,13 @@ pub async fn delete_events(
     Path((_, id)): Path<(String, String)>,
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
-    command_on(&app, &caller, &id, &q, |id| PersonCommand::DeleteEvents {
-        id,
-    })
-    .await
+    let team = caller.team()?;
+    format(&q)?;
+    let key = person_key(&id)?;
+    app.engine
+        .queue_event_deletion(team, key, &caller.grant.label)
+        .await?;
+    Ok(empty_ok())
 }
 
 pub async fn delete_recordings(
@@ -501,10 +299,13 @@ pub async fn delete_recordings(
     Path((_, id)): Path<(String, String)>,
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
-    command_on(&app, &caller, &id, &q, |id| {
-        PersonCommand::DeleteRecordings { id }
-    })
-    .await
+    let team = caller.team()?;
+    format(&q)?;
+    let key = person_key(&id)?;
+    app.engine
+        .queue_recording_deletion(team, key, &caller.grant.label)
+        .await?;
+    Ok(empty_ok())
 }
 
 pub async fn split(
@@ -513,9 +314,13 @@ pub async fn split(
     Path((_, id)): Path<(String, String)>,
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let r = command_on(&app, &caller, &id, &q, |id| PersonCommand::Split { id }).await;
-    app.engine.bump_query_epoch();
-    r
+    let team = caller.team()?;
+    format(&q)?;
+    let key = person_key(&id)?;
+    app.engine
+        .split_person(team, key, &caller.grant.label)
+        .await?;
+    Ok(empty_ok())
 }
 
 // 7. delete_property, 11. update_property
@@ -554,20 +359,10 @@ pub async fn delete_property(
     let team = caller.team()?;
     format(&q)?;
     let body = body_json(&body)?;
-    let key = required_key(&q, body.as_ref(), "$unset", "the property to delete")?;
-    app.engine.persons_settled().await;
-    let p = find(&app, team, &id)?;
-    let did = p.distinct_ids.first().cloned().unwrap_or_default();
-    let mut props = Map::new();
-    props.insert("$unset".into(), json!([key]));
+    let name = required_key(&q, body.as_ref(), "$unset", "the property to delete")?;
+    let key = person_key(&id)?;
     app.engine
-        .person_event(
-            team,
-            &did,
-            "$delete_person_property",
-            props,
-            &actor(&caller),
-        )
+        .delete_person_property(team, key, name, &caller.grant.label)
         .await?;
     Ok(empty_ok())
 }
@@ -582,7 +377,7 @@ pub async fn update_property(
     let team = caller.team()?;
     format(&q)?;
     let body = body_json(&body)?;
-    let key = required_key(&q, body.as_ref(), "key", "the property")?;
+    let name = required_key(&q, body.as_ref(), "key", "the property")?;
     let Some(value) = text_arg(&q, body.as_ref(), "value") else {
         return Err(ApiError::invalid(
             "invalid_input",
@@ -590,11 +385,10 @@ pub async fn update_property(
         )
         .with_attr("value"));
     };
-    app.engine.persons_settled().await;
-    let p = find(&app, team, &id)?;
-    let mut set = Map::new();
-    set.insert(key, value);
-    set_properties(&app, &caller, &p, set).await?;
+    let key = person_key(&id)?;
+    app.engine
+        .set_person_property(team, key, name, value, &caller.grant.label)
+        .await?;
     Ok(empty_ok())
 }
 
@@ -607,16 +401,10 @@ pub async fn properties_timeline(
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
-    format(&q)?;
-    app.engine.persons_settled().await;
-    let p = find(&app, team, &id)?;
-    let project = app
-        .engine
-        .meta()
-        .project(team)?
-        .ok_or_else(|| ApiError::not_found("no such project"))?;
-    let timeline = app.engine.properties_timeline(&project, p.uuid).await?;
-    Ok(respond(&q, timeline, |b| {
+    let format = format(&q)?;
+    let key = person_key(&id)?;
+    let timeline = app.engine.person_properties_timeline(team, key).await?;
+    Ok(respond(format, wire::properties_timeline(&timeline), |b| {
         b["points"].as_array().cloned().unwrap_or_default()
     }))
 }
@@ -639,11 +427,10 @@ fn id_list(q: &Params, body: Option<&Value>, name: &str) -> Result<Vec<Value>, A
         };
     }
     let mut out = Vec::new();
-    for (k, v) in q
+    for (_, v) in q
         .iter()
         .filter(|(k, _)| k == name || k == &format!("{name}[]"))
     {
-        let _ = k;
         let v = v.trim();
         if v.starts_with('[') {
             match serde_json::from_str::<Value>(v) {
@@ -660,6 +447,22 @@ fn id_list(q: &Params, body: Option<&Value>, name: &str) -> Result<Vec<Value>, A
         }
     }
     Ok(out)
+}
+
+/// An element of bulk_delete's `ids`: an integer or a uuid, as a JSON string or number.
+fn bulk_key(v: &Value) -> Result<PersonKey, ApiError> {
+    let raw = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => {
+            return Err(ApiError::invalid(
+                "invalid_input",
+                format!("ids must be integers or UUIDs, not {v}"),
+            )
+            .with_attr("ids"));
+        }
+    };
+    person_key(&raw).map_err(|e| e.with_attr("ids"))
 }
 
 pub async fn bulk_delete(
@@ -689,46 +492,26 @@ pub async fn bulk_delete(
         ));
     }
     let delete_events = parse_bool(&q, body.as_ref(), "delete_events")?;
-    app.engine.persons_settled().await;
-    let mut ids = Vec::new();
-    for v in &ids_raw {
-        let raw = match v {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            _ => {
-                return Err(ApiError::invalid(
-                    "invalid_input",
-                    format!("ids must be integers or UUIDs, not {v}"),
-                )
-                .with_attr("ids"));
-            }
-        };
-        match find(&app, team, &raw) {
-            Ok(p) => ids.push(p.id),
-            // Unknown ids are skipped, as PostHog does: the call deletes what exists.
-            Err(e) if e.kind == ErrorKind::NotFound => {}
-            Err(e) => return Err(e.with_attr("ids")),
-        }
-    }
-    let distinct_ids: Vec<String> = dids_raw
+    let keys = ids_raw
+        .iter()
+        .map(bulk_key)
+        .collect::<Result<Vec<_>, _>>()?;
+    let distinct_ids: Vec<DistinctId> = dids_raw
         .iter()
         .map(|v| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+            Value::String(s) => DistinctId::from(s.as_str()),
+            other => DistinctId::from(other.to_string()),
         })
         .collect();
     app.engine
-        .person_command(
+        .delete_persons(
             team,
-            PersonCommand::Delete {
-                ids,
-                distinct_ids,
-                delete_events,
-            },
-            &actor(&caller),
+            &keys,
+            distinct_ids,
+            delete_events,
+            &caller.grant.label,
         )
         .await?;
-    app.engine.bump_query_epoch();
     Ok(empty_ok())
 }
 
@@ -747,60 +530,4 @@ pub async fn run_deletion_tasks(
     }
     let run = app.engine.run_deletion_tasks().await?;
     Ok(Json(serde_json::to_value(run).unwrap_or_default()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_flattens_and_escapes() {
-        let rows = vec![
-            json!({"id": 1, "properties": {"email": "a@x.io", "n": 2}, "distinct_ids": ["a", "b"]}),
-            json!({"id": 2, "properties": {"quote": "say \"hi\", ok"}, "distinct_ids": []}),
-        ];
-        let csv = to_csv(&rows);
-        let lines: Vec<&str> = csv.split("\r\n").collect();
-        assert_eq!(
-            lines[0],
-            "distinct_ids.0,distinct_ids.1,id,properties.email,properties.n,distinct_ids,properties.quote"
-        );
-        assert_eq!(lines[1], "a,b,1,a@x.io,2,,");
-        assert_eq!(lines[2], ",,2,,,[],\"say \"\"hi\"\", ok\"");
-    }
-
-    #[test]
-    fn csv_cells_that_would_be_formulas_get_a_quote() {
-        let rows = vec![json!({"properties": {
-            "a": "=HYPERLINK(\"http://evil.example\",\"click\")",
-            "b": "+1+cmd|' /C calc'!A0",
-            "c": "-2+3",
-            "d": "@SUM(A1:A9)",
-            "e": "\tx",
-            "f": "\rx",
-            "g": -5,
-            "h": "-1.5e3",
-            "i": "plain = fine",
-            "j": "-",
-        }})];
-        let csv = to_csv(&rows);
-        let lines: Vec<&str> = csv.split("\r\n").collect();
-        assert_eq!(
-            lines[0],
-            "properties.a,properties.b,properties.c,properties.d,properties.e,properties.f,properties.g,properties.h,properties.i,properties.j"
-        );
-        let cells = [
-            "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"click\"\")\"",
-            "'+1+cmd|' /C calc'!A0",
-            "'-2+3",
-            "'@SUM(A1:A9)",
-            "'\tx",
-            "\"'\rx\"",
-            "-5",
-            "-1.5e3",
-            "plain = fine",
-            "'-",
-        ];
-        assert_eq!(lines[1], cells.join(","));
-    }
 }

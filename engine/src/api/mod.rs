@@ -15,3 +15,5 @@ mod persons;
 mod projects;
 mod query;
 mod tasks;
+
+pub use persons::PersonsError;

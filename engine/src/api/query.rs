@@ -82,11 +82,4 @@ impl Engine {
         let project = self.query_project(team)?;
         self.query.explain_hogql(&project, text).await
     }
-
-    /// Marks every project's data as changed, so no cached result computed before is served
-    /// as exact. For writes that change what queries see without new events (person
-    /// deletions and splits), until their operations move the epoch themselves.
-    pub fn bump_query_epoch(&self) {
-        self.query.bump_epoch();
-    }
 }

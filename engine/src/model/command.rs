@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::DistinctId;
+
 /// What the API asks of persons; it travels through the WAL like events so that it is
 /// applied in order with them, exactly once, and replayed after a crash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -13,7 +15,7 @@ pub enum PersonCommand {
     Delete {
         ids: Vec<i64>,
         #[serde(default)]
-        distinct_ids: Vec<String>,
+        distinct_ids: Vec<DistinctId>,
         delete_events: bool,
     },
     /// Queues the deletion of a person's events (the person stays).

@@ -1,4 +1,4 @@
-//! Ids: projects and the person uuids PostHog derives from distinct ids.
+//! Ids: projects, distinct ids, and the person uuids PostHog derives from distinct ids.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -9,6 +9,103 @@ use uuid::Uuid;
 pub struct TeamId(pub i64);
 
 impl std::fmt::Display for TeamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A distinct id: what a client sends events as, and what persons are found by.
+///
+/// Its text, compared and hashed as such; JSON and the WAL see a plain string.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DistinctId(String);
+
+impl DistinctId {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl From<String> for DistinctId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+
+impl From<&str> for DistinctId {
+    fn from(id: &str) -> Self {
+        Self(id.to_owned())
+    }
+}
+
+impl PartialEq<str> for DistinctId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for DistinctId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl AsRef<str> for DistinctId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for DistinctId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A person's uuid: the `person_id` its events carry. A new person's is derived from the
+/// distinct id it was made for ([`PersonUuid::of`]); a merge keeps the surviving person's.
+///
+/// JSON and the WAL see the hyphenated text.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct PersonUuid(Uuid);
+
+impl PersonUuid {
+    pub const fn new(uuid: Uuid) -> Self {
+        Self(uuid)
+    }
+    /// The uuid PostHog gives the person first made for `distinct_id` ([`person_uuid`]).
+    pub fn of(team: TeamId, distinct_id: &DistinctId) -> Self {
+        Self(person_uuid(team, distinct_id.as_str()))
+    }
+    pub const fn as_uuid(&self) -> &Uuid {
+        &self.0
+    }
+}
+
+impl From<Uuid> for PersonUuid {
+    fn from(uuid: Uuid) -> Self {
+        Self(uuid)
+    }
+}
+
+impl std::str::FromStr for PersonUuid {
+    type Err = uuid::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s).map(Self)
+    }
+}
+
+impl std::fmt::Display for PersonUuid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
     }
@@ -44,4 +141,23 @@ pub fn token_problem(token: &str) -> Option<String> {
     } else {
         return None;
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_plain_text_in_json() {
+        let d = DistinctId::from("user-1");
+        assert_eq!(serde_json::to_string(&d).unwrap(), "\"user-1\"");
+        assert_eq!(serde_json::from_str::<DistinctId>("\"user-1\"").unwrap(), d);
+        assert_eq!(d.to_string(), "user-1");
+        let u = PersonUuid::of(TeamId(1), &d);
+        assert_eq!(*u.as_uuid(), person_uuid(TeamId(1), "user-1"));
+        let text = u.as_uuid().hyphenated().to_string();
+        assert_eq!(u.to_string(), text);
+        assert_eq!(serde_json::to_string(&u).unwrap(), format!("\"{text}\""));
+        assert_eq!(text.parse::<PersonUuid>().unwrap(), u);
+    }
 }

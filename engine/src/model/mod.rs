@@ -8,4 +8,7 @@ mod ids;
 pub use command::{CommandRecord, PersonCommand};
 pub use event::process_person_profile;
 pub use event::{Event, IngestBatch};
-pub use ids::{MAX_TOKEN_CHARS, PERSON_UUID_NAMESPACE, TeamId, person_uuid, token_problem};
+pub use ids::{
+    DistinctId, MAX_TOKEN_CHARS, PERSON_UUID_NAMESPACE, PersonUuid, TeamId, person_uuid,
+    token_problem,
+};

@@ -13,8 +13,11 @@
 //! `$anon_distinct_id` and on `$create_alias`/`$merge_dangerously` with `alias`, never on
 //! the forbidden ids, never taking in an identified person (except `$merge_dangerously`).
 
+pub mod facade;
 pub mod process;
 pub mod store;
+
+pub use facade::{Page, PersonKey, PropertiesTimeline, TimelinePoint};
 
 pub use crate::model::PersonCommand;
 use chrono::{DateTime, Utc};
@@ -23,7 +26,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::model::process_person_profile;
-use crate::model::{Event, TeamId};
+use crate::model::{DistinctId, Event, PersonUuid, TeamId};
 
 /// Longest `$group_type` and `$group_key`, in characters (spec §8).
 pub const MAX_GROUP_FIELD_CHARS: usize = 400;
@@ -96,7 +99,7 @@ pub enum PersonAction {
     /// `$identify` with `$anon_distinct_id`, `$create_alias` or `$merge_dangerously`:
     /// `other` joins the event's distinct id.
     Merge {
-        other: String,
+        other: DistinctId,
         /// `$merge_dangerously`: an identified `other` is merged too.
         dangerous: bool,
         /// The event's name, for warnings.
@@ -115,7 +118,7 @@ pub enum PersonAction {
 /// One event's share of person processing, taken from the event at capture.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PersonInput {
-    pub distinct_id: String,
+    pub distinct_id: DistinctId,
     pub timestamp: DateTime<Utc>,
     /// False for `$process_person_profile: false`: no person is read or written.
     pub process: bool,
@@ -157,10 +160,10 @@ fn string_keys(v: &Value) -> Vec<String> {
     }
 }
 
-fn merge_target(props: &Map<String, Value>, key: &str) -> Option<String> {
+fn merge_target(props: &Map<String, Value>, key: &str) -> Option<DistinctId> {
     match props.get(key)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(DistinctId::from(s.as_str())),
+        Value::Number(n) => Some(DistinctId::from(n.to_string())),
         _ => None,
     }
 }
@@ -170,7 +173,7 @@ fn merge_target(props: &Map<String, Value>, key: &str) -> Option<String> {
 pub fn person_input(e: &Event, mut group_index: impl FnMut(&str) -> Option<u8>) -> PersonInput {
     let props = &e.properties;
     let mut input = PersonInput {
-        distinct_id: e.distinct_id.clone(),
+        distinct_id: DistinctId::from(e.distinct_id.as_str()),
         timestamp: e.timestamp,
         process: process_person_profile(props),
         ..PersonInput::default()
@@ -328,11 +331,11 @@ pub fn apply_property_ops(
 pub struct Person {
     pub id: i64,
     pub team: TeamId,
-    pub uuid: Uuid,
+    pub uuid: PersonUuid,
     pub created_at: DateTime<Utc>,
     pub properties: Map<String, Value>,
     pub is_identified: bool,
-    pub distinct_ids: Vec<String>,
+    pub distinct_ids: Vec<DistinctId>,
 }
 
 impl Person {
@@ -340,13 +343,17 @@ impl Person {
     pub fn name(&self) -> String {
         match self.properties.get("email") {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            _ => self.distinct_ids.first().cloned().unwrap_or_default(),
+            _ => self
+                .distinct_ids
+                .first()
+                .map(|d| d.as_str().to_owned())
+                .unwrap_or_default(),
         }
     }
 
     /// Distinct ids that do not look like UUIDs first (they are the ones people chose).
-    pub fn sort_distinct_ids(ids: &mut [String]) {
-        ids.sort_by_key(|d| Uuid::parse_str(d).is_ok());
+    pub fn sort_distinct_ids(ids: &mut [DistinctId]) {
+        ids.sort_by_key(|d| Uuid::parse_str(d.as_str()).is_ok());
     }
 }
 
@@ -536,16 +543,16 @@ mod tests {
 
     #[test]
     fn name_and_id_order() {
-        let mut ids = vec![
-            "0190a0e4-7b1c-7000-8000-000000000000".to_string(),
-            "alice".to_string(),
+        let mut ids: Vec<DistinctId> = vec![
+            "0190a0e4-7b1c-7000-8000-000000000000".into(),
+            "alice".into(),
         ];
         Person::sort_distinct_ids(&mut ids);
         assert_eq!(ids[0], "alice");
         let p = Person {
             id: 1,
             team: TeamId(1),
-            uuid: Uuid::nil(),
+            uuid: PersonUuid::default(),
             created_at: DateTime::UNIX_EPOCH,
             properties: obj(json!({"email": "a@x.io"})),
             is_identified: false,

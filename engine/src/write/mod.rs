@@ -158,7 +158,7 @@ fn stamp(batch: &RecordBatch, stamps: &[Stamp]) -> Result<RecordBatch, arrow::er
     let mut props = StringBuilder::with_capacity(n, n * 64);
     let mut buf = uuid::Uuid::encode_buffer();
     for s in stamps {
-        ids.append_value(s.person_id.hyphenated().encode_lower(&mut buf));
+        ids.append_value(s.person_id.as_uuid().hyphenated().encode_lower(&mut buf));
         match &s.properties {
             Some(p) => props.append_value(p),
             None => props.append_null(),

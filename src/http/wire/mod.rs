@@ -1,3 +1,4 @@
 //! PostHog's JSON shapes: what the engine's typed answers look like on the wire.
 
+pub(crate) mod persons;
 pub(crate) mod query;

@@ -1,25 +1,27 @@
 //! The person state machine: applies events and API commands, in WAL order, to persons and
 //! groups through a cache, and collects the changes for the next store commit.
 
+mod command;
+#[cfg(test)]
+mod merge_model;
+
 pub use crate::model::CommandRecord;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
-use uuid::Uuid;
 
 use super::store::{
-    Activity, ChangeSet, GroupRow, NewTask, Op, PersonRow, PersonStore, PersonWrite, Result,
+    Activity, ChangeSet, GroupRow, Op, PersonRow, PersonStore, PersonWrite, Result,
 };
-use super::{PersonAction, PersonCommand, PersonInput, apply_property_ops, is_mergeable_id};
-use crate::model::TeamId;
-use crate::model::person_uuid;
+use super::{PersonAction, PersonInput, apply_property_ops, is_mergeable_id};
+use crate::model::{DistinctId, PersonUuid, TeamId};
 
 /// What an event carries out of person processing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stamp {
-    pub person_id: Uuid,
+    pub person_id: PersonUuid,
     /// The person's properties after this event, as JSON text; `None` for personless events.
     pub properties: Option<Arc<str>>,
 }
@@ -46,7 +48,7 @@ const MAX_DISTINCT_WARNINGS: usize = 100_000;
 
 pub struct Persons {
     store: Arc<dyn PersonStore>,
-    distinct: HashMap<(TeamId, String), Option<i64>>,
+    distinct: HashMap<(TeamId, DistinctId), Option<i64>>,
     persons: HashMap<i64, Cached>,
     groups: HashMap<(TeamId, u8, String), Option<GroupRow>>,
     /// Merged-away person → the person it went into (cached distinct ids may still name it).
@@ -128,8 +130,8 @@ impl Persons {
         id
     }
 
-    fn lookup(&mut self, team: TeamId, did: &str) -> Result<Option<i64>> {
-        let key = (team, did.to_owned());
+    fn lookup(&mut self, team: TeamId, did: &DistinctId) -> Result<Option<i64>> {
+        let key = (team, did.clone());
         let found = match self.distinct.get(&key) {
             Some(hit) => *hit,
             None => {
@@ -155,12 +157,11 @@ impl Persons {
         Ok(self.persons.get_mut(&id))
     }
 
-    fn set_distinct(&mut self, team: TeamId, did: &str, person_id: i64) {
-        self.distinct
-            .insert((team, did.to_owned()), Some(person_id));
+    fn set_distinct(&mut self, team: TeamId, did: &DistinctId, person_id: i64) {
+        self.distinct.insert((team, did.clone()), Some(person_id));
         self.ops.push(Op::SetDistinct {
             team,
-            distinct_id: did.to_owned(),
+            distinct_id: did.clone(),
             person_id,
         });
     }
@@ -168,7 +169,7 @@ impl Persons {
     fn create(
         &mut self,
         team: TeamId,
-        did: &str,
+        did: &DistinctId,
         at: DateTime<Utc>,
         identified: bool,
         actor: &str,
@@ -176,7 +177,7 @@ impl Persons {
     ) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
-        let uuid = person_uuid(team, did);
+        let uuid = PersonUuid::of(team, did);
         self.persons.insert(
             id,
             Cached {
@@ -242,7 +243,7 @@ impl Persons {
     fn person_for(
         &mut self,
         team: TeamId,
-        did: &str,
+        did: &DistinctId,
         at: DateTime<Utc>,
         actor: &str,
         received: DateTime<Utc>,
@@ -257,8 +258,8 @@ impl Persons {
     fn merge(
         &mut self,
         team: TeamId,
-        target: &str,
-        other: &str,
+        target: &DistinctId,
+        other: &DistinctId,
         dangerous: bool,
         event: &str,
         at: DateTime<Utc>,
@@ -268,8 +269,8 @@ impl Persons {
         if other == target {
             return self.person_for(team, target, at, actor, received);
         }
-        if !is_mergeable_id(target) || !is_mergeable_id(other) {
-            let bad = if is_mergeable_id(target) {
+        if !is_mergeable_id(target.as_str()) || !is_mergeable_id(other.as_str()) {
+            let bad = if is_mergeable_id(target.as_str()) {
                 other
             } else {
                 target
@@ -437,7 +438,7 @@ impl Persons {
                     );
                 }
                 out.push(Stamp {
-                    person_id: person_uuid(team, &i.distinct_id),
+                    person_id: PersonUuid::of(team, &i.distinct_id),
                     properties: None,
                 });
                 continue;
@@ -462,7 +463,7 @@ impl Persons {
             let explicit = i.explicit;
             let Some(p) = self.load(team, id)? else {
                 out.push(Stamp {
-                    person_id: person_uuid(team, &i.distinct_id),
+                    person_id: PersonUuid::of(team, &i.distinct_id),
                     properties: None,
                 });
                 continue;
@@ -523,145 +524,9 @@ impl Persons {
             });
         }
         Ok(Stamp {
-            person_id: person_uuid(team, &i.distinct_id),
+            person_id: PersonUuid::of(team, &i.distinct_id),
             properties: None,
         })
-    }
-
-    /// Applies an API command (a WAL record of its own).
-    pub fn command(&mut self, seq: u64, team: TeamId, rec: &CommandRecord) -> Result<()> {
-        if seq <= self.applied {
-            return Ok(());
-        }
-        // Commands read distinct ids from the store: write what is pending first.
-        let prev = self.applied;
-        self.commit(prev)?;
-        let at = rec.at;
-        let actor = rec.actor.as_str();
-        match &rec.command {
-            PersonCommand::Delete {
-                ids,
-                distinct_ids,
-                delete_events,
-            } => {
-                let mut targets: BTreeSet<i64> = ids.iter().copied().collect();
-                for d in distinct_ids {
-                    if let Some(id) = self.lookup(team, d)? {
-                        targets.insert(id);
-                    }
-                }
-                for id in targets {
-                    let Some(row) = self.load(team, id)?.map(|c| c.row.clone()) else {
-                        continue;
-                    };
-                    let dids = self.store.distinct_ids(team, id)?;
-                    // The deletion drops the person's activity (it may hold property
-                    // values): what is logged about the deletion comes after it.
-                    self.ops.push(Op::DeletePerson { team, id });
-                    if *delete_events {
-                        self.queue_task(team, &row, &dids, "events", actor, at)?;
-                    }
-                    self.ops.push(Op::Activity(Activity {
-                        team,
-                        person_id: id,
-                        person_uuid: row.uuid,
-                        activity: "deleted".into(),
-                        actor: actor.to_owned(),
-                        detail: json!({"distinct_ids_count": dids.len(), "delete_events": delete_events}),
-                        at,
-                    }));
-                    self.persons.remove(&id);
-                    self.dirty.remove(&id);
-                    self.deleted.insert(id);
-                }
-            }
-            PersonCommand::DeleteEvents { id } | PersonCommand::DeleteRecordings { id } => {
-                let kind = if matches!(rec.command, PersonCommand::DeleteEvents { .. }) {
-                    "events"
-                } else {
-                    "recordings"
-                };
-                if let Some(row) = self.load(team, *id)?.map(|c| c.row.clone()) {
-                    let dids = self.store.distinct_ids(team, *id)?;
-                    self.queue_task(team, &row, &dids, kind, actor, at)?;
-                }
-            }
-            PersonCommand::Split { id } => {
-                if let Some(row) = self.load(team, *id)?.map(|c| c.row.clone()) {
-                    let mut dids = self.store.distinct_ids(team, *id)?;
-                    // The id the person was made from keeps it (its uuid is that id's), so
-                    // no new person can take the same uuid.
-                    if let Some(i) = dids.iter().position(|d| person_uuid(team, d) == row.uuid) {
-                        let keep = dids.remove(i);
-                        dids.insert(0, keep);
-                    }
-                    let mut split = Vec::new();
-                    for d in dids.iter().skip(1) {
-                        let new = self.create(team, d, row.created_at, false, actor, at);
-                        split.push(json!({"distinct_id": d, "person_id": new}));
-                    }
-                    self.ops.push(Op::Activity(Activity {
-                        team,
-                        person_id: *id,
-                        person_uuid: row.uuid,
-                        activity: "split".into(),
-                        actor: actor.to_owned(),
-                        detail: json!({"kept_distinct_id": dids.first(), "new_persons": split}),
-                        at,
-                    }));
-                }
-            }
-        }
-        self.applied = seq;
-        self.records_pending += 1;
-        self.commit(seq)
-    }
-
-    fn queue_task(
-        &mut self,
-        team: TeamId,
-        row: &PersonRow,
-        dids: &[String],
-        kind: &str,
-        actor: &str,
-        at: DateTime<Utc>,
-    ) -> Result<()> {
-        let mut ids: BTreeSet<String> = BTreeSet::new();
-        ids.insert(row.uuid.to_string());
-        for u in self.store.merged_into(team, row.uuid)? {
-            ids.insert(u.to_string());
-        }
-        for d in dids {
-            ids.insert(person_uuid(team, d).to_string());
-        }
-        let mut scrub: Vec<String> = dids.to_vec();
-        scrub.extend(
-            row.properties
-                .values()
-                .filter_map(|v| v.as_str())
-                .filter(|s| s.chars().count() >= 4)
-                .map(str::to_owned),
-        );
-        self.ops.push(Op::Task(NewTask {
-            team,
-            kind: kind.to_owned(),
-            person_id: row.id,
-            person_uuid: row.uuid,
-            event_person_ids: ids.into_iter().collect(),
-            scrub,
-            actor: actor.to_owned(),
-            at,
-        }));
-        self.ops.push(Op::Activity(Activity {
-            team,
-            person_id: row.id,
-            person_uuid: row.uuid,
-            activity: format!("{kind}_deletion_queued"),
-            actor: actor.to_owned(),
-            detail: json!({}),
-            at,
-        }));
-        Ok(())
     }
 
     /// Writes the pending changes with `seq` as the last record they cover.
@@ -728,8 +593,13 @@ impl Persons {
 mod tests {
     use super::*;
     use crate::model::Event;
-    use crate::persons::person_input;
     use crate::persons::store::SqliteStore;
+    use uuid::Uuid;
+
+    fn puuid(did: &str) -> PersonUuid {
+        PersonUuid::of(T, &did.into())
+    }
+    use crate::persons::{PersonCommand, person_input};
 
     struct Harness {
         _dir: tempfile::TempDir,
@@ -796,7 +666,7 @@ mod tests {
 
         fn person(&self, did: &str) -> Option<crate::persons::Person> {
             let s = self.p.store();
-            let id = s.person_id_of(T, did).unwrap()?;
+            let id = s.person_id_of(T, &did.into()).unwrap()?;
             s.full_person(T, id).unwrap()
         }
 
@@ -827,9 +697,9 @@ mod tests {
             "anon-1",
             json!({"$browser": "Chrome", "$set_once": {"first": 1}, "$set": {"plan": "free"}}),
         );
-        assert_eq!(s.person_id, person_uuid(T, "anon-1"));
+        assert_eq!(s.person_id, puuid("anon-1"));
         let p = h.person("anon-1").unwrap();
-        assert_eq!(p.uuid, person_uuid(T, "anon-1"));
+        assert_eq!(p.uuid, puuid("anon-1"));
         assert!(!p.is_identified);
         assert_eq!(p.created_at.timestamp(), 1_700_000_001);
         assert_eq!(
@@ -869,7 +739,7 @@ mod tests {
         );
         let p = h.person("user-1").unwrap();
         assert!(p.is_identified);
-        assert_eq!(p.uuid, person_uuid(T, "user-1"));
+        assert_eq!(p.uuid, puuid("user-1"));
         assert_eq!(p.distinct_ids, vec!["anon-1", "user-1"]);
         assert_eq!(h.count(), 1);
 
@@ -882,7 +752,7 @@ mod tests {
             json!({"$anon_distinct_id": "anon-2"}),
         );
         let p = h.person("user-2").unwrap();
-        assert_eq!(p.uuid, person_uuid(T, "anon-2"));
+        assert_eq!(p.uuid, puuid("anon-2"));
         assert!(p.is_identified);
         assert_eq!(h.count(), 1);
 
@@ -894,7 +764,7 @@ mod tests {
             "user-3",
             json!({"$anon_distinct_id": "anon-3"}),
         );
-        assert_eq!(h.person("anon-3").unwrap().uuid, person_uuid(T, "user-3"));
+        assert_eq!(h.person("anon-3").unwrap().uuid, puuid("user-3"));
 
         // A plain $identify neither merges nor marks identified.
         let mut h = Harness::new();
@@ -911,11 +781,11 @@ mod tests {
             json!({"$set": {"color": "red", "only_anon": 1}}),
         );
         h.send("$pageview", "user", json!({"$set": {"color": "blue"}}));
-        let anon_uuid = person_uuid(T, "anon");
+        let anon_uuid = puuid("anon");
         let s = h.send("$identify", "user", json!({"$anon_distinct_id": "anon"}));
         assert_eq!(h.count(), 1);
         let p = h.person("anon").unwrap();
-        assert_eq!(p.uuid, person_uuid(T, "user"), "the target survives");
+        assert_eq!(p.uuid, puuid("user"), "the target survives");
         assert_eq!(s.person_id, p.uuid);
         assert!(p.is_identified);
         assert_eq!(p.properties["color"], "blue", "the target's properties win");
@@ -945,13 +815,10 @@ mod tests {
         let o = h.p.store().overrides(T).unwrap();
         assert_eq!(
             o[&anon_uuid.to_string()],
-            person_uuid(T, "other").to_string(),
+            puuid("other").to_string(),
             "chains are followed"
         );
-        assert_eq!(
-            o[&person_uuid(T, "user").to_string()],
-            person_uuid(T, "other").to_string()
-        );
+        assert_eq!(o[&puuid("user").to_string()], puuid("other").to_string());
         assert_eq!(h.person("anon").unwrap().distinct_ids.len(), 3);
     }
 
@@ -981,7 +848,7 @@ mod tests {
         assert_eq!(
             s,
             Stamp {
-                person_id: person_uuid(T, "ghost"),
+                person_id: puuid("ghost"),
                 properties: None
             }
         );
@@ -1039,7 +906,7 @@ mod tests {
             "the id the person was made from keeps it"
         );
         assert_ne!(h.person("anon").unwrap().id, id);
-        assert_eq!(h.person("anon").unwrap().uuid, person_uuid(T, "anon"));
+        assert_eq!(h.person("anon").unwrap().uuid, puuid("anon"));
         h.cmd(PersonCommand::DeleteEvents { id });
         h.cmd(PersonCommand::Delete {
             ids: vec![id],
@@ -1052,7 +919,7 @@ mod tests {
         assert!(
             tasks[1]
                 .event_person_ids
-                .contains(&person_uuid(T, "user").to_string())
+                .contains(&puuid("user").to_string())
         );
         let (acts, _) = h.p.store().activity(T, Some(id), 100, 0).unwrap();
         assert_eq!(
@@ -1106,7 +973,7 @@ mod tests {
         p.process(2, &ctx, std::slice::from_ref(&input)).unwrap();
         p.commit(2).unwrap();
         let s = p.store();
-        let id = s.person_id_of(T, "b").unwrap().unwrap();
+        let id = s.person_id_of(T, &"b".into()).unwrap().unwrap();
         assert_eq!(
             s.full_person(T, id).unwrap().unwrap().distinct_ids,
             vec!["a", "b"]
@@ -1115,6 +982,6 @@ mod tests {
         // Replaying it a third time changes nothing and stamps from the store.
         let mut p = Persons::open(Arc::new(SqliteStore::open(&h.path).unwrap())).unwrap();
         let st = p.process(2, &ctx, &[input]).unwrap();
-        assert_eq!(st[0].person_id, person_uuid(T, "a"));
+        assert_eq!(st[0].person_id, puuid("a"));
     }
 }

@@ -1,302 +1,24 @@
-//! The person store: persons, distinct ids, person-id overrides, groups, ingestion warnings,
-//! the person activity log and deletion tasks.
-//!
-//! [`PersonStore`] is what the processor and the API need; [`SqliteStore`] implements it in
-//! the data directory's SQLite file (a PostgreSQL store can implement it later). A commit
-//! writes a batch of changes and the last WAL sequence they cover in one transaction, so a
-//! replay after a crash starts right after what is stored and applies nothing twice.
+//! [`SqliteStore`]: the person store in the data directory's SQLite file, beside the
+//! metadata store's tables. Two connections: the pipeline's writer and one reader for the
+//! API and queries (WAL mode lets it read while the writer writes).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
-use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use serde::Serialize;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::Person;
-use crate::error::{ErrorKind, HasKind};
-use crate::model::TeamId;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("person store: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl HasKind for StoreError {
-    fn kind(&self) -> ErrorKind {
-        match self {
-            StoreError::Sqlite(_) => ErrorKind::Internal,
-            StoreError::Invalid(_) => ErrorKind::InvalidInput,
-        }
-    }
-}
-
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
-
-/// A person's stored row (distinct ids live in their own table).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PersonRow {
-    pub id: i64,
-    pub team: TeamId,
-    pub uuid: Uuid,
-    pub created_at: DateTime<Utc>,
-    pub properties: Map<String, Value>,
-    pub is_identified: bool,
-    pub version: i64,
-}
-
-impl PersonRow {
-    /// The person as the API shows it, with its distinct ids.
-    pub fn into_person(self, distinct_ids: Vec<String>) -> Person {
-        Person {
-            id: self.id,
-            team: self.team,
-            uuid: self.uuid,
-            created_at: self.created_at,
-            properties: self.properties,
-            is_identified: self.is_identified,
-            distinct_ids,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GroupRow {
-    pub team: TeamId,
-    pub index: u8,
-    pub key: String,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    pub properties: Map<String, Value>,
-}
-
-/// One change, applied in order inside a commit (person rows are written last, in their
-/// final state).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Op {
-    SetDistinct {
-        team: TeamId,
-        distinct_id: String,
-        person_id: i64,
-    },
-    /// Deletes the person, its distinct ids, and its activity entries (they may hold
-    /// property values).
-    DeletePerson {
-        team: TeamId,
-        id: i64,
-    },
-    /// `from` was merged into `to`: its distinct ids and activity move, its row goes.
-    MergePerson {
-        team: TeamId,
-        from: i64,
-        to: i64,
-    },
-    /// Events stored under `old` answer as `new` from now on (chains are followed).
-    Override {
-        team: TeamId,
-        old: Uuid,
-        new: Uuid,
-    },
-    /// A new person took the uuid `old`: its events are its own again.
-    ClearOverride {
-        team: TeamId,
-        old: Uuid,
-    },
-    Group(GroupRow),
-    Warning {
-        team: TeamId,
-        kind: String,
-        details: Value,
-        at: DateTime<Utc>,
-    },
-    Activity(Activity),
-    Task(NewTask),
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Activity {
-    #[serde(skip)]
-    pub team: TeamId,
-    pub person_id: i64,
-    pub person_uuid: Uuid,
-    /// created, updated, merged, split, deleted, events_deletion_queued,
-    /// recordings_deletion_queued, events_deleted.
-    pub activity: String,
-    /// Who did it: `api:<key label>` or `event:<event name>`.
-    pub actor: String,
-    pub detail: Value,
-    pub at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewTask {
-    pub team: TeamId,
-    /// `events` or `recordings`.
-    pub kind: String,
-    pub person_id: i64,
-    pub person_uuid: Uuid,
-    /// Every person_id the person's events may carry (its uuid, merged persons' uuids, the
-    /// personless ids of its distinct ids).
-    pub event_person_ids: Vec<String>,
-    /// The person's distinct ids and text property values, kept only until the task ran:
-    /// the run removes them from warnings and the query log.
-    pub scrub: Vec<String>,
-    pub actor: String,
-    pub at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Task {
-    pub id: i64,
-    #[serde(skip)]
-    pub team: TeamId,
-    pub kind: String,
-    pub person_id: i64,
-    pub person_uuid: Uuid,
-    #[serde(skip)]
-    pub event_person_ids: Vec<String>,
-    #[serde(skip)]
-    pub scrub: Vec<String>,
-    pub status: String,
-    pub created_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub rows_deleted: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WarningRow {
-    pub team_id: i64,
-    pub source: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub details: Value,
-    pub timestamp: DateTime<Utc>,
-}
-
-/// A changed person as a commit writes it (properties already JSON text).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PersonWrite {
-    pub id: i64,
-    pub team: TeamId,
-    pub uuid: Uuid,
-    pub created_at: DateTime<Utc>,
-    pub properties: std::sync::Arc<str>,
-    pub is_identified: bool,
-    pub version: i64,
-}
-
-impl From<&PersonRow> for PersonWrite {
-    fn from(p: &PersonRow) -> Self {
-        Self {
-            id: p.id,
-            team: p.team,
-            uuid: p.uuid,
-            created_at: p.created_at,
-            properties: Value::Object(p.properties.clone()).to_string().into(),
-            is_identified: p.is_identified,
-            version: p.version,
-        }
-    }
-}
-
-/// What a commit writes.
-#[derive(Debug, Default, Clone)]
-pub struct ChangeSet {
-    pub persons: BTreeMap<i64, PersonWrite>,
-    pub ops: Vec<Op>,
-}
-
-impl ChangeSet {
-    pub fn is_empty(&self) -> bool {
-        self.persons.is_empty() && self.ops.is_empty()
-    }
-}
-
-/// A person-property filter of the persons list (`{key, value, operator, type}`).
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub struct PropertyFilter {
-    pub key: String,
-    #[serde(default)]
-    pub value: Value,
-    #[serde(default = "default_operator")]
-    pub operator: String,
-    #[serde(default, rename = "type")]
-    pub kind: Option<String>,
-}
-
-fn default_operator() -> String {
-    "exact".into()
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PersonFilter {
-    pub distinct_id: Option<String>,
-    pub email: Option<String>,
-    pub search: Option<String>,
-    pub properties: Vec<PropertyFilter>,
-}
-
-pub trait PersonStore: Send + Sync {
-    /// The last WAL sequence whose person changes are stored.
-    fn last_seq(&self) -> u64;
-    /// Bumped by every commit (readers cache on it).
-    fn version(&self) -> u64;
-    fn commit(&self, changes: &ChangeSet, seq: u64, next_person_id: i64) -> Result<()>;
-    fn next_person_id(&self) -> Result<i64>;
-
-    fn person_id_of(&self, team: TeamId, distinct_id: &str) -> Result<Option<i64>>;
-    fn person(&self, team: TeamId, id: i64) -> Result<Option<PersonRow>>;
-    fn person_by_uuid(&self, team: TeamId, uuid: Uuid) -> Result<Option<PersonRow>>;
-    fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<String>>;
-    /// Persons whose events were merged into `uuid` (the overrides pointing at it).
-    fn merged_into(&self, team: TeamId, uuid: Uuid) -> Result<Vec<Uuid>>;
-    fn group(&self, team: TeamId, index: u8, key: &str) -> Result<Option<GroupRow>>;
-
-    fn list(
-        &self,
-        team: TeamId,
-        filter: &PersonFilter,
-        limit: usize,
-        offset: usize,
-    ) -> Result<(Vec<Person>, u64)>;
-    fn full_person(&self, team: TeamId, id: i64) -> Result<Option<Person>>;
-    /// Old person_id → current one, for the team.
-    fn overrides(&self, team: TeamId) -> Result<HashMap<String, String>>;
-    /// Projects with overrides made at or before WAL seq `seq`, and those overrides: what
-    /// can be folded into the files once the table covers `seq`.
-    fn overrides_through(&self, seq: u64) -> Result<Vec<(TeamId, HashMap<String, String>)>>;
-    /// Forgets overrides that were folded into the files (only those still mapping as given).
-    fn forget_overrides(&self, team: TeamId, folded: &HashMap<String, String>) -> Result<()>;
-    fn activity(
-        &self,
-        team: TeamId,
-        person: Option<i64>,
-        limit: usize,
-        offset: usize,
-    ) -> Result<(Vec<Activity>, u64)>;
-    fn warnings(&self, team: TeamId) -> Result<Vec<WarningRow>>;
-    /// The project's persons as the `persons` table shows them: (uuid, created_at in
-    /// microseconds, properties JSON text, is_identified).
-    fn persons_rows(&self, team: TeamId) -> Result<Vec<(String, i64, String, bool)>>;
-    fn distinct_id_rows(&self, team: TeamId) -> Result<Vec<(String, Uuid)>>;
-    fn group_rows(&self, team: TeamId) -> Result<Vec<GroupRow>>;
-
-    fn pending_tasks(&self) -> Result<Vec<Task>>;
-    /// Marks a task done, forgets its person ids, and logs the outcome.
-    fn finish_task(&self, task: &Task, rows_deleted: u64, at: DateTime<Utc>) -> Result<()>;
-    fn tasks(&self, team: TeamId) -> Result<Vec<Task>>;
-    /// Removes every trace of these distinct ids from warnings and the query log, then
-    /// rewrites the file so no deleted byte remains in it.
-    fn scrub(&self, team: TeamId, needles: &[String]) -> Result<()>;
-}
+use super::filter::{filter_sql, register_functions};
+use super::{
+    Activity, ChangeSet, GroupRow, Op, PersonFilter, PersonRow, PersonStore, Result, Task,
+    WarningRow,
+};
+use crate::model::{DistinctId, PersonUuid, TeamId};
+use crate::persons::Person;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS persons (
@@ -389,49 +111,8 @@ fn parse_map(s: &str) -> Map<String, Value> {
     }
 }
 
-fn parse_uuid(s: &str) -> Uuid {
-    Uuid::parse_str(s).unwrap_or_default()
-}
-
-/// A property's value as PostHog's filters read it: strings as they are, other scalars as
-/// JSON text, JSON null as absent.
-fn property_text(props: &str, key: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(props).ok()?;
-    match v.get(key)? {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
-    }
-}
-
-fn value_text(v: &Value) -> Option<String> {
-    match v {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
-    }
-}
-
-fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
-    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
-    conn.create_scalar_function("hr_prop", 2, flags, |ctx| {
-        let props: Option<String> = ctx.get(0)?;
-        let key: String = ctx.get(1)?;
-        Ok(props.and_then(|p| property_text(&p, &key)))
-    })?;
-    conn.create_scalar_function("hr_regex", 2, flags, |ctx| {
-        let text: Option<String> = ctx.get(0)?;
-        let pattern: String = ctx.get(1)?;
-        let re = regex::Regex::new(&pattern)
-            .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
-        Ok(text.map(|t| re.is_match(&t)))
-    })?;
-    conn.create_scalar_function("hr_icontains", 2, flags, |ctx| {
-        let text: Option<String> = ctx.get(0)?;
-        let needle: String = ctx.get(1)?;
-        Ok(text.map(|t| t.to_lowercase().contains(&needle.to_lowercase())))
-    })?;
-    Ok(())
+fn parse_uuid(s: &str) -> PersonUuid {
+    s.parse().unwrap_or_default()
 }
 
 fn open_conn(path: &Path) -> Result<Connection> {
@@ -491,146 +172,6 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
 
 const TASK_COLS: &str = "id, team_id, kind, person_id, person_uuid, event_person_ids, status, created_at, finished_at, rows_deleted, scrub";
 
-fn json_path(key: &str) -> Result<String> {
-    if key.contains('"') {
-        return Err(StoreError::Invalid(format!(
-            "property filter key {key:?} contains a double quote, which is not supported"
-        )));
-    }
-    Ok(format!("$.\"{key}\""))
-}
-
-/// The WHERE clause (over `persons p`) and its parameters for a persons filter.
-fn filter_sql(team: TeamId, f: &PersonFilter) -> Result<(String, Vec<rusqlite::types::Value>)> {
-    use rusqlite::types::Value as V;
-    let mut sql = String::from("p.team_id = ?");
-    let mut args = vec![V::Integer(team.0)];
-    if let Some(d) = &f.distinct_id {
-        sql.push_str(" AND EXISTS (SELECT 1 FROM person_distinct_ids d WHERE d.team_id = p.team_id AND d.person_id = p.id AND d.distinct_id = ?)");
-        args.push(V::Text(d.clone()));
-    }
-    if let Some(e) = &f.email {
-        sql.push_str(" AND hr_prop(p.properties, 'email') = ?");
-        args.push(V::Text(e.clone()));
-    }
-    if let Some(s) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        sql.push_str(" AND (hr_icontains(hr_prop(p.properties, 'email'), ?) OR p.uuid = ? OR EXISTS (SELECT 1 FROM person_distinct_ids d WHERE d.team_id = p.team_id AND d.person_id = p.id AND d.distinct_id = ?))");
-        args.push(V::Text(s.to_owned()));
-        args.push(V::Text(s.to_lowercase()));
-        args.push(V::Text(s.to_owned()));
-    }
-    for pf in &f.properties {
-        if let Some(k) = pf.kind.as_deref()
-            && k != "person"
-        {
-            return Err(StoreError::Invalid(format!(
-                "property filter type {k:?} is not supported here; persons are filtered by type \"person\""
-            )));
-        }
-        json_path(&pf.key)?;
-        let prop = "hr_prop(p.properties, ?)";
-        args.push(V::Text(pf.key.clone()));
-        let values: Vec<String> = match &pf.value {
-            Value::Array(a) => a.iter().filter_map(value_text).collect(),
-            v => value_text(v).into_iter().collect(),
-        };
-        let one = |args: &mut Vec<V>| -> Result<()> {
-            let v = values.first().cloned().ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "property filter on {:?} with operator {} needs a value",
-                    pf.key, pf.operator
-                ))
-            })?;
-            args.push(V::Text(v));
-            Ok(())
-        };
-        let num = |args: &mut Vec<V>| -> Result<()> {
-            let v = values
-                .first()
-                .and_then(|v| v.parse::<f64>().ok())
-                .ok_or_else(|| {
-                    StoreError::Invalid(format!(
-                        "property filter on {:?} with operator {} needs a numeric value",
-                        pf.key, pf.operator
-                    ))
-                })?;
-            args.push(V::Real(v));
-            Ok(())
-        };
-        let placeholders = |n: usize| vec!["?"; n].join(", ");
-        let clause = match pf.operator.as_str() {
-            "exact" => {
-                if values.is_empty() {
-                    return Err(StoreError::Invalid(format!(
-                        "property filter on {:?} needs a value",
-                        pf.key
-                    )));
-                }
-                let c = format!("{prop} IN ({})", placeholders(values.len()));
-                args.extend(values.iter().cloned().map(V::Text));
-                c
-            }
-            "is_not" => {
-                if values.is_empty() {
-                    return Err(StoreError::Invalid(format!(
-                        "property filter on {:?} needs a value",
-                        pf.key
-                    )));
-                }
-                let c = format!(
-                    "coalesce({prop} NOT IN ({}), 1)",
-                    placeholders(values.len())
-                );
-                args.extend(values.iter().cloned().map(V::Text));
-                c
-            }
-            "icontains" => {
-                one(&mut args)?;
-                format!("coalesce(hr_icontains({prop}, ?), 0)")
-            }
-            "not_icontains" => {
-                one(&mut args)?;
-                format!("coalesce(NOT hr_icontains({prop}, ?), 1)")
-            }
-            "regex" | "not_regex" => {
-                let v = values.first().cloned().unwrap_or_default();
-                if let Err(e) = regex::Regex::new(&v) {
-                    return Err(StoreError::Invalid(format!(
-                        "property filter on {:?}: bad regular expression: {e}",
-                        pf.key
-                    )));
-                }
-                args.push(V::Text(v));
-                if pf.operator == "regex" {
-                    format!("coalesce(hr_regex({prop}, ?), 0)")
-                } else {
-                    format!("coalesce(NOT hr_regex({prop}, ?), 1)")
-                }
-            }
-            op @ ("gt" | "lt" | "gte" | "lte") => {
-                num(&mut args)?;
-                let sym = match op {
-                    "gt" => ">",
-                    "lt" => "<",
-                    "gte" => ">=",
-                    _ => "<=",
-                };
-                format!("CAST({prop} AS REAL) {sym} ?")
-            }
-            "is_set" => format!("{prop} IS NOT NULL"),
-            "is_not_set" => format!("{prop} IS NULL"),
-            other => {
-                return Err(StoreError::Invalid(format!(
-                    "property filter operator {other:?} is not supported; use exact, is_not, icontains, not_icontains, regex, not_regex, gt, gte, lt, lte, is_set or is_not_set"
-                )));
-            }
-        };
-        sql.push_str(" AND ");
-        sql.push_str(&clause);
-    }
-    Ok((sql, args))
-}
-
 impl SqliteStore {
     pub fn open(path: &Path) -> Result<Self> {
         let writer = open_conn(path)?;
@@ -661,8 +202,8 @@ impl SqliteStore {
         conn: &Connection,
         team: TeamId,
         ids: &[i64],
-    ) -> Result<HashMap<i64, Vec<String>>> {
-        let mut out: HashMap<i64, Vec<String>> = HashMap::new();
+    ) -> Result<HashMap<i64, Vec<DistinctId>>> {
+        let mut out: HashMap<i64, Vec<DistinctId>> = HashMap::new();
         for chunk in ids.chunks(500) {
             let sql = format!(
                 "SELECT person_id, distinct_id FROM person_distinct_ids WHERE team_id = ? AND person_id IN ({})",
@@ -676,7 +217,7 @@ impl SqliteStore {
             })?;
             for row in rows {
                 let (p, d) = row?;
-                out.entry(p).or_default().push(d);
+                out.entry(p).or_default().push(DistinctId::from(d));
             }
         }
         for v in out.values_mut() {
@@ -698,7 +239,7 @@ impl SqliteStore {
                         "INSERT INTO person_distinct_ids (team_id, distinct_id, person_id) VALUES (?1, ?2, ?3)
                          ON CONFLICT (team_id, distinct_id) DO UPDATE SET person_id = excluded.person_id",
                     )?
-                    .execute(params![team.0, distinct_id, person_id])?;
+                    .execute(params![team.0, distinct_id.as_str(), person_id])?;
                 }
                 Op::DeletePerson { team, id } => {
                     tx.execute(
@@ -869,13 +410,13 @@ impl PersonStore for SqliteStore {
         Ok(stored.unwrap_or(1).max(max))
     }
 
-    fn person_id_of(&self, team: TeamId, distinct_id: &str) -> Result<Option<i64>> {
+    fn person_id_of(&self, team: TeamId, distinct_id: &DistinctId) -> Result<Option<i64>> {
         let conn = lock(&self.writer);
         Ok(conn
             .prepare_cached(
                 "SELECT person_id FROM person_distinct_ids WHERE team_id = ?1 AND distinct_id = ?2",
             )?
-            .query_row(params![team.0, distinct_id], |r| r.get(0))
+            .query_row(params![team.0, distinct_id.as_str()], |r| r.get(0))
             .optional()?)
     }
 
@@ -889,7 +430,7 @@ impl PersonStore for SqliteStore {
             .optional()?)
     }
 
-    fn person_by_uuid(&self, team: TeamId, uuid: Uuid) -> Result<Option<PersonRow>> {
+    fn person_by_uuid(&self, team: TeamId, uuid: PersonUuid) -> Result<Option<PersonRow>> {
         let conn = lock(&self.reader);
         Ok(conn
             .prepare_cached(&format!(
@@ -899,14 +440,14 @@ impl PersonStore for SqliteStore {
             .optional()?)
     }
 
-    fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<String>> {
+    fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<DistinctId>> {
         let conn = lock(&self.writer);
         Ok(Self::distinct_ids_on(&conn, team, &[id])?
             .remove(&id)
             .unwrap_or_default())
     }
 
-    fn merged_into(&self, team: TeamId, uuid: Uuid) -> Result<Vec<Uuid>> {
+    fn merged_into(&self, team: TeamId, uuid: PersonUuid) -> Result<Vec<PersonUuid>> {
         let conn = lock(&self.writer);
         let mut stmt = conn.prepare_cached(
             "SELECT old_person_id FROM person_overrides WHERE team_id = ?1 AND override_person_id = ?2",
@@ -1118,7 +659,10 @@ impl PersonStore for SqliteStore {
              WHERE d.team_id = ?1",
         )?;
         let rows = stmt.query_map(params![team.0], |r| {
-            Ok((r.get::<_, String>(0)?, parse_uuid(&r.get::<_, String>(1)?)))
+            Ok((
+                r.get::<_, String>(0)?,
+                *parse_uuid(&r.get::<_, String>(1)?).as_uuid(),
+            ))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -1209,13 +753,14 @@ impl PersonStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{ErrorKind, HasKind};
     use serde_json::json;
 
     fn row(id: i64, props: Value, at: i64) -> PersonRow {
         PersonRow {
             id,
             team: TeamId(1),
-            uuid: Uuid::from_u128(id as u128),
+            uuid: Uuid::from_u128(id as u128).into(),
             created_at: from_micros(at),
             properties: props.as_object().unwrap().clone(),
             is_identified: false,
@@ -1299,7 +844,7 @@ mod tests {
         drop(s);
         let s = SqliteStore::open(&dir.path().join("meta.sqlite")).unwrap();
         assert_eq!(s.last_seq(), 7);
-        assert_eq!(s.person_id_of(TeamId(1), "bob").unwrap(), Some(2));
+        assert_eq!(s.person_id_of(TeamId(1), &"bob".into()).unwrap(), Some(2));
         let alice = s.full_person(TeamId(1), 1).unwrap().unwrap();
         assert_eq!(alice.distinct_ids[0], "alice", "non-uuid ids first");
         assert_eq!(alice.distinct_ids.len(), 2);
@@ -1472,15 +1017,32 @@ mod tests {
             json!([{"key": "a", "value": 1, "type": "event"}]),
         ] {
             let e = s.list(TeamId(1), &props(bad.clone()), 10, 0).unwrap_err();
-            assert!(matches!(e, StoreError::Invalid(_)), "{bad}: {e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{bad}: {e}");
         }
+        let e = s
+            .list(
+                TeamId(1),
+                &props(json!([{"key": "a", "value": "(", "operator": "regex"}])),
+                10,
+                0,
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("property filter on \"a\": bad regular expression: "),
+            "{e}"
+        );
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the regex error is kept"
+        );
     }
 
     #[test]
     fn overrides_follow_chains_and_deletes_clear_everything() {
         let (_d, s) = store();
         seed(&s);
-        let u = Uuid::from_u128;
+        let u = |n| PersonUuid::from(Uuid::from_u128(n));
         let mut c = ChangeSet::default();
         c.ops.push(Op::Override {
             team: TeamId(1),
@@ -1508,6 +1070,6 @@ mod tests {
         s.commit(&c, 9, 4).unwrap();
         assert_eq!(s.overrides(TeamId(1)).unwrap().len(), 1);
         assert!(s.full_person(TeamId(1), 2).unwrap().is_none());
-        assert_eq!(s.person_id_of(TeamId(1), "bob").unwrap(), None);
+        assert_eq!(s.person_id_of(TeamId(1), &"bob".into()).unwrap(), None);
     }
 }
