@@ -4,7 +4,6 @@
 use super::*;
 
 impl Parser<'_> {
-
     // ---- expressions ----
 
     /// Comma-separated expressions (aliases allowed), at least one.
@@ -767,4 +766,3 @@ fn normalize_type(text: &str) -> PResult<String> {
     p.expect_end("end of the type")?;
     Ok(ty)
 }
-

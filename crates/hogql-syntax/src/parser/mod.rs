@@ -139,7 +139,6 @@ fn number_value(text: &str, negative: bool) -> Option<Literal> {
     }
 }
 
-
 mod expr;
 mod query;
 #[cfg(test)]
@@ -374,5 +373,4 @@ impl<'a> Parser<'a> {
         }
         self.nth_kw(i, "SELECT") || self.nth_kw(i, "WITH")
     }
-
 }

@@ -452,9 +452,8 @@ fn select_clauses() {
 
 #[test]
 fn aliases_do_not_swallow_keywords() {
-    let s = q(
-        "SELECT a b, c FROM t x JOIN u y ON x.id = y.id WHERE 1 GROUP BY a ORDER BY b LIMIT 1",
-    );
+    let s =
+        q("SELECT a b, c FROM t x JOIN u y ON x.id = y.id WHERE 1 GROUP BY a ORDER BY b LIMIT 1");
     assert_eq!(
         s.columns.iter().map(sx).collect::<Vec<_>>(),
         ["(as a b)", "c"]
@@ -936,10 +935,10 @@ fn fuzz_never_panics() {
         "SELECT a ? b : c, NOT a IN (SELECT 1), x BETWEEN 1 AND 2, 'it''s', `q``x`, \"dq\", 0x1F, 1e-3, -inf /* c */ -- d",
     ];
     const PIECES: &[&str] = &[
-        "(", ")", "[", "]", "{", "}", ",", ".", "'", "`", "\"", "-", "--", "/*", "*/", "::",
-        "?", ":", "->", "SELECT", "FROM", "AS", "NOT", "IN", "BETWEEN", "AND", "CASE", "END",
-        "INTERVAL", "1", ".5", "0x", "\\", "é", " ", "\n", "UNION", "JOIN", "ON", "OVER",
-        "LIMIT", "BY", "WITH", "e",
+        "(", ")", "[", "]", "{", "}", ",", ".", "'", "`", "\"", "-", "--", "/*", "*/", "::", "?",
+        ":", "->", "SELECT", "FROM", "AS", "NOT", "IN", "BETWEEN", "AND", "CASE", "END",
+        "INTERVAL", "1", ".5", "0x", "\\", "é", " ", "\n", "UNION", "JOIN", "ON", "OVER", "LIMIT",
+        "BY", "WITH", "e",
     ];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut parsed = 0;

@@ -26,8 +26,8 @@ use datafusion::logical_expr::{
 use crate::propdefs::{PropertyKind, PropertyType};
 
 use super::ast::{self, BinaryOp, ExprKind, Literal, Span, UnaryOp};
-use super::nesting::Nesting;
 use super::functions::{self, Arg, FnContext, FnKind, WeekStart};
+use super::nesting::Nesting;
 use super::schema::{Catalog, EVENTS_COLUMNS, EVENTS_LAZY_JOINS, SESSIONS_QUERY, TABLES};
 
 mod call;
