@@ -81,7 +81,7 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let s = engine.buffer().stats();
+        let s = engine.buffered();
         if s.rows == 0 && s.frozen_rows == 0 {
             break;
         }
@@ -187,9 +187,9 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
         .unwrap();
     assert!(engine.last_wal_seq() > 0);
     assert!(
-        engine.buffer().applied_seq() >= engine.last_wal_seq(),
+        engine.applied_seq() >= engine.last_wal_seq(),
         "applied {} < acknowledged {}",
-        engine.buffer().applied_seq(),
+        engine.applied_seq(),
         engine.last_wal_seq()
     );
     let again = run(&engine, "SELECT count() FROM events").await;

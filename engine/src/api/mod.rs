@@ -16,4 +16,6 @@ mod projects;
 mod query;
 mod tasks;
 
+pub use capture::{CaptureBody, CaptureReceipt};
 pub use persons::PersonsError;
+pub use tasks::DeletionRun;
