@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use hedgerow_engine::EngineConfig;
 use hedgerow_engine::ingest::limits::CaptureLimits;
-use hedgerow_engine::write::FlushConfig;
+use hedgerow_engine::write::{FlushConfig, MaintenanceConfig};
 use url::Url;
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -355,10 +355,12 @@ impl ServeArgs {
             max_bytes: self.flush_bytes as usize,
             max_age: self.flush_interval,
             hard_limit_bytes: self.buffer_limit as usize,
+            persons_commit_interval: self.persons_commit_interval,
+        };
+        cfg.maintenance = MaintenanceConfig {
             compaction_interval: self.compaction_interval,
             compaction_min_files: self.compaction_min_files,
             vacuum_retention: self.vacuum_retention,
-            persons_commit_interval: self.persons_commit_interval,
             override_fold_interval: self.override_fold_interval,
         };
         Ok(cfg)

@@ -9,7 +9,7 @@ use url::Url;
 
 use crate::ingest::limits::CaptureLimits;
 use crate::query::QueryConfig;
-use crate::write::FlushConfig;
+use crate::write::{FlushConfig, MaintenanceConfig};
 
 /// How old an event of a `historical_migration` batch must be (spec §4.4 rule 3).
 pub const HISTORICAL_MIN_AGE: TimeDelta = TimeDelta::hours(48);
@@ -23,7 +23,10 @@ pub struct EngineConfig {
     /// object_store options for `table_url` (S3 endpoint, region, credentials…).
     pub storage_options: HashMap<String, String>,
     pub wal_segment_bytes: u64,
+    /// When buffered events are written to the table.
     pub flush: FlushConfig,
+    /// When the table is compacted, vacuumed and has person overrides folded in.
+    pub maintenance: MaintenanceConfig,
     pub row_group_rows: usize,
     /// Most rows per Parquet data page.
     pub page_rows: usize,
@@ -47,6 +50,7 @@ impl EngineConfig {
             storage_options: HashMap::new(),
             wal_segment_bytes: 64 << 20,
             flush: FlushConfig::default(),
+            maintenance: MaintenanceConfig::default(),
             row_group_rows: 128 * 1024,
             page_rows: 20_000,
             target_file_bytes: 128 << 20,

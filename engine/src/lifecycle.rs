@@ -146,6 +146,7 @@ impl Engine {
                 wal: wal.clone(),
                 metrics: metrics.clone(),
                 cfg: cfg.flush.clone(),
+                maintenance: cfg.maintenance.clone(),
                 may_commit: Arc::new(move || lease.is_held()),
                 persons,
                 persons_seq: persons_seq_tx,

@@ -40,7 +40,7 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
     cfg.row_group_rows = 50;
     cfg.flush.max_rows = 5_000;
     cfg.flush.max_age = Duration::from_millis(100);
-    cfg.flush.compaction_interval = Duration::from_secs(3600);
+    cfg.maintenance.compaction_interval = Duration::from_secs(3600);
     let engine = Engine::open(cfg, Arc::new(FixedClock::new(now)))
         .await
         .unwrap();

@@ -38,17 +38,9 @@ pub struct FlushConfig {
     /// Above this many buffered bytes (active + being flushed) the pipeline stops taking
     /// records until the flush finishes; the WAL writer, then capture, wait in turn.
     pub hard_limit_bytes: usize,
-    pub compaction_interval: Duration,
-    pub compaction_min_files: usize,
-    /// Files removed by compaction are deleted once no snapshot this young needs them.
-    pub vacuum_retention: Duration,
     /// Zero: person changes are stored when ingestion goes idle (or every 2048 records).
     /// Otherwise at most this often.
     pub persons_commit_interval: Duration,
-    /// Person-id overrides are folded into the files at most this often (with a compaction
-    /// tick). A fold rewrites every file holding a merged person's events, which after a
-    /// busy day is most of the table, and the replaced files wait for the vacuum.
-    pub override_fold_interval: Duration,
 }
 
 impl Default for FlushConfig {
@@ -58,10 +50,31 @@ impl Default for FlushConfig {
             max_bytes: 256 << 20,
             max_age: Duration::from_secs(10),
             hard_limit_bytes: 1 << 30,
+            persons_commit_interval: Duration::ZERO,
+        }
+    }
+}
+
+/// When the table is kept in shape: compaction, vacuum and folding person-id overrides.
+/// Separate from [`FlushConfig`]: flushing is on the ingest path, maintenance is not.
+#[derive(Debug, Clone)]
+pub struct MaintenanceConfig {
+    pub compaction_interval: Duration,
+    pub compaction_min_files: usize,
+    /// Files removed by compaction are deleted once no snapshot this young needs them.
+    pub vacuum_retention: Duration,
+    /// Person-id overrides are folded into the files at most this often (with a compaction
+    /// tick). A fold rewrites every file holding a merged person's events, which after a
+    /// busy day is most of the table, and the replaced files wait for the vacuum.
+    pub override_fold_interval: Duration,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
             compaction_interval: Duration::from_secs(300),
             compaction_min_files: 8,
             vacuum_retention: Duration::from_secs(3600),
-            persons_commit_interval: Duration::ZERO,
             override_fold_interval: Duration::from_secs(24 * 3600),
         }
     }
@@ -94,6 +107,7 @@ pub struct Pipeline {
     pub wal: Wal<Ingested>,
     pub metrics: Arc<Metrics>,
     pub cfg: FlushConfig,
+    pub maintenance: MaintenanceConfig,
     /// Set while this process may commit (the writer lease is held).
     pub may_commit: Arc<dyn Fn() -> bool + Send + Sync>,
     pub persons: Persons,
@@ -340,7 +354,7 @@ impl Pipeline {
             (self.cfg.max_age / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
         let mut tick = tokio::time::interval(tick_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut compact_tick = tokio::time::interval(self.cfg.compaction_interval);
+        let mut compact_tick = tokio::time::interval(self.maintenance.compaction_interval);
         compact_tick.tick().await;
         let mut flush: Option<FlushTask> = None;
         let mut compaction: Option<JoinHandle<()>> = None;
@@ -403,7 +417,7 @@ impl Pipeline {
                 }
                 _ = compact_tick.tick() => {
                     if compaction.as_ref().is_none_or(|c| c.is_finished()) && (self.may_commit)() {
-                        let fold = last_fold.elapsed() >= self.cfg.override_fold_interval;
+                        let fold = last_fold.elapsed() >= self.maintenance.override_fold_interval;
                         if fold {
                             last_fold = tokio::time::Instant::now();
                         }
@@ -451,8 +465,8 @@ impl Pipeline {
     fn spawn_compaction(&self, fold: bool) -> JoinHandle<()> {
         let table = self.table.clone();
         let metrics = self.metrics.clone();
-        let min_files = self.cfg.compaction_min_files;
-        let retention = self.cfg.vacuum_retention;
+        let min_files = self.maintenance.compaction_min_files;
+        let retention = self.maintenance.vacuum_retention;
         let store = self.persons.store().clone();
         tokio::spawn(async move {
             match table.compact(min_files).await {

@@ -1,0 +1,297 @@
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, StringArray};
+use arrow::datatypes::DataType;
+use chrono::{TimeZone, Utc};
+use datafusion::prelude::SessionContext;
+use serde_json::json;
+
+use super::*;
+use crate::model::Event;
+use crate::model::person_uuid;
+use crate::storage::inspect::{files_under, grep_dir, parquet_values_containing};
+use crate::storage::schema::events_to_batch;
+
+/// Sorts first, so it is every file's minimum `distinct_id` in the log's statistics.
+const VICTIM: &str = "aaaa-victim-7f3";
+/// Sorts last: a maximum.
+const VICTIM2: &str = "zzzz-victim-2";
+const SECRET: &str = "victim-secret-91c";
+
+fn pid(team: i64, distinct_id: &str) -> String {
+    person_uuid(TeamId(team), distinct_id)
+        .hyphenated()
+        .to_string()
+}
+
+fn event(distinct_id: &str, day: u32, i: usize, props: &serde_json::Value) -> Event {
+    Event {
+        uuid: uuid::Uuid::now_v7(),
+        event: format!("e{}", i % 3),
+        distinct_id: distinct_id.into(),
+        timestamp: Utc
+            .with_ymd_and_hms(2024, 3, day, 10, (i % 60) as u32, 0)
+            .unwrap(),
+        created_at: Utc::now(),
+        properties: props.as_object().unwrap().clone(),
+    }
+}
+
+fn batch(events: &[(i64, Event)]) -> RecordBatch {
+    events_to_batch(events.iter().map(|(t, e)| (TeamId(*t), e)), |_, _| None)
+}
+
+/// `b` with every row's `person_id` set to `person`.
+fn with_person_id(b: RecordBatch, person: &str) -> RecordBatch {
+    let idx = b.schema().index_of("person_id").unwrap();
+    let mut cols = b.columns().to_vec();
+    cols[idx] = Arc::new(StringArray::from(vec![person; b.num_rows()])) as ArrayRef;
+    RecordBatch::try_new(b.schema(), cols).unwrap()
+}
+
+async fn open(dir: &std::path::Path) -> EventsTable {
+    let url = Url::from_directory_path(dir.join("events")).unwrap();
+    let mut cfg = TableConfig::new(url);
+    cfg.row_group_rows = 16;
+    EventsTable::open(cfg).await.unwrap()
+}
+
+/// `(team_id, distinct_id, person_id)` of every row, read through the table's DataFusion
+/// provider as queries read it, sorted.
+async fn rows(table: &EventsTable) -> Vec<(i64, String, String)> {
+    let t = table.current().await;
+    let ctx = SessionContext::new();
+    t.update_datafusion_session(&ctx.state()).unwrap();
+    ctx.register_table("events", t.table_provider().await.unwrap())
+        .unwrap();
+    let batches = ctx
+        .sql("SELECT team_id, distinct_id, person_id FROM events")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for b in batches {
+        let text = |i: usize| {
+            let c = arrow::compute::cast(b.column(i), &DataType::Utf8).unwrap();
+            c.as_string::<i32>()
+                .iter()
+                .map(|v| v.unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let teams = arrow::compute::cast(b.column(0), &DataType::Int64).unwrap();
+        let teams = teams.as_primitive::<arrow::datatypes::Int64Type>();
+        for ((t, d), p) in teams.values().iter().zip(text(1)).zip(text(2)) {
+            out.push((*t, d, p));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn log_dir_names(root: &std::path::Path) -> Vec<String> {
+    files_under(&root.join("_delta_log"))
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasing_people_leaves_no_trace_in_files_or_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("events");
+    let table = open(dir.path()).await;
+    let secret = json!({"note": SECRET, "$browser": "Firefox"});
+    let plain = json!({"$browser": "Chrome"});
+    for round in 0..4usize {
+        let mut evs = Vec::new();
+        for i in 0..10 {
+            let (day, n) = (1 + (i % 2) as u32, round * 10 + i);
+            evs.push((1, event(VICTIM, day, n, &secret)));
+            evs.push((1, event(&format!("user-{i}"), day, n, &plain)));
+            evs.push((2, event(&format!("t2-user-{i}"), day, n, &plain)));
+        }
+        if round == 2 {
+            evs.push((1, event(VICTIM2, 1, 0, &plain)));
+        }
+        table.append(batch(&evs), round as u64 + 1).await.unwrap();
+    }
+    // Compaction replaces the small files; the replaced ones, victim rows and all, stay
+    // on disk (and in the log) until a vacuum.
+    let compacted = table.compact(2).await.unwrap();
+    assert!(compacted.files_removed >= 8, "{compacted:?}");
+    let late = [
+        (1, event(VICTIM, 1, 59, &secret)),
+        (1, event("user-late", 2, 58, &plain)),
+    ];
+    table.append(batch(&late), 5).await.unwrap();
+    // Another project's row that happens to carry the victim's person id: not the
+    // victim's data (the delete is per project), so it stays.
+    let other = with_person_id(
+        batch(&[(2, event("t2-same-pid", 1, 0, &plain))]),
+        &pid(1, VICTIM),
+    );
+    table.append(other, 6).await.unwrap();
+    assert_eq!(table.committed_seq().await.unwrap(), 6);
+
+    // The helpers find the victim first: as raw text in the log's statistics, and as
+    // decoded values in the (zstd) data files.
+    let needles = [VICTIM, VICTIM2, SECRET];
+    let raw = grep_dir(&root, &needles);
+    assert!(
+        raw.iter()
+            .any(|(p, n)| n == VICTIM && p.to_string_lossy().contains("_delta_log")),
+        "{raw:?}"
+    );
+    let decoded = parquet_values_containing(&root, &needles);
+    for n in needles {
+        assert!(decoded.iter().any(|(_, v)| v.contains(n)), "{n} not found");
+    }
+    let before = rows(&table).await;
+    // What a crash mid-append leaves: a data file no commit names. And the writer lease,
+    // which lives beside the log and must survive.
+    let data_file = files_under(&root)
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("team_id=1/"))
+        .unwrap();
+    let orphan = data_file.with_file_name("part-left-by-a-crash.zstd.parquet");
+    std::fs::copy(&data_file, &orphan).unwrap();
+    let lease = root.join("_hedgerow/writer.json");
+    std::fs::create_dir_all(lease.parent().unwrap()).unwrap();
+    std::fs::write(&lease, "{}").unwrap();
+
+    let ids = [pid(1, VICTIM), pid(1, VICTIM2), "nobody".to_owned()];
+    // One id per delete, so the chunking is exercised.
+    let stats = table
+        .delete_person_events_chunked(TeamId(1), &ids, 1)
+        .await
+        .unwrap();
+    assert_eq!(stats.rows_deleted, 4 * 10 + 1 + 1, "{stats:?}");
+    assert!(stats.files_rewritten >= 2, "{stats:?}");
+    assert!(stats.files_vacuumed >= stats.files_rewritten, "{stats:?}");
+    assert!(stats.log_files_removed >= 8, "{stats:?}");
+
+    // Nothing left anywhere: not as raw bytes, not in any Parquet value (data files,
+    // files no longer in the snapshot, checkpoints), and no log entry of the deletes.
+    assert_eq!(grep_dir(&root, &needles), vec![]);
+    assert_eq!(parquet_values_containing(&root, &needles), vec![]);
+    assert_eq!(grep_dir(&root.join("_delta_log"), &["DELETE"]), vec![]);
+    assert!(!orphan.exists());
+    assert_eq!(std::fs::read(&lease).unwrap(), b"{}");
+    let log = log_dir_names(&root);
+    assert!(log.iter().all(|n| !n.ends_with(".tmp")), "{log:?}");
+    assert_eq!(
+        log.iter().filter(|n| n.ends_with(".json")).count(),
+        1,
+        "{log:?}"
+    );
+
+    // Everyone else's rows are all still there, read the way queries read them.
+    let after = rows(&table).await;
+    let expected: Vec<_> = before
+        .iter()
+        .filter(|(t, d, _)| !(*t == 1 && (d == VICTIM || d == VICTIM2)))
+        .cloned()
+        .collect();
+    assert_eq!(after.len(), before.len() - 42);
+    assert_eq!(after, expected);
+    assert!(after.iter().any(|(t, d, _)| *t == 2 && d == "t2-same-pid"));
+    assert_eq!(table.committed_seq().await.unwrap(), 6);
+
+    // The table keeps working: appends, compaction, a reopen.
+    let more = [(1, event("user-after", 1, 0, &plain))];
+    table.append(batch(&more), 7).await.unwrap();
+    assert_eq!(table.committed_seq().await.unwrap(), 7);
+    table.compact(2).await.unwrap();
+    assert_eq!(rows(&table).await.len(), after.len() + 1);
+    drop(table);
+    let table = open(dir.path()).await;
+    assert_eq!(table.committed_seq().await.unwrap(), 7);
+    assert_eq!(rows(&table).await.len(), after.len() + 1);
+
+    // Erasing again finds nothing, still cleans up, twice in a row (nothing new to
+    // commit the second time), and the position still holds.
+    for _ in 0..2 {
+        let again = table
+            .delete_person_events(TeamId(1), &[pid(1, VICTIM)])
+            .await
+            .unwrap();
+        assert_eq!(again.rows_deleted, 0);
+        assert_eq!(table.committed_seq().await.unwrap(), 7);
+    }
+    assert_eq!(rows(&table).await.len(), after.len() + 1);
+    table.append(batch(&more), 8).await.unwrap();
+    assert_eq!(table.committed_seq().await.unwrap(), 8);
+    assert_eq!(grep_dir(&root, &needles), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewriting_person_ids_folds_merged_people() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let p = json!({});
+    let day1: Vec<_> = ["a", "b", "c", "d", "a", "b"]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (1, event(d, 1, i, &p)))
+        .collect();
+    table.append(batch(&day1), 1).await.unwrap();
+    let day2: Vec<_> = ["a", "d", "c"]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (1, event(d, 2, i, &p)))
+        .collect();
+    table.append(batch(&day2), 2).await.unwrap();
+    // Project 2 has a row with project 1's person id for "a": not project 1's to fold.
+    let other = with_person_id(batch(&[(2, event("x", 1, 0, &p))]), &pid(1, "a"));
+    table.append(other, 3).await.unwrap();
+
+    let (pa, pb, pc, pd) = (pid(1, "a"), pid(1, "b"), pid(1, "c"), pid(1, "d"));
+    // b merged into a, then a into c: the chain ends at c. An identity changes nothing.
+    let map = HashMap::from([
+        (pb.clone(), pa.clone()),
+        (pa.clone(), pc.clone()),
+        (pd.clone(), pd.clone()),
+    ]);
+    let stats = table
+        .rewrite_person_ids_chunked(TeamId(1), &map, 1)
+        .await
+        .unwrap();
+    assert_eq!(stats.rows_rewritten, 5, "{stats:?}");
+    assert_eq!(stats.commits, 2, "{stats:?}");
+    assert!(stats.files_rewritten >= 2 && stats.files_written >= 2);
+    let got = rows(&table).await;
+    assert_eq!(got.len(), 10);
+    for (t, d, person) in &got {
+        let want = match (*t, d.as_str()) {
+            (1, "a" | "b" | "c") => &pc,
+            (1, "d") => &pd,
+            (2, _) => &pa,
+            other => panic!("unexpected row {other:?}"),
+        };
+        assert_eq!(person, want, "{t} {d}");
+    }
+    assert_eq!(table.committed_seq().await.unwrap(), 3);
+
+    // Nothing matching: no commit.
+    let version = table.current().await.version();
+    let none = table
+        .rewrite_person_ids(TeamId(1), &HashMap::from([(pb.clone(), pd.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(none.rows_rewritten, 0);
+    assert_eq!(table.current().await.version(), version);
+    // A cycle is refused.
+    let cycle = HashMap::from([(pa.clone(), pd.clone()), (pd.clone(), pa.clone())]);
+    assert!(matches!(
+        table.rewrite_person_ids(TeamId(1), &cycle).await,
+        Err(StorageError::Config(_))
+    ));
+    // The table still takes appends.
+    table
+        .append(batch(&[(1, event("e", 1, 0, &p))]), 4)
+        .await
+        .unwrap();
+    assert_eq!(rows(&table).await.len(), 11);
+}
