@@ -29,9 +29,7 @@ impl MetaStore {
         if let Some(k) = personal_key
             && !k.starts_with("phx_")
         {
-            return Err(MetaError::Invalid(
-                "a personal API key must start with phx_".into(),
-            ));
+            return Err(MetaError::PersonalKeyPrefix);
         }
         match self.project(TeamId(1))? {
             None => {

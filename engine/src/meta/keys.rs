@@ -71,14 +71,11 @@ impl MetaStore {
     ) -> Result<KeyGrant> {
         for s in scopes {
             if !KNOWN_SCOPES.contains(&s.as_str()) {
-                return Err(MetaError::Invalid(format!(
-                    "unknown scope '{s}'; known scopes: {}",
-                    KNOWN_SCOPES.join(", ")
-                )));
+                return Err(MetaError::UnknownScope(s.clone()));
             }
         }
         if scopes.is_empty() {
-            return Err(MetaError::Invalid("a key needs at least one scope".into()));
+            return Err(MetaError::NoScopes);
         }
         let projects_json = projects.map(|p| {
             serde_json::to_string(&p.iter().map(|t| t.0).collect::<Vec<_>>()).unwrap_or_default()
@@ -126,7 +123,7 @@ impl MetaStore {
         if let Some(ps) = projects {
             for p in ps {
                 if self.project(*p)?.is_none() {
-                    return Err(MetaError::Invalid(format!("there is no project {p}")));
+                    return Err(MetaError::NoSuchProject(*p));
                 }
             }
         }

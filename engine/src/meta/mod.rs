@@ -38,22 +38,49 @@ pub use projects::{Project, validate_project_token, validate_timezone};
 pub use property_definitions::PropertyDefinition;
 pub use query_log::QueryLogEntry;
 
+/// Why a metadata operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
+    /// SQLite failed: opening the file, a statement, a transaction.
     #[error("metadata store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("'{name}' is not an IANA time zone name")]
+    UnknownTimezone {
+        name: String,
+        #[source]
+        source: chrono_tz::ParseError,
+    },
+    /// A project token the capture token rules refuse; why.
     #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    Conflict(String),
+    InvalidProjectToken(String),
+    #[error("a personal API key must start with phx_")]
+    PersonalKeyPrefix,
+    #[error("name must be 1 to 200 characters")]
+    ProjectName,
+    #[error("unknown scope '{0}'; known scopes: {known}", known = KNOWN_SCOPES.join(", "))]
+    UnknownScope(String),
+    #[error("a key needs at least one scope")]
+    NoScopes,
+    /// A key was to be limited to a project that does not exist.
+    #[error("there is no project {0}")]
+    NoSuchProject(TeamId),
+    /// The id or the capture token of a new project is taken.
+    #[error("a project with this id or API token exists already")]
+    ProjectExists(#[source] rusqlite::Error),
 }
 
 impl HasKind for MetaError {
     fn kind(&self) -> ErrorKind {
         match self {
             MetaError::Sqlite(_) => ErrorKind::Internal,
-            MetaError::Invalid(_) => ErrorKind::InvalidInput,
-            MetaError::Conflict(_) => ErrorKind::Conflict,
+            MetaError::UnknownTimezone { .. }
+            | MetaError::InvalidProjectToken(_)
+            | MetaError::PersonalKeyPrefix
+            | MetaError::ProjectName
+            | MetaError::UnknownScope(_)
+            | MetaError::NoScopes
+            | MetaError::NoSuchProject(_) => ErrorKind::InvalidInput,
+            MetaError::ProjectExists(_) => ErrorKind::Conflict,
         }
     }
 }
@@ -133,4 +160,87 @@ fn test_store() -> (tempfile::TempDir, MetaStore) {
     let dir = tempfile::tempdir().unwrap();
     let s = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
     (dir, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use chrono::Utc;
+
+    use super::*;
+
+    /// The typed errors say what the strings used to, with the same kinds and codes; the
+    /// ones caused by another error carry it as their source.
+    #[test]
+    fn errors_keep_their_text_kind_and_code() {
+        let (_d, s) = test_store();
+        let now = Utc::now();
+        s.bootstrap(None, None, now).unwrap();
+        let cases: Vec<(MetaError, &str, ErrorKind, bool)> = vec![
+            (
+                s.create_project("x", "Mars/Olympus", now).unwrap_err(),
+                "'Mars/Olympus' is not an IANA time zone name",
+                ErrorKind::InvalidInput,
+                true,
+            ),
+            (
+                s.create_project(" ", "UTC", now).unwrap_err(),
+                "name must be 1 to 200 characters",
+                ErrorKind::InvalidInput,
+                false,
+            ),
+            (
+                s.bootstrap(None, Some("key"), now).unwrap_err(),
+                "a personal API key must start with phx_",
+                ErrorKind::InvalidInput,
+                false,
+            ),
+            (
+                s.create_key("k", &["bogus".into()], None, now).unwrap_err(),
+                "unknown scope 'bogus'; known scopes: *, project:read, project:write, \
+                 person:read, person:write, query:read, activity_log:read, cohort:read",
+                ErrorKind::InvalidInput,
+                false,
+            ),
+            (
+                s.create_key("k", &[], None, now).unwrap_err(),
+                "a key needs at least one scope",
+                ErrorKind::InvalidInput,
+                false,
+            ),
+            (
+                s.create_key("k", &["*".into()], Some(&[TeamId(9)]), now)
+                    .unwrap_err(),
+                "there is no project 9",
+                ErrorKind::InvalidInput,
+                false,
+            ),
+            (
+                s.insert_project(Some(1), "again", "phc_other", "UTC", now)
+                    .unwrap_err(),
+                "a project with this id or API token exists already",
+                ErrorKind::Conflict,
+                true,
+            ),
+        ];
+        for (e, text, kind, has_source) in cases {
+            assert_eq!(e.to_string(), text);
+            assert_eq!(e.kind(), kind, "{text}");
+            let code = match kind {
+                ErrorKind::Conflict => "conflict",
+                _ => "invalid_input",
+            };
+            assert_eq!((e.code(), e.attr()), (code, None), "{text}");
+            assert_eq!(e.source().is_some(), has_source, "{text}");
+        }
+        let bad_token = s
+            .bootstrap(Some("phx_not_a_project_token"), None, now)
+            .unwrap_err();
+        assert_eq!(
+            bad_token.to_string(),
+            crate::model::token_problem("phx_not_a_project_token").unwrap()
+        );
+        assert_eq!(bad_token.kind(), ErrorKind::InvalidInput);
+    }
 }

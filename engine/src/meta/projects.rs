@@ -31,13 +31,16 @@ pub struct Project {
 pub fn validate_timezone(tz: &str) -> Result<()> {
     tz.parse::<chrono_tz::Tz>()
         .map(|_| ())
-        .map_err(|_| MetaError::Invalid(format!("'{tz}' is not an IANA time zone name")))
+        .map_err(|source| MetaError::UnknownTimezone {
+            name: tz.to_owned(),
+            source,
+        })
 }
 
 pub fn validate_project_token(token: &str) -> Result<()> {
     match crate::model::token_problem(token) {
         None => Ok(()),
-        Some(reason) => Err(MetaError::Invalid(reason)),
+        Some(reason) => Err(MetaError::InvalidProjectToken(reason)),
     }
 }
 
@@ -69,12 +72,8 @@ impl MetaStore {
             params![id, uuid.to_string(), name, token, timezone, ts(now)],
         );
         match res {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
-                return Err(MetaError::Conflict(
-                    "a project with this id or API token exists already".into(),
-                ));
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                return Err(MetaError::ProjectExists(e));
             }
             r => r?,
         };
@@ -96,9 +95,7 @@ impl MetaStore {
     ) -> Result<Project> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 200 {
-            return Err(MetaError::Invalid(
-                "name must be 1 to 200 characters".into(),
-            ));
+            return Err(MetaError::ProjectName);
         }
         self.insert_project(None, name, &random_token("phc_"), timezone, now)
     }
