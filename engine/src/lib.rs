@@ -23,7 +23,7 @@ pub mod storage;
 mod testalloc;
 pub mod write;
 
-pub use api::PersonsError;
+pub use api::{Access, PersonsError, ProjectsError};
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -403,9 +403,6 @@ impl Engine {
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
     }
-    pub fn meta(&self) -> &MetaStore {
-        &self.meta
-    }
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
@@ -433,34 +430,6 @@ impl Engine {
             .store(s.bytes_written, Ordering::Relaxed);
         self.metrics.wal_records.store(s.records, Ordering::Relaxed);
         self.metrics.render()
-    }
-
-    /// The project a capture token belongs to (cached; a miss asks SQLite).
-    pub fn project_for_token(&self, token: &str) -> Result<Option<Project>, MetaError> {
-        if let Some(p) = self
-            .tokens
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-        {
-            return Ok(Some(p.clone()));
-        }
-        let found = self.meta.project_by_token(token)?;
-        if let Some(p) = &found {
-            self.tokens
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(token.to_owned(), p.clone());
-        }
-        Ok(found)
-    }
-
-    /// Forgets cached tokens (after a project's token changed).
-    pub fn forget_tokens(&self) {
-        self.tokens
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
     }
 
     /// Decodes, checks and stores one capture request's body, within the capture limits

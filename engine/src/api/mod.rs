@@ -17,3 +17,4 @@ mod query;
 mod tasks;
 
 pub use persons::PersonsError;
+pub use projects::{Access, ProjectsError};
