@@ -7,7 +7,6 @@ use clap::Parser;
 use hedgerow_engine::Engine;
 use hedgerow_engine::clock::{Clock, SystemClock};
 use hedgerow_engine::ingest::TeamId;
-use hedgerow_engine::meta::MetaStore;
 use tracing::{error, info};
 
 use crate::config::{
@@ -25,22 +24,15 @@ pub fn main() -> ExitCode {
             label,
             data_dir,
         })) => {
-            let run = || -> Result<String, String> {
-                std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
-                let meta =
-                    MetaStore::open(&data_dir.join("meta.sqlite")).map_err(|e| e.to_string())?;
-                let projects: Vec<TeamId> = projects.into_iter().map(TeamId).collect();
-                let (secret, _) = meta
-                    .create_key(
-                        &label,
-                        &scopes,
-                        (!projects.is_empty()).then_some(&projects[..]),
-                        SystemClock.now(),
-                    )
-                    .map_err(|e| e.to_string())?;
-                Ok(secret)
-            };
-            match run() {
+            let projects: Vec<TeamId> = projects.into_iter().map(TeamId).collect();
+            let made = Engine::create_personal_key(
+                &data_dir,
+                &label,
+                &scopes,
+                (!projects.is_empty()).then_some(&projects[..]),
+                SystemClock.now(),
+            );
+            match made {
                 Ok(secret) => {
                     println!("{secret}");
                     ExitCode::SUCCESS
@@ -165,14 +157,11 @@ async fn run_server(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let engine = Arc::new(engine);
     let boot = engine
-        .meta()
         .bootstrap(
             args.project_api_key.as_deref(),
             args.personal_api_key.as_deref(),
-            engine.clock().now(),
         )
         .map_err(|e| e.to_string())?;
-    engine.forget_tokens();
     if let Some(p) = &boot.created_project {
         println!(
             "created project {} ({}); project API key: {}",

@@ -25,7 +25,7 @@ pub mod storage;
 mod testalloc;
 pub mod write;
 
-pub use api::{CaptureBody, CaptureReceipt, DeletionRun, PersonsError};
+pub use api::{Access, CaptureBody, CaptureReceipt, DeletionRun, PersonsError, ProjectsError};
 pub use config::{EngineConfig, HISTORICAL_MIN_AGE};
 pub use error::EngineError;
 
@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use crate::clock::SharedClock;
 use crate::ingest::limits::DecodeBudget;
 use crate::ingest::wal::Wal;
-use crate::meta::{MetaError, MetaStore, Project};
+use crate::meta::{MetaStore, Project};
 use crate::metrics::Metrics;
 use crate::persons::store::PersonStore;
 use crate::query::QueryService;
@@ -77,41 +77,10 @@ impl Engine {
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
     }
-    pub fn meta(&self) -> &MetaStore {
-        &self.meta
-    }
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
     pub fn clock(&self) -> &SharedClock {
         &self.clock
-    }
-
-    /// The project a capture token belongs to (cached; a miss asks SQLite).
-    pub fn project_for_token(&self, token: &str) -> Result<Option<Project>, MetaError> {
-        if let Some(p) = self
-            .tokens
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-        {
-            return Ok(Some(p.clone()));
-        }
-        let found = self.meta.project_by_token(token)?;
-        if let Some(p) = &found {
-            self.tokens
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(token.to_owned(), p.clone());
-        }
-        Ok(found)
-    }
-
-    /// Forgets cached tokens (after a project's token changed).
-    pub fn forget_tokens(&self) {
-        self.tokens
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
     }
 }

@@ -1,8 +1,11 @@
 //! Authentication and scopes for everything under `/api/`, as one layer.
 //!
 //! A route declares its scope with [`scoped`]; the layer reads `Authorization: Bearer
-//! <personal key>`, checks the scope and, when the path names a project, that the key may
-//! see it (an unseen project is a 404, as PostHog answers). Handlers get a [`Caller`].
+//! <personal key>` and asks the engine ([`Engine::authorize`]) whether the key holds the
+//! scope and, when the path names a project, may see it (an unseen project is a 404, as
+//! PostHog answers). Handlers get a [`Caller`].
+//!
+//! [`Engine::authorize`]: hedgerow_engine::Engine::authorize
 
 use axum::extract::{RawPathParams, Request, State};
 use axum::http::header;
@@ -11,7 +14,7 @@ use axum::response::Response;
 use axum::routing::MethodRouter;
 use hedgerow_engine::error::ErrorKind;
 use hedgerow_engine::ingest::TeamId;
-use hedgerow_engine::meta::KeyGrant;
+use hedgerow_engine::meta::{KeyGrant, Project};
 
 use super::App;
 use crate::error::ApiError;
@@ -20,7 +23,8 @@ use crate::error::ApiError;
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub grant: KeyGrant,
-    pub team: Option<TeamId>,
+    /// The project the path names, if it names one.
+    pub project: Option<Project>,
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
@@ -39,9 +43,15 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
 
 impl Caller {
     /// The project of a `/api/projects/{project_id}/…` route.
-    pub fn team(&self) -> Result<TeamId, ApiError> {
-        self.team
+    pub fn project(&self) -> Result<&Project, ApiError> {
+        self.project
+            .as_ref()
             .ok_or_else(|| ApiError::internal("route has no project in its path"))
+    }
+
+    /// The id of the project of a `/api/projects/{project_id}/…` route.
+    pub fn team(&self) -> Result<TeamId, ApiError> {
+        self.project().map(|p| p.id)
     }
 }
 
@@ -86,49 +96,14 @@ async fn check(
             }
         },
     };
-    let grant = app
-        .engine
-        .meta()
-        .key_grant(secret)
-        .map_err(ApiError::from)?
-        .ok_or_else(|| {
-            unauthorized(
-                "authentication_failed",
-                "Personal API key found in request Authorization header is invalid.",
-            )
-        })?;
-    if !grant.allows(scope) {
-        return Err(ApiError::new(
-            ErrorKind::Forbidden,
-            "permission_denied",
-            format!("API key missing required scope '{scope}'"),
-        )
-        .with_attr("scopes"));
-    }
-    let mut team = None;
-    if let Some((_, raw)) = params.iter().find(|(k, _)| *k == "project_id") {
-        let id = if raw == "@current" {
-            grant
-                .projects
-                .as_ref()
-                .and_then(|p| p.first().copied())
-                .unwrap_or(TeamId(1))
-        } else {
-            raw.parse::<i64>()
-                .map(TeamId)
-                .map_err(|_| ApiError::not_found(format!("no project '{raw}'")))?
-        };
-        let exists = app
-            .engine
-            .meta()
-            .project(id)
-            .map_err(ApiError::from)?
-            .is_some();
-        if !exists || !grant.sees(id) {
-            return Err(ApiError::not_found(format!("no project {id}")));
-        }
-        team = Some(id);
-    }
-    req.extensions_mut().insert(Caller { grant, team });
+    let project = params
+        .iter()
+        .find(|(k, _)| *k == "project_id")
+        .map(|(_, raw)| raw);
+    let access = app.engine.authorize(secret, scope, project)?;
+    req.extensions_mut().insert(Caller {
+        grant: access.grant,
+        project: access.project,
+    });
     Ok(next.run(req).await)
 }

@@ -236,3 +236,49 @@ fn first_start_prints_generated_keys_once() {
     let second = run();
     assert_eq!(second.len(), 1, "nothing printed again: {second:?}");
 }
+
+/// The engine keeps capture's token → project cache right by itself: once project 1's
+/// token is replaced, the old one is refused at once and the new one works, with no step
+/// left to the caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_token_is_forgotten_at_once() {
+    use std::sync::Arc;
+
+    use hedgerow_engine::clock::FixedClock;
+    use hedgerow_engine::error::{ErrorKind, HasKind};
+    use hedgerow_engine::ingest::payload::CapturePayload;
+    use hedgerow_engine::{Engine, EngineConfig};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let now = "2024-06-15T12:00:00Z".parse().unwrap();
+    let engine = Engine::open(
+        EngineConfig::new(tmp.path()),
+        Arc::new(FixedClock::new(now)),
+    )
+    .await
+    .unwrap();
+    let (old, new) = (
+        "phc_token_before_00000000000000000000000000",
+        "phc_token_after_000000000000000000000000000",
+    );
+    let capture = |token: &str| {
+        engine.capture(CapturePayload {
+            token: token.into(),
+            sent_at: None,
+            historical_migration: false,
+            events: vec![
+                json!({"event": "e", "distinct_id": "d"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ],
+        })
+    };
+    engine.bootstrap(Some(old), None).unwrap();
+    assert_eq!(capture(old).await.unwrap().accepted, 1, "and now cached");
+    engine.bootstrap(Some(new), None).unwrap();
+    let refused = capture(old).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Unauthorized, "{refused}");
+    assert_eq!(capture(new).await.unwrap().accepted, 1);
+    engine.shutdown().await;
+}

@@ -38,7 +38,7 @@ async fn big_queries_spill_or_fail_cleanly_under_the_memory_limit() {
     let engine = Engine::open(cfg, Arc::new(FixedClock::new(now)))
         .await
         .unwrap();
-    engine.meta().bootstrap(Some(TOKEN), None, now).unwrap();
+    engine.bootstrap(Some(TOKEN), None).unwrap();
 
     // 120 000 events carrying 200 bytes of unique text each: ~24 MB of keys to group or sort,
     // in batches (8192 rows) far smaller than the pool.

@@ -44,9 +44,8 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
     let engine = Engine::open(cfg, Arc::new(FixedClock::new(now)))
         .await
         .unwrap();
-    engine.meta().bootstrap(Some(TOKEN), None, now).unwrap();
+    engine.bootstrap(Some(TOKEN), None).unwrap();
     engine
-        .meta()
         .set_project_timezone(TeamId(1), "America/New_York")
         .unwrap();
 

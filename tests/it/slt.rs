@@ -114,14 +114,18 @@ async fn fixture_engine(dir: &Path) -> Engine {
     let engine = Engine::open(cfg, Arc::new(FixedClock::new(at)))
         .await
         .unwrap();
-    let meta = engine.meta();
-    meta.bootstrap(Some("phc_slt_team_one_000000000000000000000000"), None, at)
+    let boot = engine
+        .bootstrap(Some("phc_slt_team_one_000000000000000000000000"), None)
         .unwrap();
-    meta.set_project_timezone(TeamId(1), "America/New_York")
+    engine
+        .set_project_timezone(TeamId(1), "America/New_York")
         .unwrap();
-    let two = meta.create_project("two", "UTC", at).unwrap();
+    let key = boot.created_personal_key.unwrap();
+    let grant = engine.authorize(&key, "project:write", None).unwrap().grant;
+    let two = engine
+        .create_project(&grant, Some("two"), Some("UTC"))
+        .unwrap();
     assert_eq!(two.id, TeamId(2));
-    engine.forget_tokens();
     let text = std::fs::read_to_string(root().join("fixture/events.jsonl")).unwrap();
     let mut by_team: BTreeMap<i64, Vec<Map<String, Value>>> = BTreeMap::new();
     for l in text.lines().filter(|l| !l.trim().is_empty()) {

@@ -18,4 +18,5 @@ mod tasks;
 
 pub use capture::{CaptureBody, CaptureReceipt};
 pub use persons::PersonsError;
+pub use projects::{Access, ProjectsError};
 pub use tasks::DeletionRun;

@@ -1,1 +1,227 @@
+//! Projects and personal API keys: who may do what, the projects a key sees, making
+//! projects and keys, the first start, and which project a capture token names.
 //! See [the module docs](super).
+//!
+//! The rules live here, so no caller can skip one:
+//! - a personal key must hold the scope asked for (`x:write` implies `x:read`, `*` all),
+//!   and sees only its projects: a project it may not see is answered as missing;
+//! - `@current` names the key's first project, or project 1 for a key of every project;
+//! - a key limited to some projects cannot make projects; a new project needs a name and
+//!   is in UTC unless told otherwise;
+//! - capture's token → project cache is forgotten by every operation that changes a
+//!   project's token or time zone, so capture never routes events by a stale token.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use crate::Engine;
+use crate::error::{ErrorKind, HasKind};
+use crate::meta::{Bootstrap, KeyGrant, MetaError, MetaStore, Project};
+use crate::model::TeamId;
+
+/// Why a projects or keys operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectsError {
+    /// No personal key has this secret.
+    #[error("Personal API key found in request Authorization header is invalid.")]
+    UnknownKey,
+    /// The key lacks the scope the operation needs.
+    #[error("API key missing required scope '{0}'")]
+    MissingScope(String),
+    /// A project id that is neither a number nor `@current`.
+    #[error("no project '{0}'")]
+    BadProjectId(String),
+    /// No such project, or one the key may not see.
+    #[error("no project {0}")]
+    NoProject(TeamId),
+    #[error("a key limited to some projects cannot create projects")]
+    LimitedKeyCreatesProject,
+    #[error("name is required")]
+    NameRequired,
+    /// The data directory could not be made.
+    #[error("{0}")]
+    DataDir(#[source] std::io::Error),
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+}
+
+impl HasKind for ProjectsError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ProjectsError::UnknownKey => ErrorKind::Unauthorized,
+            ProjectsError::MissingScope(_) | ProjectsError::LimitedKeyCreatesProject => {
+                ErrorKind::Forbidden
+            }
+            ProjectsError::BadProjectId(_) | ProjectsError::NoProject(_) => ErrorKind::NotFound,
+            ProjectsError::NameRequired => ErrorKind::InvalidInput,
+            ProjectsError::DataDir(_) => ErrorKind::Internal,
+            ProjectsError::Meta(e) => e.kind(),
+        }
+    }
+    fn code(&self) -> &'static str {
+        match self {
+            ProjectsError::UnknownKey => "authentication_failed",
+            ProjectsError::MissingScope(_) | ProjectsError::LimitedKeyCreatesProject => {
+                "permission_denied"
+            }
+            ProjectsError::BadProjectId(_) | ProjectsError::NoProject(_) => "not_found",
+            ProjectsError::NameRequired => "required",
+            ProjectsError::DataDir(_) => "error",
+            ProjectsError::Meta(e) => e.code(),
+        }
+    }
+    fn attr(&self) -> Option<String> {
+        match self {
+            ProjectsError::MissingScope(_) => Some("scopes".into()),
+            ProjectsError::NameRequired => Some("name".into()),
+            ProjectsError::Meta(e) => e.attr(),
+            _ => None,
+        }
+    }
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            ProjectsError::Meta(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+type Result<T, E = ProjectsError> = std::result::Result<T, E>;
+
+/// What a caller may do: its key's grant, and the project it named, checked.
+#[derive(Debug, Clone)]
+pub struct Access {
+    pub grant: KeyGrant,
+    /// The project the request names, when it names one; the key may see it.
+    pub project: Option<Project>,
+}
+
+impl Engine {
+    /// Checks a personal key for `scope` and, when `project` is given (a project id, or
+    /// `@current`), that the project exists and the key may see it.
+    pub fn authorize(&self, secret: &str, scope: &str, project: Option<&str>) -> Result<Access> {
+        let grant = self
+            .meta
+            .key_grant(secret)?
+            .ok_or(ProjectsError::UnknownKey)?;
+        if !grant.allows(scope) {
+            return Err(ProjectsError::MissingScope(scope.to_owned()));
+        }
+        let project = match project {
+            None => None,
+            Some(raw) => {
+                let id = if raw == "@current" {
+                    grant
+                        .projects
+                        .as_ref()
+                        .and_then(|p| p.first().copied())
+                        .unwrap_or(TeamId(1))
+                } else {
+                    raw.parse::<i64>()
+                        .map(TeamId)
+                        .map_err(|_| ProjectsError::BadProjectId(raw.to_owned()))?
+                };
+                match self.meta.project(id)? {
+                    Some(p) if grant.sees(id) => Some(p),
+                    _ => return Err(ProjectsError::NoProject(id)),
+                }
+            }
+        };
+        Ok(Access { grant, project })
+    }
+
+    /// The projects `grant` may see, by id.
+    pub fn projects(&self, grant: &KeyGrant) -> Result<Vec<Project>> {
+        Ok(self
+            .meta
+            .projects()?
+            .into_iter()
+            .filter(|p| grant.sees(p.id))
+            .collect())
+    }
+
+    /// Makes a project with a fresh capture token, in `timezone` (UTC when `None`).
+    pub fn create_project(
+        &self,
+        grant: &KeyGrant,
+        name: Option<&str>,
+        timezone: Option<&str>,
+    ) -> Result<Project> {
+        if grant.projects.is_some() {
+            return Err(ProjectsError::LimitedKeyCreatesProject);
+        }
+        let name = name.ok_or(ProjectsError::NameRequired)?;
+        let timezone = timezone.unwrap_or("UTC");
+        Ok(self.meta.create_project(name, timezone, self.clock.now())?)
+    }
+
+    /// Changes a project's time zone (an IANA name).
+    pub fn set_project_timezone(&self, team: TeamId, timezone: &str) -> Result<()> {
+        let changed = self.meta.set_project_timezone(team, timezone);
+        // The cache holds whole projects.
+        self.forget_tokens();
+        Ok(changed?)
+    }
+
+    /// Makes sure project 1 and an all-scopes personal key exist, using the given token and
+    /// key when there are (a fixed project token replaces project 1's); what was made is
+    /// returned once, to be shown.
+    pub fn bootstrap(
+        &self,
+        project_token: Option<&str>,
+        personal_key: Option<&str>,
+    ) -> Result<Bootstrap> {
+        let made = self
+            .meta
+            .bootstrap(project_token, personal_key, self.clock.now());
+        // Project 1's token may have changed, even when a later step failed.
+        self.forget_tokens();
+        Ok(made?)
+    }
+
+    /// Makes a personal API key in the data directory `data_dir`, limited to `projects`
+    /// when given; the secret is returned once and stored only hashed. Needs no open
+    /// engine: it works while a server runs on the directory (SQLite, in WAL mode, lets
+    /// the two write), and the server sees the key at once.
+    pub fn create_personal_key(
+        data_dir: &Path,
+        label: &str,
+        scopes: &[String],
+        projects: Option<&[TeamId]>,
+        now: DateTime<Utc>,
+    ) -> Result<String> {
+        std::fs::create_dir_all(data_dir).map_err(ProjectsError::DataDir)?;
+        let meta = MetaStore::open(&data_dir.join("meta.sqlite"))?;
+        let (secret, _) = meta.create_key(label, scopes, projects, now)?;
+        Ok(secret)
+    }
+
+    /// The project a capture token belongs to (cached; a miss asks SQLite).
+    pub(crate) fn project_for_token(&self, token: &str) -> Result<Option<Project>, MetaError> {
+        if let Some(p) = self
+            .tokens
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+        {
+            return Ok(Some(p.clone()));
+        }
+        let found = self.meta.project_by_token(token)?;
+        if let Some(p) = &found {
+            self.tokens
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(token.to_owned(), p.clone());
+        }
+        Ok(found)
+    }
+
+    /// Forgets cached tokens: every change to a project's token or time zone calls this.
+    fn forget_tokens(&self) {
+        self.tokens
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}

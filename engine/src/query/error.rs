@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(e.to_string(), "cannot create spill directory: disk gone");
         assert_eq!((e.kind(), e.code()), (ErrorKind::Internal, "error"));
         assert!(e.source().is_some());
-        let e = QueryError::Meta(MetaError::Invalid("bad".into()));
+        let e = QueryError::Meta(MetaError::NoScopes);
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
     }
 }

@@ -1,4 +1,5 @@
 //! PostHog's JSON shapes: what the engine's typed answers look like on the wire.
 
 pub(crate) mod persons;
+pub(crate) mod projects;
 pub(crate) mod query;

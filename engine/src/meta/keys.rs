@@ -1,0 +1,207 @@
+//! Personal API keys: what each may do, stored by the SHA-256 of its secret.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use super::{MetaError, MetaStore, Result, random_token, ts};
+use crate::model::TeamId;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS personal_api_keys (
+    id INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,
+    secret_sha256 TEXT NOT NULL UNIQUE,
+    mask TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    projects TEXT,
+    created_at TEXT NOT NULL
+);
+";
+
+/// Scopes PostHog's personal API keys use. `*` grants all; `x:write` implies `x:read`.
+pub const KNOWN_SCOPES: &[&str] = &[
+    "*",
+    "project:read",
+    "project:write",
+    "person:read",
+    "person:write",
+    "query:read",
+    "activity_log:read",
+    "cohort:read",
+];
+
+/// What a personal API key may do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyGrant {
+    pub key_id: i64,
+    pub label: String,
+    pub scopes: Vec<String>,
+    /// `None`: every project.
+    pub projects: Option<Vec<TeamId>>,
+}
+
+impl KeyGrant {
+    pub fn allows(&self, scope: &str) -> bool {
+        let (object, action) = scope.split_once(':').unwrap_or((scope, ""));
+        self.scopes.iter().any(|s| {
+            s == "*"
+                || s == scope
+                || (action == "read" && s.split_once(':') == Some((object, "write")))
+        })
+    }
+
+    pub fn sees(&self, team: TeamId) -> bool {
+        self.projects.as_ref().is_none_or(|p| p.contains(&team))
+    }
+}
+
+fn sha256_hex(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+impl MetaStore {
+    pub(super) fn insert_key(
+        &self,
+        label: &str,
+        secret: &str,
+        scopes: &[String],
+        projects: Option<&[TeamId]>,
+        now: DateTime<Utc>,
+    ) -> Result<KeyGrant> {
+        for s in scopes {
+            if !KNOWN_SCOPES.contains(&s.as_str()) {
+                return Err(MetaError::UnknownScope(s.clone()));
+            }
+        }
+        if scopes.is_empty() {
+            return Err(MetaError::NoScopes);
+        }
+        let projects_json = projects.map(|p| {
+            serde_json::to_string(&p.iter().map(|t| t.0).collect::<Vec<_>>()).unwrap_or_default()
+        });
+        let mask = format!(
+            "{}...{}",
+            &secret[..secret.len().min(4)],
+            &secret[secret.len().saturating_sub(4)..]
+        );
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO personal_api_keys (label, secret_sha256, mask, scopes, projects, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                label,
+                sha256_hex(secret),
+                mask,
+                serde_json::to_string(scopes).unwrap_or_default(),
+                projects_json,
+                ts(now)
+            ],
+        )?;
+        Ok(KeyGrant {
+            key_id: conn.last_insert_rowid(),
+            label: label.to_owned(),
+            scopes: scopes.to_vec(),
+            projects: projects.map(<[TeamId]>::to_vec),
+        })
+    }
+
+    /// How many personal keys exist.
+    pub(super) fn key_count(&self) -> Result<i64> {
+        Ok(self
+            .conn()
+            .query_row("SELECT count(*) FROM personal_api_keys", [], |r| r.get(0))?)
+    }
+
+    /// Makes a new personal API key; the secret is returned once and stored only hashed.
+    pub fn create_key(
+        &self,
+        label: &str,
+        scopes: &[String],
+        projects: Option<&[TeamId]>,
+        now: DateTime<Utc>,
+    ) -> Result<(String, KeyGrant)> {
+        if let Some(ps) = projects {
+            for p in ps {
+                if self.project(*p)?.is_none() {
+                    return Err(MetaError::NoSuchProject(*p));
+                }
+            }
+        }
+        let secret = random_token("phx_");
+        let grant = self.insert_key(label, &secret, scopes, projects, now)?;
+        Ok((secret, grant))
+    }
+
+    /// The grant of a personal key, looked up by its hash.
+    pub fn key_grant(&self, secret: &str) -> Result<Option<KeyGrant>> {
+        let row = self
+            .conn()
+            .query_row(
+                "SELECT id, label, scopes, projects FROM personal_api_keys WHERE secret_sha256 = ?1",
+                params![sha256_hex(secret)],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                },
+            )
+            .optional()?;
+        Ok(row.map(|(key_id, label, scopes, projects)| KeyGrant {
+            key_id,
+            label,
+            scopes: serde_json::from_str(&scopes).unwrap_or_default(),
+            projects: projects.map(|p| {
+                serde_json::from_str::<Vec<i64>>(&p)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(TeamId)
+                    .collect()
+            }),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::super::test_store;
+    use crate::model::TeamId;
+
+    #[test]
+    fn scopes_and_projects() {
+        let (_d, s) = test_store();
+        let now = Utc::now();
+        s.bootstrap(None, None, now).unwrap();
+        let p2 = s.create_project("Second", "Europe/Berlin", now).unwrap();
+        assert_eq!(p2.id, TeamId(2));
+        let (secret, g) = s
+            .create_key("ro", &["person:read".into()], Some(&[p2.id]), now)
+            .unwrap();
+        let g2 = s.key_grant(&secret).unwrap().unwrap();
+        assert_eq!(g, g2);
+        assert!(g.allows("person:read"));
+        assert!(!g.allows("person:write"));
+        assert!(!g.allows("query:read"));
+        assert!(g.sees(p2.id) && !g.sees(TeamId(1)));
+        assert!(
+            s.create_key("rw", &["query:write".into()], None, now)
+                .is_err()
+        );
+        let (_, w) = s
+            .create_key("rw", &["person:write".into()], None, now)
+            .unwrap();
+        assert!(w.allows("person:read") && w.sees(TeamId(99)));
+        assert!(s.create_key("x", &["bogus".into()], None, now).is_err());
+        assert!(
+            s.create_key("x", &["*".into()], Some(&[TeamId(42)]), now)
+                .is_err()
+        );
+        assert!(s.create_project("Bad tz", "Mars/Olympus", now).is_err());
+        assert!(s.create_project("  ", "UTC", now).is_err());
+        assert!(s.key_grant("phx_nope").unwrap().is_none());
+    }
+}
