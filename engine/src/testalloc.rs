@@ -15,7 +15,7 @@ fn add(n: isize) {
 }
 
 /// Bytes this thread has allocated and not freed, since it started.
-pub fn allocated() -> usize {
+pub(crate) fn allocated() -> usize {
     HELD.try_with(Cell::get).unwrap_or(0).max(0) as usize
 }
 

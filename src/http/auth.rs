@@ -56,7 +56,11 @@ impl Caller {
 }
 
 /// Wraps a method router so each request needs a personal key with `scope`.
-pub fn scoped(app: &App, scope: &'static str, route: MethodRouter<App>) -> MethodRouter<App> {
+pub(super) fn scoped(
+    app: &App,
+    scope: &'static str,
+    route: MethodRouter<App>,
+) -> MethodRouter<App> {
     route.route_layer(from_fn_with_state((app.clone(), scope), check))
 }
 

@@ -61,7 +61,7 @@ fn cors(headers: &HeaderMap, resp: &mut Response) {
     h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allow);
 }
 
-pub async fn preflight(headers: HeaderMap) -> Response {
+pub(super) async fn preflight(headers: HeaderMap) -> Response {
     let mut resp = StatusCode::OK.into_response();
     cors(&headers, &mut resp);
     resp
@@ -75,7 +75,7 @@ fn too_large(limit: usize) -> ApiError {
     )
 }
 
-pub async fn capture(State(app): State<App>, req: Request) -> Response {
+pub(super) async fn capture(State(app): State<App>, req: Request) -> Response {
     let headers = req.headers().clone();
     let mut resp = match handle(&app, req).await {
         Ok(resp) => resp,

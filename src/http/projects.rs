@@ -10,17 +10,17 @@ use super::{App, Caller, page_links, wire};
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
-pub struct Page {
+pub(super) struct Page {
     limit: Option<String>,
     offset: Option<String>,
 }
 
 /// Parses `limit`/`offset` with PostHog's defaults (100, 0); junk is a 400 naming it.
-pub fn page(p: &Page, max_limit: usize) -> Result<(usize, usize), ApiError> {
+pub(super) fn page(p: &Page, max_limit: usize) -> Result<(usize, usize), ApiError> {
     super::limit_offset(p.limit.as_deref(), p.offset.as_deref(), max_limit)
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(app): State<App>,
     caller: Caller,
     headers: HeaderMap,
@@ -34,17 +34,17 @@ pub async fn list(
     Ok(Json(wire::projects::page(count, next, previous, &shown)))
 }
 
-pub async fn get(caller: Caller) -> Result<Json<Value>, ApiError> {
+pub(super) async fn get(caller: Caller) -> Result<Json<Value>, ApiError> {
     Ok(Json(wire::projects::project(caller.project()?)))
 }
 
 #[derive(Debug, Deserialize)]
-pub struct NewProject {
+pub(super) struct NewProject {
     name: Option<String>,
     timezone: Option<String>,
 }
 
-pub async fn create(
+pub(super) async fn create(
     State(app): State<App>,
     caller: Caller,
     body: Result<Json<NewProject>, axum::extract::rejection::JsonRejection>,

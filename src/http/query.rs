@@ -15,7 +15,7 @@ use super::{App, Caller};
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
-pub struct QueryBody {
+pub(super) struct QueryBody {
     query: Option<Value>,
     refresh: Option<Value>,
     client_query_id: Option<String>,
@@ -34,7 +34,7 @@ fn outcome(o: QueryOutcome) -> Response {
     }
 }
 
-pub async fn run(
+pub(super) async fn run(
     State(app): State<App>,
     caller: Caller,
     body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
@@ -73,7 +73,7 @@ pub async fn run(
     Ok(outcome(app.engine.run_query(team, req).await?))
 }
 
-pub async fn status(
+pub(super) async fn status(
     State(app): State<App>,
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
@@ -88,7 +88,7 @@ pub async fn status(
     Ok((code, Json(wire::query::status_body(st))).into_response())
 }
 
-pub async fn cancel(
+pub(super) async fn cancel(
     State(app): State<App>,
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
@@ -97,7 +97,7 @@ pub async fn cancel(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn log(
+pub(super) async fn log(
     State(app): State<App>,
     caller: Caller,
     Path((_, id)): Path<(String, String)>,
@@ -110,17 +110,17 @@ pub async fn log(
 
 /// Whether the caller may run async queries: any key that may query may, so this answers
 /// 200 with no body (and the auth layer answers 401/403 otherwise).
-pub async fn check_auth_for_async(caller: Caller) -> Result<StatusCode, ApiError> {
+pub(super) async fn check_auth_for_async(caller: Caller) -> Result<StatusCode, ApiError> {
     caller.team()?;
     Ok(StatusCode::OK)
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Draft {
+pub(super) struct Draft {
     prompt: Option<String>,
 }
 
-pub async fn draft_sql(
+pub(super) async fn draft_sql(
     State(app): State<App>,
     caller: Caller,
     Query(q): Query<Draft>,
@@ -135,11 +135,11 @@ pub async fn draft_sql(
 }
 
 #[derive(Debug, Deserialize)]
-pub struct UpgradeBody {
+pub(super) struct UpgradeBody {
     query: Option<Value>,
 }
 
-pub async fn upgrade(
+pub(super) async fn upgrade(
     State(app): State<App>,
     caller: Caller,
     body: Result<Json<UpgradeBody>, axum::extract::rejection::JsonRejection>,

@@ -9,14 +9,14 @@ use std::time::Duration;
 use arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::prelude::SessionContext;
 
-pub const TOKEN: &str = "phc_testtoken0000000000000000000000000000000";
-pub const KEY: &str = "phx_testpersonalkey000000000000000000000000";
+pub(crate) const TOKEN: &str = "phc_testtoken0000000000000000000000000000000";
+pub(crate) const KEY: &str = "phx_testpersonalkey000000000000000000000000";
 
-pub fn bin() -> &'static str {
+pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_hedgerow")
 }
 
-pub struct Server {
+pub(crate) struct Server {
     pub child: Child,
     pub base: String,
     pub data_dir: PathBuf,
@@ -24,7 +24,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start(extra: &[&str]) -> Server {
+    pub(crate) fn start(extra: &[&str]) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         let mut s = Server::start_in(&dir, extra);
@@ -33,11 +33,11 @@ impl Server {
     }
 
     /// Starts on an existing data directory (the caller keeps it alive).
-    pub fn start_in(dir: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn start_in(dir: &Path, extra: &[&str]) -> Server {
         Self::start_with(Command::new(bin()), dir, extra)
     }
 
-    pub fn start_with(mut cmd: Command, dir: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn start_with(mut cmd: Command, dir: &Path, extra: &[&str]) -> Server {
         cmd.args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
             .args(["--project-api-key", TOKEN, "--personal-api-key", KEY])
@@ -73,18 +73,18 @@ impl Server {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// SIGTERM and wait: a clean stop flushes everything.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         unsafe_kill(self.child.id(), "TERM");
         let status = self.child.wait().unwrap();
         assert!(status.success(), "hedgerow exited with {status}");
     }
 
-    pub fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -106,7 +106,7 @@ fn unsafe_kill(pid: u32, sig: &str) {
     assert!(ok.success());
 }
 
-pub fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .no_gzip()
@@ -116,7 +116,7 @@ pub fn client() -> reqwest::Client {
 
 /// One stored event, as read back from the Delta table.
 #[derive(Debug, Clone)]
-pub struct Stored {
+pub(crate) struct Stored {
     pub uuid: String,
     pub event: String,
     pub distinct_id: String,
@@ -126,7 +126,7 @@ pub struct Stored {
 }
 
 /// Reads every event of the table under `data_dir` (committed files only).
-pub async fn read_table(data_dir: &Path) -> Vec<Stored> {
+pub(crate) async fn read_table(data_dir: &Path) -> Vec<Stored> {
     let url =
         url::Url::from_directory_path(data_dir.canonicalize().unwrap().join("events")).unwrap();
     let table = deltalake::open_table(url).await.expect("open table");
@@ -174,7 +174,7 @@ pub async fn read_table(data_dir: &Path) -> Vec<Stored> {
     out
 }
 
-pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn gzip(bytes: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(bytes).unwrap();
@@ -182,7 +182,7 @@ pub fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// A value of a Prometheus series from `/metrics` text (0 when absent).
-pub fn metric(text: &str, name: &str) -> u64 {
+pub(crate) fn metric(text: &str, name: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
         .and_then(|v| v.trim().parse().ok())

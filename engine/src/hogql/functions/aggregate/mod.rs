@@ -154,7 +154,7 @@ fn resolve(name: &str) -> Option<(&'static Entry, bool)> {
     (e.kind == FnKind::Aggregate).then_some((e, true))
 }
 
-pub fn lookup(name: &str) -> Option<FnInfo> {
+pub(super) fn lookup(name: &str) -> Option<FnInfo> {
     let (e, is_if) = resolve(name)?;
     let extra = usize::from(is_if);
     Some(FnInfo {
@@ -165,7 +165,7 @@ pub fn lookup(name: &str) -> Option<FnInfo> {
     })
 }
 
-pub fn translate(
+pub(super) fn translate(
     name: &str,
     params: Vec<Expr>,
     args: Vec<Arg>,

@@ -12,7 +12,7 @@ use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use std::sync::Arc;
 
-pub struct Table {
+pub(super) struct Table {
     schema: Arc<Schema>,
     columns: Vec<ArrayRef>,
     pub tz: &'static str,
@@ -20,14 +20,14 @@ pub struct Table {
 
 /// One output column: its type, nullability and values printed one per row.
 #[derive(Debug, Clone)]
-pub struct Out {
+pub(super) struct Out {
     pub dt: DataType,
     pub nullable: bool,
     pub rows: Vec<String>,
 }
 
 impl Out {
-    pub fn one(&self) -> &str {
+    pub(super) fn one(&self) -> &str {
         assert_eq!(self.rows.len(), 1, "expected one row: {self:?}");
         &self.rows[0]
     }
@@ -35,7 +35,7 @@ impl Out {
 
 impl Table {
     /// Columns as (name, values, nullable).
-    pub fn new(cols: Vec<(&str, ArrayRef, bool)>) -> Self {
+    pub(super) fn new(cols: Vec<(&str, ArrayRef, bool)>) -> Self {
         let fields: Vec<Field> = cols
             .iter()
             .map(|(n, a, nullable)| Field::new(*n, a.data_type().clone(), *nullable))
@@ -47,17 +47,23 @@ impl Table {
         }
     }
 
-    pub fn df_schema(&self) -> DFSchema {
+    pub(super) fn df_schema(&self) -> DFSchema {
         DFSchema::try_from_qualified_schema("t", &self.schema).unwrap()
     }
 
     /// Translates `name(params)(args)` against this table.
-    pub fn call(&self, name: &str, params: Vec<Expr>, args: Vec<Arg>, distinct: bool) -> Expr {
+    pub(super) fn call(
+        &self,
+        name: &str,
+        params: Vec<Expr>,
+        args: Vec<Arg>,
+        distinct: bool,
+    ) -> Expr {
         self.try_call(name, params, args, distinct)
             .unwrap_or_else(|e| panic!("{name}: {e}"))
     }
 
-    pub fn try_call(
+    pub(super) fn try_call(
         &self,
         name: &str,
         params: Vec<Expr>,
@@ -75,7 +81,7 @@ impl Table {
     }
 
     /// `name(args)` with plain expression arguments.
-    pub fn f(&self, name: &str, args: Vec<Expr>) -> Expr {
+    pub(super) fn f(&self, name: &str, args: Vec<Expr>) -> Expr {
         self.call(
             name,
             vec![],
@@ -85,7 +91,7 @@ impl Table {
     }
 
     /// `name(params)(args)`.
-    pub fn p(&self, name: &str, params: Vec<Expr>, args: Vec<Expr>) -> Expr {
+    pub(super) fn p(&self, name: &str, params: Vec<Expr>, args: Vec<Expr>) -> Expr {
         self.call(
             name,
             params,
@@ -153,19 +159,19 @@ impl Table {
             .collect()
     }
 
-    pub fn agg_parts(&self, partitions: usize, exprs: Vec<Expr>) -> Vec<Out> {
+    pub(super) fn agg_parts(&self, partitions: usize, exprs: Vec<Expr>) -> Vec<Out> {
         self.run(partitions, |b| aggregate_then_project(b, vec![], exprs))
     }
 
     /// Aggregates by `group` and sorts by it; the group key is not in the output.
-    pub fn agg_by(&self, group: Expr, exprs: Vec<Expr>) -> Vec<Out> {
+    pub(super) fn agg_by(&self, group: Expr, exprs: Vec<Expr>) -> Vec<Out> {
         self.run(2, |b| {
             aggregate_then_project(b, vec![group.alias("g")], exprs)
         })
     }
 
     /// One output row per input row (single partition, order kept).
-    pub fn project(&self, exprs: Vec<Expr>) -> Vec<Out> {
+    pub(super) fn project(&self, exprs: Vec<Expr>) -> Vec<Out> {
         let aliased: Vec<Expr> = exprs
             .into_iter()
             .enumerate()
@@ -176,7 +182,7 @@ impl Table {
 
     /// Window expressions (already completed with [`over`]): the window nodes go into a
     /// Window plan, the expressions around them into a projection; rows keep input order.
-    pub fn window(&self, exprs: Vec<Expr>) -> Vec<Out> {
+    pub(super) fn window(&self, exprs: Vec<Expr>) -> Vec<Out> {
         use datafusion::common::Column;
         use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
         let nodes = datafusion::logical_expr::utils::find_window_exprs(exprs.iter());
@@ -207,7 +213,7 @@ impl Table {
 }
 
 /// Sets PARTITION BY / ORDER BY / frame on a window expression (what the planner does).
-pub fn over(
+pub(super) fn over(
     e: Expr,
     partition_by: Vec<Expr>,
     order_by: Vec<datafusion::logical_expr::SortExpr>,
@@ -293,10 +299,10 @@ fn aggregate_then_project(
     b.project(projected).unwrap()
 }
 
-pub fn col(name: &str) -> Expr {
+pub(super) fn col(name: &str) -> Expr {
     datafusion::prelude::col(format!("t.{name}"))
 }
 
-pub fn lit<T: datafusion::logical_expr::Literal>(v: T) -> Expr {
+pub(super) fn lit<T: datafusion::logical_expr::Literal>(v: T) -> Expr {
     datafusion::prelude::lit(v)
 }

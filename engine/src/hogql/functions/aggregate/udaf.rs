@@ -49,7 +49,7 @@ fn first_occurrences(values: &ArrayRef) -> Result<Vec<u32>> {
 
 /// What a [`Collect`] aggregate computes from all non-NULL values of its argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CollectKind {
+pub(super) enum CollectKind {
     /// `groupArray([n])(x)`: the values in order (the first n).
     GroupArray { limit: Option<usize> },
     /// `groupUniqArray([n])(x)`: distinct values. ClickHouse's order is its hash table's; ours
@@ -68,7 +68,7 @@ pub enum CollectKind {
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct Collect {
+pub(super) struct Collect {
     kind: CollectKind,
     /// Includes the parameters (`quantile(0.9)`), so the column names of two calls differ.
     name: String,
@@ -76,7 +76,7 @@ pub struct Collect {
 }
 
 impl Collect {
-    pub fn new(kind: CollectKind) -> Self {
+    pub(super) fn new(kind: CollectKind) -> Self {
         let levels = |l: &[u64]| {
             l.iter()
                 .map(|b| f64::from_bits(*b).to_string())
@@ -332,13 +332,13 @@ impl Accumulator for CollectAcc {
 /// the first such row on ties. Rows where either argument is NULL are skipped (ClickHouse's
 /// Null combinator). No rows: the type's default, or NULL when an argument is Nullable.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct ArgMinMax {
+pub(super) struct ArgMinMax {
     max: bool,
     signature: Signature,
 }
 
 impl ArgMinMax {
-    pub fn new(max: bool) -> Self {
+    pub(super) fn new(max: bool) -> Self {
         ArgMinMax {
             max,
             signature: Signature::any(2, Volatility::Immutable),
@@ -476,7 +476,7 @@ impl Accumulator for ArgAcc {
 /// unit, Boolean conditions); rows with a NULL timestamp are skipped, NULL conditions are
 /// false.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct WindowFunnel {
+pub(super) struct WindowFunnel {
     window: i64,
     levels: usize,
     name: String,
@@ -484,7 +484,7 @@ pub struct WindowFunnel {
 }
 
 impl WindowFunnel {
-    pub fn new(window: i64, levels: usize) -> Self {
+    pub(super) fn new(window: i64, levels: usize) -> Self {
         WindowFunnel {
             window,
             levels,
@@ -623,7 +623,7 @@ impl Accumulator for FunnelAcc {
 
 /// Which statistic a [`Moments`] aggregate answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MomentKind {
+pub(super) enum MomentKind {
     VarPop,
     VarSamp,
     StddevPop,
@@ -639,13 +639,13 @@ pub enum MomentKind {
 /// skipped. No rows: NaN, or NULL when an argument is Nullable; one row: NaN for the
 /// sample forms.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct Moments {
+pub(super) struct Moments {
     kind: MomentKind,
     signature: Signature,
 }
 
 impl Moments {
-    pub fn new(kind: MomentKind) -> Self {
+    pub(super) fn new(kind: MomentKind) -> Self {
         let n = match kind {
             MomentKind::CovarPop | MomentKind::CovarSamp | MomentKind::Corr => 2,
             _ => 1,

@@ -284,7 +284,7 @@ fn find(name: &str) -> Option<&'static (&'static str, usize, Option<usize>, bool
     })
 }
 
-pub fn lookup(name: &str) -> Option<FnInfo> {
+pub(super) fn lookup(name: &str) -> Option<FnInfo> {
     find(name).map(|&(_, min, max, _, _)| FnInfo {
         kind: FnKind::Scalar,
         min_args: min,
@@ -293,7 +293,7 @@ pub fn lookup(name: &str) -> Option<FnInfo> {
     })
 }
 
-pub fn translate(
+pub(super) fn translate(
     name: &str,
     params: Vec<Expr>,
     args: Vec<Arg>,
