@@ -13,20 +13,20 @@ use chrono::{DateTime, Utc};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
-use hedgerow_engine::hogql::functions::WeekStart;
-use hedgerow_engine::hogql::overrides::PersonsMode;
-use hedgerow_engine::hogql::schema::Catalog;
-use hedgerow_engine::hogql::{parser, planner, print};
-use hedgerow_engine::ingest::decode::{RawBody, decode_body};
-use hedgerow_engine::ingest::normalize::{NormalizeContext, Outcome, normalize_event};
-use hedgerow_engine::ingest::payload::parse_payload;
-use hedgerow_engine::ingest::wal::{Wal, WalConfig};
-use hedgerow_engine::ingest::{Event, TeamId};
-use hedgerow_engine::persons::person_input;
-use hedgerow_engine::persons::process::{Persons, RecordCtx};
-use hedgerow_engine::persons::store::SqliteStore;
-use hedgerow_engine::storage::buffer::EventBuffer;
-use hedgerow_engine::storage::schema::{events_schema, events_to_batch};
+use hedgerow_engine::internals::EventBuffer;
+use hedgerow_engine::internals::SqliteStore;
+use hedgerow_engine::internals::decode::{RawBody, decode_body};
+use hedgerow_engine::internals::functions::WeekStart;
+use hedgerow_engine::internals::normalize::{NormalizeContext, Outcome, normalize_event};
+use hedgerow_engine::internals::overrides::PersonsMode;
+use hedgerow_engine::internals::payload::parse_payload;
+use hedgerow_engine::internals::person_input;
+use hedgerow_engine::internals::schema::Catalog;
+use hedgerow_engine::internals::wal::{Wal, WalConfig};
+use hedgerow_engine::internals::{Persons, RecordCtx};
+use hedgerow_engine::internals::{events_schema, events_to_batch};
+use hedgerow_engine::internals::{parser, planner, print};
+use hedgerow_engine::model::{Event, TeamId};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "phc_benchtoken00000000000000000000000000000";
@@ -261,7 +261,7 @@ fn hogql(c: &mut Criterion) {
         Arc::new(MemTable::try_new(events_schema(), vec![vec![]]).unwrap());
     let catalog = BenchCatalog { events };
     let parse = |t: &str| parser::parse_query(t).map_err(|e| e.to_string());
-    let print_expr = |e: &hedgerow_engine::hogql::ast::Expr| print::expr(e);
+    let print_expr = |e: &hedgerow_engine::internals::ast::Expr| print::expr(e);
     let ctx = planner::PlanContext {
         catalog: &catalog,
         timezone: "UTC".into(),

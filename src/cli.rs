@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::Parser;
 use hedgerow_engine::Engine;
 use hedgerow_engine::clock::{Clock, SystemClock};
-use hedgerow_engine::ingest::TeamId;
+use hedgerow_engine::model::TeamId;
 use tracing::{error, info};
 
 use crate::config::{
@@ -51,7 +51,7 @@ pub fn main() -> ExitCode {
             data_dir,
         })) => tasks_run(url, personal_api_key, data_dir),
         Some(Command::Schema) => {
-            let json = hedgerow_engine::storage::schema::schema_json();
+            let json = hedgerow_engine::schema_json();
             println!("{}", serde_json::to_string_pretty(&json).expect("json"));
             ExitCode::SUCCESS
         }

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use hedgerow_engine::CaptureLimits;
 use hedgerow_engine::EngineConfig;
-use hedgerow_engine::ingest::limits::CaptureLimits;
-use hedgerow_engine::write::{FlushConfig, MaintenanceConfig};
+use hedgerow_engine::{FlushConfig, MaintenanceConfig};
 use url::Url;
 
 fn parse_size(s: &str) -> Result<u64, String> {

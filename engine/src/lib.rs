@@ -10,24 +10,31 @@ pub mod clock;
 mod config;
 pub mod datagen;
 pub mod error;
-pub mod hogql;
-pub mod ingest;
+pub(crate) mod hogql;
+pub(crate) mod ingest;
+#[doc(hidden)]
+pub mod internals;
 mod lifecycle;
 pub mod meta;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod model;
 pub mod persons;
-pub mod propdefs;
+pub(crate) mod propdefs;
 pub mod query;
 pub mod schedule;
-pub mod storage;
+pub(crate) mod storage;
 #[cfg(test)]
 mod testalloc;
-pub mod write;
+pub(crate) mod write;
 
 pub use api::{Access, CaptureBody, CaptureReceipt, DeletionRun, PersonsError, ProjectsError};
 pub use config::{EngineConfig, HISTORICAL_MIN_AGE};
 pub use error::EngineError;
+pub use ingest::CaptureError;
+pub use ingest::limits::CaptureLimits;
+pub use ingest::payload::CapturePayload;
+pub use storage::schema::schema_json;
+pub use write::{FlushConfig, MaintenanceConfig};
 
 use std::collections::HashMap;
 use std::fs::File;

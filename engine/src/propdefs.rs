@@ -76,7 +76,7 @@ impl PropertyType {
 
 /// Event properties that are not properties of the event (they carry person and group
 /// updates); they get no event definition.
-pub const NOT_EVENT_PROPERTIES: &[&str] = &[
+pub(crate) const NOT_EVENT_PROPERTIES: &[&str] = &[
     "$set",
     "$set_once",
     "$unset",
@@ -103,7 +103,7 @@ const TIME_NAME_WORDS: &[&str] = &[
 const SIX_MONTHS_SECS: u64 = 15_768_000;
 
 /// The type `value` suggests for a property named `key`; `None` for null, objects, arrays.
-pub fn detect(key: &str, value: &Value, now: DateTime<Utc>) -> Option<PropertyType> {
+pub(crate) fn detect(key: &str, value: &Value, now: DateTime<Utc>) -> Option<PropertyType> {
     let key = key.to_lowercase();
     if key.starts_with("utm_")
         || key.starts_with("$feature/")

@@ -13,8 +13,8 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use axum::routing::MethodRouter;
 use hedgerow_engine::error::ErrorKind;
-use hedgerow_engine::ingest::TeamId;
 use hedgerow_engine::meta::{KeyGrant, Project};
+use hedgerow_engine::model::TeamId;
 
 use super::App;
 use crate::error::ApiError;

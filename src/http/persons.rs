@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use hedgerow_engine::error::ErrorKind;
 use hedgerow_engine::model::DistinctId;
 use hedgerow_engine::persons::PersonKey;
-use hedgerow_engine::persons::store::{PersonFilter, PropertyFilter};
+use hedgerow_engine::persons::{PersonFilter, PropertyFilter};
 use serde_json::Value;
 
 use super::wire::persons as wire;

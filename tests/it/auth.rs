@@ -244,9 +244,9 @@ fn first_start_prints_generated_keys_once() {
 async fn a_replaced_token_is_forgotten_at_once() {
     use std::sync::Arc;
 
+    use hedgerow_engine::CapturePayload;
     use hedgerow_engine::clock::FixedClock;
     use hedgerow_engine::error::{ErrorKind, HasKind};
-    use hedgerow_engine::ingest::payload::CapturePayload;
     use hedgerow_engine::{Engine, EngineConfig};
 
     let tmp = tempfile::tempdir().unwrap();

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use hedgerow_engine::CapturePayload;
 use hedgerow_engine::clock::FixedClock;
-use hedgerow_engine::ingest::TeamId;
-use hedgerow_engine::ingest::payload::CapturePayload;
+use hedgerow_engine::model::TeamId;
 use hedgerow_engine::query::{HogQLRun, QueryError};
 use hedgerow_engine::{Engine, EngineConfig};
 use serde_json::{Map, Value, json};

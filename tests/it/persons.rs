@@ -995,7 +995,7 @@ async fn crash_during_person_processing_replays_to_the_same_persons() {
 /// else's events are all still there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_task_leaves_no_byte_of_the_person() {
-    use hedgerow_engine::storage::inspect::{grep_dir, parquet_values_containing};
+    use hedgerow_engine::internals::inspect::{grep_dir, parquet_values_containing};
     const ANON: &str = "aaaa-victim-anon-9f3e1a";
     const USER: &str = "aaaa-victim-user-9f3e1a";
     const SECRET: &str = "victim-secret-77c41d";

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
+use hedgerow_engine::CapturePayload;
 use hedgerow_engine::clock::FixedClock;
-use hedgerow_engine::ingest::TeamId;
-use hedgerow_engine::ingest::payload::CapturePayload;
+use hedgerow_engine::model::TeamId;
 use hedgerow_engine::query::HogQLRun;
 use hedgerow_engine::{Engine, EngineConfig};
 use serde_json::{Map, Value, json};

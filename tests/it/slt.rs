@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use hedgerow_engine::CapturePayload;
 use hedgerow_engine::clock::FixedClock;
-use hedgerow_engine::ingest::TeamId;
-use hedgerow_engine::ingest::payload::CapturePayload;
-use hedgerow_engine::query::result::text_value;
+use hedgerow_engine::internals::text_value;
+use hedgerow_engine::model::TeamId;
 use hedgerow_engine::{Engine, EngineConfig};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;

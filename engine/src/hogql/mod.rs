@@ -5,10 +5,10 @@
 //! HogQL function calls onto DataFusion expressions and our own UDFs; the planner resolves a
 //! parsed query against the virtual schema and builds a DataFusion logical plan directly.
 
-pub use hedgerow_hogql_syntax::{ast, grammar, lexer, nesting, parser, print};
+pub(crate) use hedgerow_hogql_syntax::{ast, lexer, nesting, parser, print};
 
 pub mod functions;
 pub mod overrides;
 pub mod planner;
-pub mod property;
+pub(crate) mod property;
 pub mod schema;

@@ -20,7 +20,7 @@ use datafusion::logical_expr::{
 
 /// `hogql_property(json, key, …)`: the property at the path of literal keys.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct PropertyUdf {
+pub(crate) struct PropertyUdf {
     signature: Signature,
 }
 
@@ -33,7 +33,7 @@ impl PropertyUdf {
 }
 
 /// The expression reading `path` out of the JSON text `json`.
-pub fn property(json: Expr, path: &[String]) -> Expr {
+pub(crate) fn property(json: Expr, path: &[String]) -> Expr {
     let mut args = vec![json];
     args.extend(
         path.iter()
@@ -90,7 +90,7 @@ impl ScalarUDFImpl for PropertyUdf {
 }
 
 /// The property at `path` in the JSON text `doc`, by compat.md's rule.
-pub fn read_property(doc: &str, path: &[String]) -> Option<String> {
+pub(crate) fn read_property(doc: &str, path: &[String]) -> Option<String> {
     let raw = find_path(doc.as_bytes(), path)?;
     let raw = std::str::from_utf8(raw).ok()?;
     match raw.as_bytes().first()? {

@@ -46,7 +46,7 @@ enum Hint {
 /// with a message saying the limit.
 ///
 /// This builds the whole `serde_json::Value` with no other bound: capture itself goes through
-/// [`decode_transport`], [`super::scan`] and [`parse_json`] so the shape is checked first.
+/// [`decode_transport`], `ingest::scan` and [`parse_json`] so the shape is checked first.
 pub fn decode_body(
     raw: &RawBody<'_>,
     max_decoded: usize,

@@ -40,7 +40,7 @@ use super::{CaptureError, Event};
 
 /// Deepest nesting of objects and arrays accepted: serde_json's own recursion limit, said
 /// up front by the scan.
-pub const MAX_JSON_DEPTH: usize = 128;
+pub(crate) const MAX_JSON_DEPTH: usize = 128;
 
 /// The capture limits (see the module docs). The server fills it from its flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +88,7 @@ const MEMBER_BYTES: usize = 96;
 /// WAL, estimated from its size on the wire and its shape: the wire bytes and the decoded
 /// text (both held until the parse), the parsed tree, then the WAL record's JSON and the
 /// Arrow rows' property text, each about as long as the decoded text.
-pub fn decode_cost(wire: usize, shape: &JsonShape) -> usize {
+pub(crate) fn decode_cost(wire: usize, shape: &JsonShape) -> usize {
     let tree = shape
         .objects
         .saturating_mul(OBJECT_BYTES)
@@ -100,7 +100,7 @@ pub fn decode_cost(wire: usize, shape: &JsonShape) -> usize {
 }
 
 /// `20 MiB`, `512 KiB`, `300 bytes`: sizes in refusals.
-pub fn human_bytes(n: usize) -> String {
+pub(crate) fn human_bytes(n: usize) -> String {
     const KIB: usize = 1 << 10;
     const MIB: usize = 1 << 20;
     const GIB: usize = 1 << 30;
@@ -120,7 +120,7 @@ pub fn human_bytes(n: usize) -> String {
 }
 
 /// The refusal for a scan that stopped.
-pub fn scan_refusal(e: ScanError) -> CaptureError {
+pub(crate) fn scan_refusal(e: ScanError) -> CaptureError {
     match e {
         ScanError::TooManyValues { limit, seen } => CaptureError::OverLimit {
             code: "too_many_json_values",
@@ -137,7 +137,11 @@ pub fn scan_refusal(e: ScanError) -> CaptureError {
 
 /// Refuses an event with more properties, or more keys in one of its person or group
 /// operations, than `max`. `index` is the event's position in the request.
-pub fn check_event_limits(index: usize, event: &Event, max: usize) -> Result<(), CaptureError> {
+pub(crate) fn check_event_limits(
+    index: usize,
+    event: &Event,
+    max: usize,
+) -> Result<(), CaptureError> {
     let refuse = |what: &str, attr: String, n: usize| CaptureError::OverLimit {
         code: "too_many_properties",
         detail: format!(
@@ -217,14 +221,14 @@ fn units(bytes: usize) -> usize {
 /// semaphore, in KiB. FIFO: a large request at the head of the queue is not starved by
 /// small ones behind it.
 #[derive(Debug, Clone)]
-pub struct DecodeBudget {
+pub(crate) struct DecodeBudget {
     sem: Arc<Semaphore>,
     total_units: usize,
     wait: Duration,
 }
 
 impl DecodeBudget {
-    pub fn new(total_bytes: usize, wait: Duration) -> Self {
+    pub(crate) fn new(total_bytes: usize, wait: Duration) -> Self {
         let total_units = units(total_bytes)
             .clamp(1, u32::MAX as usize)
             .min(Semaphore::MAX_PERMITS);
@@ -235,17 +239,18 @@ impl DecodeBudget {
         }
     }
 
-    pub fn total_bytes(&self) -> usize {
+    pub(crate) fn total_bytes(&self) -> usize {
         self.total_units * UNIT
     }
 
     /// What no request holds now.
-    pub fn available_bytes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn available_bytes(&self) -> usize {
         self.sem.available_permits() * UNIT
     }
 
     /// Takes `bytes` of the budget, waiting up to the configured time for it.
-    pub async fn acquire(&self, bytes: usize) -> Result<BudgetPermit, BudgetError> {
+    pub(crate) async fn acquire(&self, bytes: usize) -> Result<BudgetPermit, BudgetError> {
         let mut permit = BudgetPermit {
             sem: self.sem.clone(),
             units: 0,
@@ -257,20 +262,25 @@ impl DecodeBudget {
 
 /// A share of the [`DecodeBudget`], given back when dropped.
 #[derive(Debug)]
-pub struct BudgetPermit {
+pub(crate) struct BudgetPermit {
     sem: Arc<Semaphore>,
     units: usize,
 }
 
 impl BudgetPermit {
-    pub fn bytes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
         self.units * UNIT
     }
 
     /// Makes this share `bytes`: a smaller one gives the rest back at once, a larger one
     /// waits (up to the budget's wait) for the difference. On an error the share is as
     /// before.
-    pub async fn resize(&mut self, budget: &DecodeBudget, bytes: usize) -> Result<(), BudgetError> {
+    pub(crate) async fn resize(
+        &mut self,
+        budget: &DecodeBudget,
+        bytes: usize,
+    ) -> Result<(), BudgetError> {
         let want = units(bytes);
         if want > budget.total_units {
             return Err(BudgetError::OverBudget {

@@ -5,13 +5,13 @@
 //! [`payload::CapturePayload`] already decoded from the wire.
 
 pub mod decode;
-pub mod limits;
+pub(crate) mod limits;
 pub mod normalize;
 pub mod payload;
-pub mod scan;
-pub use hedgerow_wal as wal;
+pub(crate) mod scan;
+pub(crate) use hedgerow_wal as wal;
 
-pub use crate::model::{Event, IngestBatch, TeamId};
+pub(crate) use crate::model::{Event, IngestBatch, TeamId};
 
 use crate::error::{ErrorKind, HasKind};
 

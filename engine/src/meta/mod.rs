@@ -9,7 +9,7 @@
 //! - `bootstrap`: what the first start makes (project 1 and an all-scopes key);
 //! - `group_types`: group type → index (0–4), per project;
 //! - `property_definitions`: the type each property name was first seen with (the rules
-//!   themselves are [`crate::propdefs`], pure, which HogQL reads too);
+//!   themselves are `crate::propdefs`, pure, which HogQL reads too);
 //! - `query_log`: what ran, for whom, how it ended.
 //!
 //! Persons live elsewhere (`persons`), in their own tables of the same file.

@@ -1,5 +1,5 @@
 //! Property definitions: the type each event, person and group property was first seen
-//! with, per project. The detection rules are [`crate::propdefs`] (pure); this file keeps
+//! with, per project. The detection rules are `crate::propdefs` (pure); this file keeps
 //! what they decided, in SQLite and in memory.
 
 use std::collections::HashMap;
@@ -63,7 +63,7 @@ pub(super) fn load(conn: &Connection) -> Result<PropDefs> {
 
 impl MetaStore {
     /// Records the property types a batch of a project's events suggests (see
-    /// [`crate::propdefs`]): event properties, person properties from `$set`/`$set_once`,
+    /// `crate::propdefs`): event properties, person properties from `$set`/`$set_once`,
     /// and group properties from `$groupidentify`'s `$group_set`. A name whose type is known
     /// costs one hash lookup; only new names, or names whose values were all null so far,
     /// reach SQLite. The first type seen wins, also across concurrent batches.

@@ -5,7 +5,7 @@
 //! hands the inputs, in WAL order, to the [`process::Persons`] state machine, which reads and
 //! changes persons through a cache and writes the changes behind, in one SQLite transaction
 //! per batch of WAL records together with the last sequence applied
-//! ([`store::PersonStore`]). Each event leaves with its person's id and a snapshot of the
+//! (`store::PersonStore`). Each event leaves with its person's id and a snapshot of the
 //! person's properties (persons on events).
 //!
 //! The rules are PostHog's (see `spec/compat.md`, Persons): `$set_once`, then `$set`, then
@@ -13,11 +13,13 @@
 //! `$anon_distinct_id` and on `$create_alias`/`$merge_dangerously` with `alias`, never on
 //! the forbidden ids, never taking in an identified person (except `$merge_dangerously`).
 
-pub mod facade;
-pub mod process;
-pub mod store;
+pub(crate) mod facade;
+pub(crate) mod process;
+pub(crate) mod store;
 
 pub use facade::{Page, PersonKey, PropertiesTimeline, TimelinePoint};
+pub use store::filter::{PersonFilter, PropertyFilter};
+pub use store::rows::Activity;
 
 pub use crate::model::PersonCommand;
 use chrono::{DateTime, Utc};

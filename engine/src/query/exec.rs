@@ -36,7 +36,7 @@ use crate::model::TeamId;
 /// goes. `tests/it/limits.rs` runs queries at the parser's bounds (512 levels of calls,
 /// parentheses and operators, 100 nested FROM subqueries, 500-way UNION ALL) through every
 /// stage in a debug build, whose frames are the largest.
-pub const QUERY_STACK_BYTES: usize = 256 << 20;
+pub(crate) const QUERY_STACK_BYTES: usize = 256 << 20;
 
 /// How queries are admitted and bounded.
 #[derive(Debug, Clone)]
@@ -72,7 +72,7 @@ impl Default for QueryLimits {
 }
 
 /// The query runtime and its admission rules.
-pub struct Executor {
+pub(crate) struct Executor {
     runtime: Option<Runtime>,
     handle: Handle,
     slots: Arc<Semaphore>,
@@ -92,7 +92,10 @@ impl std::fmt::Debug for Executor {
 impl Executor {
     /// `pool` is the query memory pool: string and array functions on these threads count
     /// their output against it ([`crate::hogql::functions::budget`]).
-    pub fn new(limits: QueryLimits, pool: Option<Arc<dyn MemoryPool>>) -> std::io::Result<Self> {
+    pub(crate) fn new(
+        limits: QueryLimits,
+        pool: Option<Arc<dyn MemoryPool>>,
+    ) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(limits.threads.max(1))
             .max_blocking_threads(limits.threads.max(1) * 4)
@@ -117,14 +120,10 @@ impl Executor {
         })
     }
 
-    pub fn limits(&self) -> &QueryLimits {
-        &self.limits
-    }
-
     /// Runs `work` on the query runtime under the admission rules. Answers as soon as the
     /// work finishes, `cancel` fires (`Cancelled`) or the time limit passes (`Timeout`);
     /// in the last two cases the work is stopped at its next yield.
-    pub async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         team: TeamId,
         cancel: &CancellationToken,
@@ -136,12 +135,12 @@ impl Executor {
 
     /// Takes one of the project's places, or refuses (429) when it has none left. The
     /// place is given back when the returned value is dropped.
-    pub fn admit(&self, team: TeamId) -> Result<Admitted, QueryError> {
+    pub(crate) fn admit(&self, team: TeamId) -> Result<Admitted, QueryError> {
         Admitted::new(team, &self.running, self.limits.per_project)
     }
 
     /// [`Self::run`] for a query already admitted.
-    pub async fn run_admitted<T: Send + 'static>(
+    pub(crate) async fn run_admitted<T: Send + 'static>(
         &self,
         admitted: Admitted,
         cancel: &CancellationToken,
@@ -188,7 +187,7 @@ impl Executor {
 
     /// Counts one query request of `team` against its per-minute and per-hour budgets, or
     /// refuses it (429) with the seconds until the budget allows one more.
-    pub fn count_request(&self, team: TeamId) -> Result<(), QueryError> {
+    pub(crate) fn count_request(&self, team: TeamId) -> Result<(), QueryError> {
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
         let rate = rates.entry(team).or_insert_with(|| Rate::new(&self.limits));
         rate.take(Instant::now()).map_err(|(window, limit, wait)| {
@@ -203,8 +202,9 @@ impl Executor {
         })
     }
 
-    /// Queries running or waiting, per project (for tests and metrics).
-    pub fn in_flight(&self, team: TeamId) -> usize {
+    /// Queries running or waiting, per project.
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self, team: TeamId) -> usize {
         let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         running.get(&team).copied().unwrap_or(0)
     }
@@ -220,7 +220,7 @@ impl Drop for Executor {
 }
 
 /// One project's place among its running or waiting queries; given back on drop.
-pub struct Admitted {
+pub(crate) struct Admitted {
     team: TeamId,
     running: Arc<Mutex<HashMap<TeamId, usize>>>,
 }

@@ -11,26 +11,26 @@
 //! - `catalog`: what a query sees (its session, the project's tables).
 //! - `cache`, `tasks`, `log`: the result cache, the task registry, the query log.
 //! - `draft`: draft SQL for a plain-language prompt.
-//! - [`exec`]: the query runtime and its admission rules; [`provider`], [`persons_tables`]:
-//!   the tables; [`result`]: Arrow to JSON cells and ClickHouse types; [`pool`]: the memory
-//!   pool; [`upgrade`]: old query nodes to current ones.
+//! - `exec`: the query runtime and its admission rules; `provider`, `persons_tables`:
+//!   the tables; `result`: Arrow to JSON cells and ClickHouse types; `pool`: the memory
+//!   pool; `upgrade`: old query nodes to current ones.
 
 mod cache;
 mod catalog;
 mod draft;
 mod error;
-pub mod exec;
+pub(crate) mod exec;
 mod log;
-pub mod persons_tables;
-pub mod pool;
-pub mod provider;
+pub(crate) mod persons_tables;
+pub(crate) mod pool;
+pub(crate) mod provider;
 mod request;
 mod response;
-pub mod result;
+pub(crate) mod result;
 mod run;
 mod service;
 mod tasks;
-pub mod upgrade;
+pub(crate) mod upgrade;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -24,7 +24,7 @@ fn table(fields: Vec<Field>, cols: Vec<ArrayRef>) -> Result<MemTable, QueryError
     MemTable::try_new(schema, vec![vec![batch]]).map_err(QueryError::DataFusionInternal)
 }
 
-pub fn persons(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
+pub(crate) fn persons(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
     let rows = store.persons_rows(team).map_err(QueryError::PersonStore)?;
     table(
         vec![
@@ -47,7 +47,7 @@ pub fn persons(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryE
     )
 }
 
-pub fn distinct_ids(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
+pub(crate) fn distinct_ids(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
     let rows = store
         .distinct_id_rows(team)
         .map_err(QueryError::PersonStore)?;
@@ -67,7 +67,7 @@ pub fn distinct_ids(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, Q
     )
 }
 
-pub fn groups(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
+pub(crate) fn groups(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
     let rows = store.group_rows(team).map_err(QueryError::PersonStore)?;
     table(
         vec![
@@ -103,7 +103,7 @@ pub fn groups(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryEr
     )
 }
 
-pub fn warnings(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
+pub(crate) fn warnings(store: &dyn PersonStore, team: TeamId) -> Result<MemTable, QueryError> {
     let rows = store.warnings(team).map_err(QueryError::PersonStore)?;
     table(
         vec![

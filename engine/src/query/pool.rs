@@ -21,7 +21,7 @@ use datafusion::execution::memory_pool::{
 /// `min(cap, size - held by non-spilling operators)`; a non-spilling operator may have
 /// whatever is not held.
 #[derive(Debug)]
-pub struct HeadroomPool {
+pub(crate) struct HeadroomPool {
     size: usize,
     spill_cap: usize,
     state: Mutex<State>,
@@ -36,7 +36,7 @@ struct State {
 }
 
 impl HeadroomPool {
-    pub fn new(size: usize) -> Self {
+    pub(crate) fn new(size: usize) -> Self {
         Self {
             size,
             spill_cap: size / 4 * 3,

@@ -24,7 +24,7 @@ use datafusion::physical_plan::union::UnionExec;
 use crate::model::TeamId;
 
 #[derive(Debug)]
-pub struct EventsProvider {
+pub(crate) struct EventsProvider {
     team: TeamId,
     files: Arc<dyn TableProvider>,
     /// The project's unflushed rows not yet covered by the files' snapshot, in `schema`.
@@ -35,7 +35,7 @@ pub struct EventsProvider {
 impl EventsProvider {
     /// `files`: the table snapshot's provider; `buffer`: the project's buffered batches that
     /// the snapshot does not contain (see `Engine::events_snapshot`).
-    pub fn new(
+    pub(crate) fn new(
         team: TeamId,
         files: Arc<dyn TableProvider>,
         buffer: Vec<RecordBatch>,

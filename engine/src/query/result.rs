@@ -12,7 +12,7 @@ use serde_json::{Number, Value};
 
 /// ClickHouse's name for a column's type, e.g. `UInt64`, `Nullable(String)`,
 /// `DateTime64(6, 'UTC')`.
-pub fn clickhouse_type(field: &Field) -> String {
+pub(crate) fn clickhouse_type(field: &Field) -> String {
     let inner = clickhouse_data_type(field.data_type());
     let nullable_ok = !matches!(field.data_type(), DataType::List(_) | DataType::Struct(_));
     if field.is_nullable() && nullable_ok && field.data_type() != &DataType::Null {
@@ -101,7 +101,7 @@ fn float_json(f: f64) -> Value {
 }
 
 /// One cell as JSON, as PostHog's API returns it: DateTimes as ISO 8601 in the column's zone.
-pub fn json_value(a: &ArrayRef, row: usize) -> Value {
+pub(crate) fn json_value(a: &ArrayRef, row: usize) -> Value {
     if a.is_null(row) || a.data_type() == &DataType::Null {
         return Value::Null;
     }
@@ -201,7 +201,7 @@ fn quote(s: &str) -> String {
 }
 
 /// Shortest round-trip text without a trailing `.0`, `inf`/`-inf`/`nan` as ClickHouse.
-pub fn float_text(f: f64) -> String {
+pub(crate) fn float_text(f: f64) -> String {
     if f.is_nan() {
         "nan".into()
     } else if f.is_infinite() {
@@ -263,7 +263,7 @@ fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
 }
 
 /// All rows of `batches` as JSON arrays.
-pub fn json_rows(batches: &[RecordBatch]) -> Vec<Value> {
+pub(crate) fn json_rows(batches: &[RecordBatch]) -> Vec<Value> {
     let mut rows = Vec::new();
     for b in batches {
         for r in 0..b.num_rows() {

@@ -48,7 +48,7 @@ pub struct HogQLRun {
 
 impl QueryService {
     /// Parses, plans and runs one HogQL query for `project` on the query runtime, under its
-    /// admission rules and time limit (see [`exec`]). Stops (and returns
+    /// admission rules and time limit (see `exec`). Stops (and returns
     /// [`QueryError::Cancelled`]) as soon as `cancel` fires.
     pub async fn run_hogql(
         self: &Arc<Self>,

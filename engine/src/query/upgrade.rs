@@ -11,7 +11,7 @@ use super::QueryError;
 
 /// Latest schema version of each node kind we know. No kind has had a breaking migration
 /// yet, so all are at 1; a migration adds a step in `migrate` and bumps its number here.
-pub const LATEST_VERSIONS: &[(&str, u64)] = &[
+pub(crate) const LATEST_VERSIONS: &[(&str, u64)] = &[
     ("ActionsNode", 1),
     ("DataTableNode", 1),
     ("DataVisualizationNode", 1),
@@ -29,7 +29,7 @@ pub const LATEST_VERSIONS: &[(&str, u64)] = &[
 ];
 
 /// Fields an `EventsNode` always carries after an upgrade (spec §2.4).
-pub const EVENTS_NODE_FIELDS: &[&str] = &[
+pub(crate) const EVENTS_NODE_FIELDS: &[&str] = &[
     "custom_name",
     "event",
     "fixedProperties",
@@ -49,7 +49,7 @@ pub const EVENTS_NODE_FIELDS: &[&str] = &[
     "version",
 ];
 
-pub fn upgrade(query: Value) -> Result<Value, QueryError> {
+pub(crate) fn upgrade(query: Value) -> Result<Value, QueryError> {
     match &query {
         Value::Object(m) if m.get("kind").is_some_and(Value::is_string) => Ok(walk(query)),
         _ => Err(QueryError::Invalid(

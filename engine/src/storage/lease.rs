@@ -32,11 +32,10 @@ struct LeaseBody {
     heartbeat_ms: i64,
 }
 
-pub struct WriterLease {
+pub(crate) struct WriterLease {
     store: Arc<dyn ObjectStore>,
     path: Path,
     body: LeaseBody,
-    ttl: Duration,
     lost: Arc<AtomicBool>,
     _heartbeat: AbortOnDrop,
 }
@@ -69,7 +68,7 @@ async fn write(store: &dyn ObjectStore, path: &Path, body: &LeaseBody) -> Result
 
 impl WriterLease {
     /// Takes the lease of the table at `table_url`, or says who holds it.
-    pub async fn acquire(
+    pub(crate) async fn acquire(
         writer_id: &str,
         table_url: &Url,
         options: &std::collections::HashMap<String, String>,
@@ -132,23 +131,18 @@ impl WriterLease {
             store,
             path,
             body,
-            ttl,
             lost,
             _heartbeat: AbortOnDrop(heartbeat),
         })
     }
 
     /// False once another writer has taken over: commits must stop.
-    pub fn is_held(&self) -> bool {
+    pub(crate) fn is_held(&self) -> bool {
         !self.lost.load(Ordering::SeqCst)
     }
 
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-
     /// Gives the lease up (clean shutdown), so the next writer need not wait for it to expire.
-    pub async fn release(&self) {
+    pub(crate) async fn release(&self) {
         if let Ok(Some(b)) = read(self.store.as_ref(), &self.path).await
             && b.writer == self.body.writer
         {

@@ -1,8 +1,8 @@
 //! Storage: the Arrow buffer, the Parquet/Delta events table on an object store, the
 //! single-writer lease, compaction. The only way event data reaches a disk or a bucket.
 
-pub mod buffer;
+pub(crate) mod buffer;
 pub mod inspect;
-pub mod lease;
-pub mod schema;
-pub mod table;
+pub(crate) mod lease;
+pub(crate) mod schema;
+pub(crate) mod table;

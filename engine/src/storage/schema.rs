@@ -18,7 +18,7 @@ use crate::model::{Event, TeamId};
 
 /// Hot properties shredded into their own columns, named `mat_<property>` as PostHog names
 /// its materialized columns.
-pub const SHREDDED_PROPERTIES: &[&str] = &[
+pub(crate) const SHREDDED_PROPERTIES: &[&str] = &[
     "$browser",
     "$os",
     "$device_type",
@@ -29,13 +29,13 @@ pub const SHREDDED_PROPERTIES: &[&str] = &[
 ];
 
 /// The name prefix of a shredded property's column (`mat_$browser`).
-pub const SHREDDED_PREFIX: &str = "mat_";
+pub(crate) const SHREDDED_PREFIX: &str = "mat_";
 
 /// The table's partition columns, in order.
-pub const PARTITION_COLUMNS: &[&str] = &["team_id", "event_date"];
+pub(crate) const PARTITION_COLUMNS: &[&str] = &["team_id", "event_date"];
 
 /// The order rows take inside every file we write.
-pub const SORT_COLUMNS: &[&str] = &["event", "timestamp"];
+pub(crate) const SORT_COLUMNS: &[&str] = &["event", "timestamp"];
 
 fn utc_micros() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
@@ -76,7 +76,7 @@ pub fn events_schema() -> SchemaRef {
 /// The string a property reads as: a missing key, JSON null and `""` are NULL; strings are
 /// themselves; numbers, booleans, objects and arrays are their JSON text. HogQL's property
 /// access gives the same answer, so a shredded column and the JSON agree.
-pub fn property_as_string(v: Option<&Value>) -> Option<String> {
+pub(crate) fn property_as_string(v: Option<&Value>) -> Option<String> {
     match v? {
         Value::Null => None,
         Value::String(s) if s.is_empty() => None,
@@ -95,7 +95,7 @@ fn str_prop<'a>(props: &'a serde_json::Map<String, Value>, key: &str) -> Option<
 /// PostHog's `elements_chain` text for autocapture's `$elements` list: one element per
 /// `;`-separated part, `tag.class1.class2:` then `key="value"` pairs (text, href, id,
 /// nth-child, nth-of-type, then every `attr__*`), quotes escaped.
-pub fn elements_chain(elements: &[Value]) -> String {
+pub(crate) fn elements_chain(elements: &[Value]) -> String {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
     let scalar = |v: &Value| match v {
         Value::String(s) => Some(s.clone()),
@@ -153,7 +153,7 @@ pub fn elements_chain(elements: &[Value]) -> String {
 }
 
 /// Days since the Unix epoch of the UTC date of `micros`.
-pub fn date32_of_micros(micros: i64) -> i32 {
+pub(crate) fn date32_of_micros(micros: i64) -> i32 {
     micros.div_euclid(86_400_000_000) as i32
 }
 

@@ -84,7 +84,7 @@ impl Default for MaintenanceConfig {
 /// builds it on the request's own thread, so the single pipeline only processes persons and
 /// appends (the conversion is the costly part).
 #[derive(Debug, Clone)]
-pub struct Ingested {
+pub(crate) struct Ingested {
     pub team_id: TeamId,
     /// `None` for a record with no events.
     pub batch: Option<RecordBatch>,
@@ -96,12 +96,12 @@ pub struct Ingested {
     pub received: DateTime<Utc>,
 }
 
-pub type Record = (u64, Ingested);
+pub(crate) type Record = (u64, Ingested);
 
 /// A running flush: the part being written and how the write went.
 type FlushTask = JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>;
 
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     pub buffer: Arc<EventBuffer>,
     pub table: Arc<EventsTable>,
     pub wal: Wal<Ingested>,
@@ -122,7 +122,7 @@ pub struct Pipeline {
 /// Turns a WAL record's events into Arrow. Group type indexes are assigned here, in order
 /// of first use; they are stored before the record is acknowledged, so a replay finds the
 /// same ones. Property definitions are recorded here too (a replay records nothing new).
-pub fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
+pub(crate) fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
     let received = batch
         .events
         .first()
@@ -193,7 +193,7 @@ fn stamp(batch: &RecordBatch, stamps: &[Stamp]) -> Result<RecordBatch, arrow::er
 /// Applies one durable WAL record: persons first, then the stamped rows to the buffer.
 /// `in_table`: the table already holds this record's rows (a replay after a crash between
 /// the table's commit and the person store's), so only persons are processed.
-pub fn apply(
+pub(crate) fn apply(
     buffer: &EventBuffer,
     persons: &mut Persons,
     metrics: &Metrics,
@@ -344,7 +344,7 @@ impl Pipeline {
 
     /// Runs until `shutdown` turns true or the WAL side hangs up, then writes everything
     /// left. `committed` is the WAL position the table already covers.
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         mut rx: mpsc::Receiver<Record>,
         mut shutdown: watch::Receiver<bool>,

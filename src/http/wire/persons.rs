@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use hedgerow_engine::persons::store::Activity;
+use hedgerow_engine::persons::Activity;
 use hedgerow_engine::persons::{Person, PropertiesTimeline, TimelinePoint};
 use serde_json::{Value, json};
 

@@ -28,7 +28,7 @@ pub(crate) fn page(
 
 #[cfg(test)]
 mod tests {
-    use hedgerow_engine::ingest::TeamId;
+    use hedgerow_engine::model::TeamId;
 
     use super::*;
 

@@ -124,7 +124,7 @@ pub(crate) fn upgraded(query: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use hedgerow_engine::ingest::TeamId;
+    use hedgerow_engine::model::TeamId;
     use hedgerow_engine::query::QueryResults;
 
     use super::*;

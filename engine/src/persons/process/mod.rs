@@ -5,7 +5,7 @@ mod command;
 #[cfg(test)]
 mod merge_model;
 
-pub use crate::model::CommandRecord;
+pub(crate) use crate::model::CommandRecord;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 

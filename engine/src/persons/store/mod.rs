@@ -10,8 +10,8 @@
 //! - `filter`: the persons list's filters and their SQL.
 //! - `sqlite`: [`SqliteStore`].
 
-mod filter;
-mod rows;
+pub(super) mod filter;
+pub(super) mod rows;
 mod sqlite;
 
 use std::collections::HashMap;
@@ -23,8 +23,8 @@ use super::Person;
 use crate::error::{ErrorKind, HasKind};
 use crate::model::{DistinctId, PersonUuid, TeamId};
 
-pub use filter::{PersonFilter, PropertyFilter};
-pub use rows::{
+pub(crate) use filter::PersonFilter;
+pub(crate) use rows::{
     Activity, ChangeSet, GroupRow, NewTask, Op, PersonRow, PersonWrite, Task, WarningRow,
 };
 pub use sqlite::SqliteStore;
@@ -55,7 +55,7 @@ impl HasKind for StoreError {
     }
 }
 
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 pub trait PersonStore: Send + Sync {
     /// The last WAL sequence whose person changes are stored.

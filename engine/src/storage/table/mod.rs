@@ -46,10 +46,10 @@ mod rewrite;
 mod tests;
 mod write;
 
-pub use write::{AppendStats, sort_for_write};
+pub(crate) use write::AppendStats;
 
 /// The Delta application-transaction id under which appends record their WAL sequence.
-pub const WAL_APP_ID: &str = "hedgerow-wal";
+pub(crate) const WAL_APP_ID: &str = "hedgerow-wal";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {

@@ -200,7 +200,7 @@ impl EventsTable {
 }
 
 /// Sorts by partition, then by the in-file sort order, so every file is written sorted.
-pub fn sort_for_write(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
+pub(crate) fn sort_for_write(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     let cols: Vec<SortColumn> = PARTITION_COLUMNS
         .iter()
         .chain(SORT_COLUMNS)
