@@ -14,6 +14,8 @@ pub(crate) mod hogql;
 pub(crate) mod ingest;
 #[doc(hidden)]
 pub mod internals;
+#[cfg(test)]
+mod layering_tests;
 mod lifecycle;
 pub mod meta;
 pub(crate) mod metrics;
@@ -29,10 +31,10 @@ pub(crate) mod write;
 
 pub use api::{Access, CaptureBody, CaptureReceipt, DeletionRun, PersonsError, ProjectsError};
 pub use config::{EngineConfig, HISTORICAL_MIN_AGE};
-pub use error::EngineError;
 pub use ingest::CaptureError;
 pub use ingest::limits::CaptureLimits;
 pub use ingest::payload::CapturePayload;
+pub use lifecycle::EngineError;
 pub use storage::schema::schema_json;
 pub use write::{FlushConfig, MaintenanceConfig};
 

@@ -10,20 +10,90 @@ use tracing::info;
 use url::Url;
 
 use crate::clock::SharedClock;
-use crate::error::EngineError;
+use crate::error::{ErrorKind, HasKind};
 use crate::ingest::IngestBatch;
 use crate::ingest::limits::DecodeBudget;
+use crate::ingest::wal::WalError;
 use crate::ingest::wal::{Wal, WalConfig};
+use crate::meta::MetaError;
 use crate::meta::MetaStore;
 use crate::metrics::Metrics;
 use crate::persons::process::Persons;
+use crate::persons::store::StoreError;
 use crate::persons::store::{PersonStore, SqliteStore};
 use crate::query::QueryService;
 use crate::storage::buffer::EventBuffer;
 use crate::storage::lease::WriterLease;
+use crate::storage::table::StorageError;
 use crate::storage::table::{EventsTable, TableConfig};
 use crate::write::{Pipeline, apply, to_arrow};
 use crate::{Engine, EngineConfig};
+
+/// What opening the engine, or its own background work, can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    #[error(transparent)]
+    Persons(#[from] StoreError),
+    #[error(transparent)]
+    Query(#[from] crate::query::QueryError),
+    /// A file or directory of the data directory could not be used.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The data directory's path cannot be a table URL.
+    #[error("bad data directory path: {0}")]
+    BadPath(std::path::PathBuf),
+    /// A WAL record acknowledged earlier does not decode: the WAL is damaged.
+    #[error("WAL record {seq} does not decode: {source}")]
+    BadWalRecord {
+        seq: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Work the engine handed to another task failed there (it panicked or was cancelled).
+    #[error("{what}: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// A deletion run could not get the buffer written out in time; its tasks stay queued.
+    #[error(
+        "deletion: the buffer was not written out within 10 minutes (table at WAL seq \
+         {committed}, need {target}); the tasks stay queued"
+    )]
+    FlushTimeout { committed: u64, target: u64 },
+    /// Another process holds the data directory.
+    #[error("{0} is in use by another hedgerow process")]
+    Locked(std::path::PathBuf),
+}
+
+impl HasKind for EngineError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::Meta(e) => e.kind(),
+            EngineError::Storage(e) => e.kind(),
+            EngineError::Wal(e) => e.kind(),
+            EngineError::Persons(e) => e.kind(),
+            EngineError::Query(e) => e.kind(),
+            EngineError::Io { .. }
+            | EngineError::BadPath(_)
+            | EngineError::BadWalRecord { .. }
+            | EngineError::Task { .. }
+            | EngineError::FlushTimeout { .. } => ErrorKind::Internal,
+            EngineError::Locked(_) => ErrorKind::Conflict,
+        }
+    }
+}
 
 /// An I/O error in the data directory, with what was being done.
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> EngineError + '_ {

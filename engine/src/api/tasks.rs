@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 use crate::Engine;
-use crate::error::EngineError;
+use crate::EngineError;
 use crate::model::TeamId;
 use crate::schedule;
 use crate::storage::buffer::BufferStats;
