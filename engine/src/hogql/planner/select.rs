@@ -3,6 +3,49 @@
 
 use super::*;
 
+/// One SELECT's planned clause expressions. Grouping and windows replace parts of them with
+/// their output columns, so they are rewritten together ([`Clauses::rebase`]).
+struct Clauses {
+    items: Vec<(Expr, String)>,
+    having: Option<Expr>,
+    qualify: Option<Expr>,
+    /// Key, descending, nulls first.
+    order: Vec<(Expr, bool, Option<bool>)>,
+    limit_by: Vec<Expr>,
+}
+
+impl Clauses {
+    fn rebase(self, f: impl Fn(Expr) -> PResult<Expr>) -> PResult<Self> {
+        Ok(Clauses {
+            items: self
+                .items
+                .into_iter()
+                .map(|(e, n)| Ok((f(e)?, n)))
+                .collect::<PResult<_>>()?,
+            having: self.having.map(&f).transpose()?,
+            qualify: self.qualify.map(&f).transpose()?,
+            order: self
+                .order
+                .into_iter()
+                .map(|(e, d, n)| Ok((f(e)?, d, n)))
+                .collect::<PResult<_>>()?,
+            limit_by: self.limit_by.into_iter().map(&f).collect::<PResult<_>>()?,
+        })
+    }
+
+    /// Output names must be unique: a repeated one gets `_1`, `_2`….
+    fn unique_names(&mut self) {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (_, n) in self.items.iter_mut() {
+            let k = seen.entry(n.clone()).or_insert(0);
+            if *k > 0 {
+                *n = format!("{n}_{k}");
+            }
+            *k += 1;
+        }
+    }
+}
+
 impl Planner<'_> {
     pub(super) fn select(&self, s: &ast::Select, outer: &Ctes) -> PResult<LogicalPlan> {
         let mut ctes = outer.clone();
@@ -39,7 +82,7 @@ impl Planner<'_> {
             collect_lazy(e, &mut lazy);
         }
 
-        let (mut plan, relations) = match &s.from {
+        let (plan, relations) = match &s.from {
             Some(f) => self.from(f, &ctes, &lazy)?,
             None => (LogicalPlanBuilder::empty(true).build().map_err(df)?, vec![]),
         };
@@ -56,9 +99,27 @@ impl Planner<'_> {
             windows: &s.window,
         };
 
+        let plan = self.rows(plan, s, &mut scope)?;
+        let items = self.select_list(s, &scope)?;
+        let (group, clauses) = self.clauses(s, items, &scope)?;
+        let (plan, clauses) = self.aggregate(plan, s, group, clauses)?;
+        let (plan, mut clauses) = self.windows(plan, clauses)?;
+        clauses.unique_names();
+        let (plan, sorts) = self.order_and_project(plan, s, &clauses, &scope)?;
+        self.limit(plan, s, &clauses.items, &sorts)
+    }
+
+    /// The rows a SELECT reads: ARRAY JOIN, WHERE and PREWHERE, then the select list's
+    /// `arrayJoin(…)` calls (unnested before grouping).
+    fn rows(
+        &self,
+        mut plan: LogicalPlan,
+        s: &ast::Select,
+        scope: &mut Scope<'_>,
+    ) -> PResult<LogicalPlan> {
         // ARRAY JOIN
         if let Some(aj) = &s.array_join {
-            plan = self.array_join_clause(plan, aj, &mut scope)?;
+            plan = self.array_join_clause(plan, aj, scope)?;
         }
 
         // WHERE / PREWHERE
@@ -70,7 +131,7 @@ impl Planner<'_> {
                     w.span,
                 );
             }
-            let p = self.predicate(w, &scope, false)?;
+            let p = self.predicate(w, scope, false)?;
             filter = Some(match filter {
                 Some(f) => f.and(p),
                 None => p,
@@ -90,10 +151,13 @@ impl Planner<'_> {
             collect_array_join_calls(c, &mut ajs);
         }
         if !ajs.is_empty() {
-            plan = self.array_join_calls(plan, ajs, &mut scope)?;
+            plan = self.array_join_calls(plan, ajs, scope)?;
         }
+        Ok(plan)
+    }
 
-        // Select list, with stars expanded.
+    /// The select list, with stars expanded.
+    fn select_list(&self, s: &ast::Select, scope: &Scope<'_>) -> PResult<Vec<(Expr, String)>> {
         let mut items: Vec<(Expr, String)> = Vec::new();
         for c in &s.columns {
             match &c.kind {
@@ -124,7 +188,7 @@ impl Planner<'_> {
                     }
                 }
                 _ => {
-                    let e = self.expr(c, &scope)?;
+                    let e = self.expr(c, scope)?;
                     items.push((e, column_name(c, self.ctx.print)));
                 }
             }
@@ -132,7 +196,17 @@ impl Planner<'_> {
         if items.is_empty() {
             return err("SELECT needs at least one column", s.span);
         }
+        Ok(items)
+    }
 
+    /// GROUP BY's keys and the other clauses' expressions (positions `1`, `2`… in GROUP BY
+    /// and ORDER BY name the select list's items).
+    fn clauses(
+        &self,
+        s: &ast::Select,
+        items: Vec<(Expr, String)>,
+        scope: &Scope<'_>,
+    ) -> PResult<(Vec<Expr>, Clauses)> {
         let group: Vec<Expr> = match &s.group_by {
             Some(gb) => gb
                 .exprs
@@ -146,7 +220,7 @@ impl Planner<'_> {
                     {
                         Ok(items[*n as usize - 1].0.clone())
                     } else {
-                        self.expr(g, &scope)
+                        self.expr(g, scope)
                     }
                 })
                 .collect::<PResult<_>>()?,
@@ -155,18 +229,18 @@ impl Planner<'_> {
         let having = s
             .having
             .as_ref()
-            .map(|h| self.predicate(h, &scope, false))
+            .map(|h| self.predicate(h, scope, false))
             .transpose()?;
         let qualify = s
             .qualify
             .as_ref()
-            .map(|h| self.predicate(h, &scope, false))
+            .map(|h| self.predicate(h, scope, false))
             .transpose()?;
-        let mut limit_by_exprs: Vec<Expr> = match &s.limit_by {
+        let limit_by: Vec<Expr> = match &s.limit_by {
             Some(lb) => lb
                 .by
                 .iter()
-                .map(|b| self.expr(b, &scope))
+                .map(|b| self.expr(b, scope))
                 .collect::<PResult<_>>()?,
             None => vec![],
         };
@@ -184,113 +258,119 @@ impl Planner<'_> {
             .map(|o| {
                 let e = match positional(&o.expr) {
                     Some(e) => e,
-                    None => self.expr(&o.expr, &scope)?,
+                    None => self.expr(&o.expr, scope)?,
                 };
                 Ok((e, o.desc, o.nulls_first))
             })
             .collect::<PResult<_>>()?;
+        Ok((
+            group,
+            Clauses {
+                items,
+                having,
+                qualify,
+                order,
+                limit_by,
+            },
+        ))
+    }
 
-        // Aggregation.
-        let mut all: Vec<&Expr> = items.iter().map(|(e, _)| e).collect();
-        all.extend(having.iter());
-        all.extend(qualify.iter());
-        all.extend(order.iter().map(|(e, _, _)| e));
-        all.extend(limit_by_exprs.iter());
+    /// GROUP BY (with ROLLUP or CUBE) and the aggregates any clause uses, then HAVING. The
+    /// clauses' expressions are rewritten to read the aggregate's output.
+    fn aggregate(
+        &self,
+        mut plan: LogicalPlan,
+        s: &ast::Select,
+        group: Vec<Expr>,
+        mut c: Clauses,
+    ) -> PResult<(LogicalPlan, Clauses)> {
+        let mut all: Vec<&Expr> = c.items.iter().map(|(e, _)| e).collect();
+        all.extend(c.having.iter());
+        all.extend(c.qualify.iter());
+        all.extend(c.order.iter().map(|(e, _, _)| e));
+        all.extend(c.limit_by.iter());
         let aggs = find_aggregate_exprs(all.iter().copied());
-        let mut items = items;
-        let mut having = having;
-        let mut qualify = qualify;
-        let mut order = order;
-        if !aggs.is_empty() || !group.is_empty() {
-            // ROLLUP / CUBE: DataFusion's grouping sets; a rolled-up key reads as its type's
-            // default (ClickHouse without group_by_use_nulls), NULL when the key is Nullable.
-            let modifier = s
-                .group_by
-                .as_ref()
-                .map_or(ast::GroupByModifier::None, |g| g.modifier);
-            let sets = match modifier {
-                ast::GroupByModifier::None => None,
-                ast::GroupByModifier::Rollup => Some(GroupingSet::Rollup(group.clone())),
-                ast::GroupByModifier::Cube => Some(GroupingSet::Cube(group.clone())),
+        if aggs.is_empty() && group.is_empty() {
+            if c.having.is_some() {
+                return err("HAVING needs GROUP BY or an aggregate", s.span);
+            }
+            return Ok((plan, c));
+        }
+        // ROLLUP / CUBE: DataFusion's grouping sets; a rolled-up key reads as its type's
+        // default (ClickHouse without group_by_use_nulls), NULL when the key is Nullable.
+        let modifier = s
+            .group_by
+            .as_ref()
+            .map_or(ast::GroupByModifier::None, |g| g.modifier);
+        let sets = match modifier {
+            ast::GroupByModifier::None => None,
+            ast::GroupByModifier::Rollup => Some(GroupingSet::Rollup(group.clone())),
+            ast::GroupByModifier::Cube => Some(GroupingSet::Cube(group.clone())),
+        };
+        let group_expr = match sets {
+            Some(g) if !group.is_empty() => vec![Expr::GroupingSet(g)],
+            _ => group.clone(),
+        };
+        let input_schema = plan.schema().clone();
+        let agg_plan = LogicalPlanBuilder::from(plan)
+            .aggregate(group_expr, aggs.clone())
+            .and_then(|b| b.build())
+            .map_err(df)?;
+        let out = agg_plan.schema().clone();
+        let grouping_id = out.index_of_column_by_name(
+            None,
+            datafusion::logical_expr::Aggregate::INTERNAL_GROUPING_ID,
+        );
+        let mut map: Vec<(Expr, Expr)> = Vec::new();
+        let n = group.len();
+        for (i, e) in group.iter().enumerate() {
+            let (q, f) = out.qualified_field(i);
+            let col = Expr::Column(Column::new(q.cloned(), f.name()));
+            let value = match grouping_id {
+                Some(gid) if !e.nullable(&input_schema).map_err(df)? => {
+                    let (gq, gf) = out.qualified_field(gid);
+                    let gcol = Expr::Column(Column::new(gq.cloned(), gf.name()));
+                    let t = e.get_type(&input_schema).map_err(df)?;
+                    let default = ScalarValue::new_default(&t).map_err(df)?;
+                    let shifted = Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(cast(gcol, DataType::UInt64)),
+                        Operator::BitwiseShiftRight,
+                        Box::new(lit((n - 1 - i) as u64)),
+                    ));
+                    let bit = Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(shifted),
+                        Operator::BitwiseAnd,
+                        Box::new(lit(1u64)),
+                    ));
+                    when(bit.eq(lit(1u64)), Expr::Literal(default, None))
+                        .otherwise(col)
+                        .map_err(df)?
+                }
+                _ => col,
             };
-            let group_expr = match sets {
-                Some(g) if !group.is_empty() => vec![Expr::GroupingSet(g)],
-                _ => group.clone(),
-            };
-            let input_schema = plan.schema().clone();
-            let agg_plan = LogicalPlanBuilder::from(plan)
-                .aggregate(group_expr, aggs.clone())
+            map.push((e.clone(), value));
+        }
+        let first_agg = n + usize::from(grouping_id.is_some());
+        for (j, e) in aggs.iter().enumerate() {
+            let (q, f) = out.qualified_field(first_agg + j);
+            map.push((e.clone(), Expr::Column(Column::new(q.cloned(), f.name()))));
+        }
+        c = c.rebase(|e| rebase(e, &map, &out))?;
+        plan = agg_plan;
+        if let Some(h) = c.having.take() {
+            plan = LogicalPlanBuilder::from(plan)
+                .having(h)
                 .and_then(|b| b.build())
                 .map_err(df)?;
-            let out = agg_plan.schema().clone();
-            let grouping_id = out.index_of_column_by_name(
-                None,
-                datafusion::logical_expr::Aggregate::INTERNAL_GROUPING_ID,
-            );
-            let mut map: Vec<(Expr, Expr)> = Vec::new();
-            let n = group.len();
-            for (i, e) in group.iter().enumerate() {
-                let (q, f) = out.qualified_field(i);
-                let col = Expr::Column(Column::new(q.cloned(), f.name()));
-                let value = match grouping_id {
-                    Some(gid) if !e.nullable(&input_schema).map_err(df)? => {
-                        let (gq, gf) = out.qualified_field(gid);
-                        let gcol = Expr::Column(Column::new(gq.cloned(), gf.name()));
-                        let t = e.get_type(&input_schema).map_err(df)?;
-                        let default = ScalarValue::new_default(&t).map_err(df)?;
-                        let shifted = Expr::BinaryExpr(BinaryExpr::new(
-                            Box::new(cast(gcol, DataType::UInt64)),
-                            Operator::BitwiseShiftRight,
-                            Box::new(lit((n - 1 - i) as u64)),
-                        ));
-                        let bit = Expr::BinaryExpr(BinaryExpr::new(
-                            Box::new(shifted),
-                            Operator::BitwiseAnd,
-                            Box::new(lit(1u64)),
-                        ));
-                        when(bit.eq(lit(1u64)), Expr::Literal(default, None))
-                            .otherwise(col)
-                            .map_err(df)?
-                    }
-                    _ => col,
-                };
-                map.push((e.clone(), value));
-            }
-            let first_agg = n + usize::from(grouping_id.is_some());
-            for (j, e) in aggs.iter().enumerate() {
-                let (q, f) = out.qualified_field(first_agg + j);
-                map.push((e.clone(), Expr::Column(Column::new(q.cloned(), f.name()))));
-            }
-            let rebase = |e: Expr| -> PResult<Expr> { rebase(e, &map, &out) };
-            items = items
-                .into_iter()
-                .map(|(e, n)| Ok((rebase(e)?, n)))
-                .collect::<PResult<_>>()?;
-            having = having.map(rebase).transpose()?;
-            qualify = qualify.map(rebase).transpose()?;
-            order = order
-                .into_iter()
-                .map(|(e, d, n)| Ok((rebase(e)?, d, n)))
-                .collect::<PResult<_>>()?;
-            limit_by_exprs = limit_by_exprs
-                .into_iter()
-                .map(rebase)
-                .collect::<PResult<_>>()?;
-            plan = agg_plan;
-            if let Some(h) = having.take() {
-                plan = LogicalPlanBuilder::from(plan)
-                    .having(h)
-                    .and_then(|b| b.build())
-                    .map_err(df)?;
-            }
-        } else if having.is_some() {
-            return err("HAVING needs GROUP BY or an aggregate", s.span);
         }
+        Ok((plan, c))
+    }
 
-        // Window functions.
-        let mut all: Vec<&Expr> = items.iter().map(|(e, _)| e).collect();
-        all.extend(qualify.iter());
-        all.extend(order.iter().map(|(e, _, _)| e));
+    /// Window functions any clause uses, then QUALIFY.
+    fn windows(&self, mut plan: LogicalPlan, mut c: Clauses) -> PResult<(LogicalPlan, Clauses)> {
+        let mut all: Vec<&Expr> = c.items.iter().map(|(e, _)| e).collect();
+        all.extend(c.qualify.iter());
+        all.extend(c.order.iter().map(|(e, _, _)| e));
         let windows = find_window_exprs(all.iter().copied());
         if !windows.is_empty() {
             let wplan = LogicalPlanBuilder::window_plan(plan, windows.clone()).map_err(df)?;
@@ -301,39 +381,29 @@ impl Planner<'_> {
                     (w.clone(), Expr::Column(Column::from_name(name)))
                 })
                 .collect();
-            let rebase = |e: Expr| -> PResult<Expr> { replace_exprs(e, &map) };
-            items = items
-                .into_iter()
-                .map(|(e, n)| Ok((rebase(e)?, n)))
-                .collect::<PResult<_>>()?;
-            qualify = qualify.map(rebase).transpose()?;
-            order = order
-                .into_iter()
-                .map(|(e, d, n)| Ok((rebase(e)?, d, n)))
-                .collect::<PResult<_>>()?;
-            limit_by_exprs = limit_by_exprs
-                .into_iter()
-                .map(rebase)
-                .collect::<PResult<_>>()?;
+            c = c.rebase(|e| replace_exprs(e, &map))?;
             plan = wplan;
         }
-        if let Some(q) = qualify {
+        if let Some(q) = c.qualify.take() {
             plan = LogicalPlanBuilder::from(plan)
                 .filter(q)
                 .and_then(|b| b.build())
                 .map_err(df)?;
         }
+        Ok((plan, c))
+    }
 
-        // Output names must be unique.
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        for (_, n) in items.iter_mut() {
-            let k = seen.entry(n.clone()).or_insert(0);
-            if *k > 0 {
-                *n = format!("{n}_{k}");
-            }
-            *k += 1;
-        }
-
+    /// ORDER BY, DISTINCT, LIMIT BY and the projection to the select list, in the order
+    /// ClickHouse applies them. Returns the plan and the sort keys (LIMIT … WITH TIES
+    /// needs them).
+    fn order_and_project(
+        &self,
+        mut plan: LogicalPlan,
+        s: &ast::Select,
+        c: &Clauses,
+        scope: &Scope<'_>,
+    ) -> PResult<(LogicalPlan, Vec<Sort>)> {
+        let (items, order, limit_by_exprs) = (&c.items, &c.order, &c.limit_by);
         let sorts: Vec<Sort> = order
             .iter()
             .map(|(e, desc, nf)| Sort::new(e.clone(), !desc, nf.unwrap_or(false)))
@@ -417,7 +487,7 @@ impl Planner<'_> {
             }
             // Sort on the output when every key is a selected column (the sort is then the
             // last step, after any window); otherwise below the projection.
-            let on_output = output_sorts(&items, &sorts);
+            let on_output = output_sorts(items, &sorts);
             let sort_after = !sorts.is_empty() && on_output.len() == sorts.len();
             if !sorts.is_empty() && !sort_after {
                 plan = LogicalPlanBuilder::from(plan)
@@ -441,10 +511,19 @@ impl Planner<'_> {
         if s.distinct
             && let Some(lb) = &s.limit_by
         {
-            plan = self.limit_by(plan, lb, &items, &sorts, &scope)?;
+            plan = self.limit_by(plan, lb, items, &sorts, scope)?;
         }
+        Ok((plan, sorts))
+    }
 
-        // LIMIT / OFFSET
+    /// LIMIT and OFFSET (and WITH TIES after DISTINCT).
+    fn limit(
+        &self,
+        mut plan: LogicalPlan,
+        s: &ast::Select,
+        items: &[(Expr, String)],
+        sorts: &[Sort],
+    ) -> PResult<LogicalPlan> {
         let limit = s
             .limit
             .as_ref()
@@ -470,7 +549,7 @@ impl Planner<'_> {
             if sorts.is_empty() {
                 return err("LIMIT … WITH TIES needs ORDER BY", s.span);
             }
-            plan = self.with_ties(plan, n + offset, &items, &sorts)?;
+            plan = self.with_ties(plan, n + offset, items, sorts)?;
             if offset > 0 {
                 plan = LogicalPlanBuilder::from(plan)
                     .limit(offset, None)
