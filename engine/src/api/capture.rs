@@ -75,7 +75,7 @@ async fn off_worker<T: Send + 'static>(
     }
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| CaptureError::Unavailable(format!("the capture task failed: {e}")))
+        .map_err(CaptureError::Task)
 }
 
 impl Engine {
@@ -146,7 +146,7 @@ impl Engine {
     fn prepare_capture(&self, payload: CapturePayload) -> Result<PreparedCapture, CaptureError> {
         let project = self
             .project_for_token(&payload.token)
-            .map_err(|e| CaptureError::Unavailable(e.to_string()))?
+            .map_err(CaptureError::ProjectLookup)?
             .ok_or_else(|| {
                 self.metrics.reject("invalid_api_key", 1);
                 CaptureError::InvalidToken(

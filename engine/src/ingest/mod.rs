@@ -26,6 +26,12 @@ pub enum CaptureError {
     TooLarge(String),
     #[error("could not make the events durable: {0}")]
     Unavailable(String),
+    /// The project of the request's token could not be read.
+    #[error("could not make the events durable: {0}")]
+    ProjectLookup(#[source] crate::meta::MetaError),
+    /// The blocking task decoding the request failed (it panicked or was cancelled).
+    #[error("could not make the events durable: the capture task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
     /// Over one of the capture limits (`limits`): 413, saying the limit and what was found.
     #[error("{detail}")]
     OverLimit {
@@ -45,7 +51,10 @@ impl HasKind for CaptureError {
             CaptureError::InvalidPayload(_) => ErrorKind::InvalidInput,
             CaptureError::InvalidToken(_) => ErrorKind::Unauthorized,
             CaptureError::TooLarge(_) => ErrorKind::TooLarge,
-            CaptureError::Unavailable(_) | CaptureError::Overloaded(_) => ErrorKind::Unavailable,
+            CaptureError::Unavailable(_)
+            | CaptureError::ProjectLookup(_)
+            | CaptureError::Task(_)
+            | CaptureError::Overloaded(_) => ErrorKind::Unavailable,
             CaptureError::OverLimit { .. } => ErrorKind::TooLarge,
         }
     }
@@ -54,7 +63,9 @@ impl HasKind for CaptureError {
             CaptureError::InvalidPayload(_) => "invalid_payload",
             CaptureError::InvalidToken(_) => "invalid_api_key",
             CaptureError::TooLarge(_) => "payload_too_large",
-            CaptureError::Unavailable(_) => "unavailable",
+            CaptureError::Unavailable(_)
+            | CaptureError::ProjectLookup(_)
+            | CaptureError::Task(_) => "unavailable",
             CaptureError::OverLimit { code, .. } => code,
             CaptureError::Overloaded(_) => "capture_overloaded",
         }

@@ -95,7 +95,7 @@ impl EventsTable {
 
         let seq_after = seq_of(&guard).await?;
         if seq_after != seq_before {
-            return Err(StorageError::Io(format!(
+            return Err(StorageError::Invariant(format!(
                 "the erasure changed the committed WAL position from {seq_before} to {seq_after}"
             )));
         }
@@ -185,7 +185,7 @@ impl EventsTable {
         }
         drop(listing);
         if !kept.iter().any(|k| k.ends_with(&checkpoint)) {
-            return Err(StorageError::Io(format!(
+            return Err(StorageError::Invariant(format!(
                 "checkpoint {checkpoint} is not in the log after writing it; log history kept"
             )));
         }

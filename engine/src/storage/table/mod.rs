@@ -61,8 +61,19 @@ pub enum StorageError {
     ObjectStore(#[from] object_store::Error),
     #[error("{0}")]
     Config(String),
+    /// Local files of a commit could not be made durable.
+    #[error("events table I/O: cannot fsync the committed files: {0}")]
+    Fsync(#[source] std::io::Error),
+    /// A blocking task the table handed work to failed (it panicked or was cancelled).
+    #[error("events table I/O: {what} task failed: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// A step left the table other than it must be; the operation stopped there.
     #[error("events table I/O: {0}")]
-    Io(String),
+    Invariant(String),
     #[error("{0}")]
     Lease(String),
 }
@@ -72,7 +83,10 @@ impl HasKind for StorageError {
         match self {
             StorageError::Config(_) => ErrorKind::InvalidInput,
             StorageError::Lease(_) => ErrorKind::Conflict,
-            StorageError::ObjectStore(_) | StorageError::Io(_) => ErrorKind::Unavailable,
+            StorageError::ObjectStore(_)
+            | StorageError::Fsync(_)
+            | StorageError::Task { .. }
+            | StorageError::Invariant(_) => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
     }

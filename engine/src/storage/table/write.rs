@@ -194,8 +194,11 @@ impl EventsTable {
             Ok(())
         })
         .await
-        .map_err(|e| StorageError::Io(format!("fsync task failed: {e}")))?
-        .map_err(|e| StorageError::Io(format!("cannot fsync the committed files: {e}")))
+        .map_err(|source| StorageError::Task {
+            what: "fsync",
+            source,
+        })?
+        .map_err(StorageError::Fsync)
     }
 }
 
