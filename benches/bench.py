@@ -94,6 +94,55 @@ def dk_prop(*keys: str) -> str:
     return f"nullif(json_extract_string(properties, '{path}'), '')"
 
 
+# The ClickHouse-mat peer: PostHog Cloud materializes hot properties into typed columns
+# (`mat_$pathname String MATERIALIZED JSONExtractString(properties, '$pathname')`), so its
+# queries read a column instead of parsing the JSON. The columns are every property
+# expression the ClickHouse forms read, collected from their texts, with the type the query
+# reads: each expression below (and no other JSONExtract) is replaced by its column.
+_CH_KEY = r"'(?:[^'\\]|\\.)*'"
+_CH_MAT_FORMS = (
+    # (pattern over the ClickHouse text, column type)
+    (re.compile(rf"JSONExtractString\(properties, ({_CH_KEY}(?:, {_CH_KEY})*)\)"), "String"),
+    (re.compile(rf"JSONExtractFloat\(properties, ({_CH_KEY})\)"), "Float64"),
+    (re.compile(rf"toFloat64OrNull\(JSONExtractRaw\(properties, ({_CH_KEY})\)\)"), "Nullable(Float64)"),
+)
+
+
+@dataclass
+class MatColumn:
+    name: str  # `mat_<key>`, nested keys joined by "__"
+    type: str
+    expr: str  # the expression the column is materialized from (as the ClickHouse form has it)
+
+
+def _mat_name(path: str) -> str:
+    keys = [k.strip()[1:-1].replace("\\'", "'") for k in path.split(", ")]
+    return "mat_" + "__".join(keys)
+
+
+def ch_mat_columns(suite: list[Query]) -> list[MatColumn]:
+    """The materialized columns the suite's ClickHouse forms need, in order of first use."""
+    cols: dict[str, MatColumn] = {}
+    for q in suite:
+        for pattern, typ in _CH_MAT_FORMS:
+            for m in pattern.finditer(q.clickhouse):
+                name = _mat_name(m.group(1))
+                if name in cols and cols[name].type != typ:
+                    raise ValueError(f"{name} is read both as {cols[name].type} and as {typ}")
+                cols.setdefault(name, MatColumn(name, typ, m.group(0)))
+    return list(cols.values())
+
+
+def ch_mat_sql(q: Query) -> str:
+    """The ClickHouse form reading the materialized columns of `events_mat`."""
+    sql = q.clickhouse
+    for pattern, _ in _CH_MAT_FORMS:
+        sql = pattern.sub(lambda m: f"`{_mat_name(m.group(1))}`", sql)
+    if "JSONExtract" in sql:
+        raise ValueError(f"{q.name}: a JSONExtract form the materialized columns do not cover: {sql}")
+    return re.sub(r"\bFROM events\b", "FROM events_mat", sql)
+
+
 def queries(start: str, end: str, top_distinct_id: str) -> list[Query]:
     """The suite. `start`/`end` bound the generated data ('YYYY-MM-DD', end exclusive);
     literals are read in the project's time zone by all three engines."""
@@ -731,9 +780,11 @@ def freshness(server: Server, pid: int, token: str, rounds: int = 5) -> dict:
 
 class Peers:
     """chdb and DuckDB loaded with events.parquet; chdb also gets person_id_today, hedgerow's
-    person id before merges, for the merge check."""
+    person id before merges, for the merge check. The ClickHouse-mat peer is a second chdb
+    table, events_mat: the same columns and order, plus `mat_columns` computed at insert."""
 
-    def __init__(self, data: Path, work: Path, tz: str, duckdb_source: str = "table"):
+    def __init__(self, data: Path, work: Path, tz: str, mat_columns: list[MatColumn],
+                 duckdb_source: str = "table"):
         import chdb.session
         import duckdb
         import pyarrow as pa
@@ -757,7 +808,7 @@ class Peers:
                 f"timestamp DateTime64(6, '{tz}'), properties String, elements_chain String, "
                 "`$session_id` Nullable(String), `$window_id` Nullable(String), person_id UUID, "
                 "`$group_0` Nullable(String)")
-        for t in ("events", "events_raw", "person_id_today"):
+        for t in ("events", "events_mat", "events_raw", "person_id_today"):
             self.ch.query(f"DROP TABLE IF EXISTS {t} SYNC")
         self.ch.query(
             f"CREATE TABLE events ({cols}, person_id_today UUID) ENGINE = MergeTree "
@@ -781,6 +832,24 @@ class Peers:
         self.ch.query("OPTIMIZE TABLE events FINAL")
         self.ch_load_s = time.perf_counter() - t0
         log(f"chdb loaded in {self.ch_load_s:.1f}s")
+
+        # ClickHouse-mat: the hot properties as MATERIALIZED columns, filled from `properties`
+        # as the rows are inserted and stored like any column (PostHog Cloud's layout).
+        log(f"loading ClickHouse-mat (chdb) MergeTree with {len(mat_columns)} materialized columns")
+        t0 = time.perf_counter()
+        self.mat_columns = mat_columns
+        mat = "".join(f", `{c.name}` {c.type} MATERIALIZED {c.expr}" for c in mat_columns)
+        self.ch.query(
+            f"CREATE TABLE events_mat ({cols}{mat}) ENGINE = MergeTree "
+            "ORDER BY (toDate(timestamp), event, cityHash64(distinct_id), cityHash64(uuid)) "
+            "SETTINGS old_parts_lifetime = 1"
+        )
+        names = ("uuid, event, distinct_id, timestamp, properties, elements_chain, `$session_id`, `$window_id`, "
+                 "person_id, `$group_0`")
+        self.ch.query(f"INSERT INTO events_mat ({names}) SELECT {names} FROM events")
+        self.ch.query("OPTIMIZE TABLE events_mat FINAL")
+        self.ch_mat_load_s = time.perf_counter() - t0
+        log(f"chdb events_mat loaded in {self.ch_mat_load_s:.1f}s")
 
         self.duckdb_source = duckdb_source
         t0 = time.perf_counter()
@@ -825,8 +894,29 @@ class Peers:
         extra = self.clickhouse(
             "SELECT sum(column_bytes_on_disk) FROM system.parts_columns WHERE active AND database = currentDatabase() "
             "AND table = 'events' AND column = 'person_id_today'")[1][0][0]
+        mat = self.clickhouse(
+            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = currentDatabase() "
+            "AND table = 'events_mat'")[1][0][0]
         duck = (work / "duck.db").stat().st_size if self.duckdb_source == "table" else None
-        return {"clickhouse": int(ch or 0) - int(extra or 0), "duckdb": duck}
+        return {"clickhouse": int(ch or 0) - int(extra or 0), "clickhouse_mat": int(mat or 0), "duckdb": duck}
+
+    def mat_column_bytes(self) -> dict:
+        """events_mat's compressed data bytes (system.columns' data_compressed_bytes: no marks
+        or primary index) by column group, and by column."""
+        rows = self.clickhouse(
+            "SELECT name, data_compressed_bytes, data_uncompressed_bytes FROM system.columns "
+            "WHERE database = currentDatabase() AND table = 'events_mat'")[1]
+        mat = {c.name for c in self.mat_columns}
+        groups = {"ids": ("uuid", "distinct_id", "person_id", "$session_id", "$window_id", "$group_0"),
+                  "time": ("timestamp",), "event": ("event",), "properties JSON": ("properties",),
+                  "elements_chain": ("elements_chain",), "materialized columns": tuple(sorted(mat))}
+        out = {"groups": {g: 0 for g in groups}, "columns": {}}
+        for name, comp, uncomp in rows:
+            out["columns"][name] = {"compressed": int(comp), "uncompressed": int(uncomp)}
+            group = next((g for g, names in groups.items() if name in names), "other")
+            out["groups"][group] = out["groups"].get(group, 0) + int(comp)
+        out["groups_columns"] = {g: list(names) for g, names in groups.items()}
+        return out
 
 
 def timed(fn, runs: int) -> tuple[float | None, list[float], object, str | None]:

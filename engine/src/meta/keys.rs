@@ -41,6 +41,15 @@ pub struct KeyGrant {
     pub projects: Option<Vec<TeamId>>,
 }
 
+/// A key as lists show it: its first and last four characters (characters, not bytes: a
+/// fixed `--personal-api-key` may hold any text).
+fn mask(secret: &str) -> String {
+    let chars: Vec<char> = secret.chars().collect();
+    let head: String = chars.iter().take(4).collect();
+    let tail: String = chars[chars.len().saturating_sub(4)..].iter().collect();
+    format!("{head}...{tail}")
+}
+
 impl KeyGrant {
     pub fn allows(&self, scope: &str) -> bool {
         let (object, action) = scope.split_once(':').unwrap_or((scope, ""));
@@ -80,11 +89,7 @@ impl MetaStore {
         let projects_json = projects.map(|p| {
             serde_json::to_string(&p.iter().map(|t| t.0).collect::<Vec<_>>()).unwrap_or_default()
         });
-        let mask = format!(
-            "{}...{}",
-            &secret[..secret.len().min(4)],
-            &secret[secret.len().saturating_sub(4)..]
-        );
+        let mask = mask(secret);
         let conn = self.conn();
         conn.execute(
             "INSERT INTO personal_api_keys (label, secret_sha256, mask, scopes, projects, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -167,6 +172,14 @@ impl MetaStore {
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
+
+    #[test]
+    fn masks_count_characters_not_bytes() {
+        assert_eq!(super::mask("phx_abcdefgh"), "phx_...efgh");
+        assert_eq!(super::mask("ab"), "ab...ab");
+        // Four bytes from either end would cut a character in two.
+        assert_eq!(super::mask("é€-key-é€"), "é€-k...y-é€");
+    }
 
     use super::super::test_store;
     use crate::model::TeamId;
