@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""End-to-end benchmark: hedgerow against ClickHouse (chdb) and DuckDB on the same events.
+"""End-to-end benchmark: hedgerow against ClickHouse (chdb; JSON properties, and again with the hot
+properties materialized into columns as PostHog Cloud runs it) and DuckDB on the same events.
 
     scripts/bench --events 1000000 --out bench-out/          (builds --release, then this)
     python benches/bench.py --bin target/release/hedgerow --events 1000000 --out bench-out/
@@ -15,9 +16,11 @@ Steps (each reported in <out>/report.md and <out>/report.json):
   4. Freshness: time from the 200 of one new event to a HogQL query that returns it.
   5. The query suite: every query has a HogQL form (POST /api/projects/1/query/ with
      refresh=force_blocking), a ClickHouse form (chdb; MergeTree ordered like PostHog's events
-     table, properties a JSON String) and a DuckDB form (native table). 1 warm-up and
-     --runs timed runs each; the median is reported. Rows are compared across the three
-     engines after normalisation (rows sorted, floats to 6 significant digits, timestamps to
+     table, properties a JSON String), a ClickHouse-mat form derived from it (the same table
+     plus a MATERIALIZED column per property the queries read, which the queries read
+     instead of JSONExtract) and a DuckDB form (native table). 1 warm-up and --runs timed
+     runs each; the median is reported. Rows are compared across the four engines after
+     normalisation (rows sorted, floats to 6 significant digits, timestamps to
      one text form, JSON text parsed).
   6. report.md and report.json in --out, with the peak RSS (VmHWM) of the hedgerow process.
 
@@ -43,7 +46,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -810,10 +813,12 @@ class Peers:
                 "`$group_0` Nullable(String)")
         for t in ("events", "events_mat", "events_raw", "person_id_today"):
             self.ch.query(f"DROP TABLE IF EXISTS {t} SYNC")
+        # min_bytes_for_wide_part = 0: every part Wide (one file per column, as large tables are
+        # anyway), so system.columns knows each column's size on small data sets too.
         self.ch.query(
             f"CREATE TABLE events ({cols}, person_id_today UUID) ENGINE = MergeTree "
             "ORDER BY (toDate(timestamp), event, cityHash64(distinct_id), cityHash64(uuid)) "
-            "SETTINGS old_parts_lifetime = 1"
+            "SETTINGS old_parts_lifetime = 1, min_bytes_for_wide_part = 0"
         )
         # (chdb drops the values of a Parquet file() joined in the same INSERT: stage first.)
         self.ch.query(f"CREATE TABLE events_raw ({cols}) ENGINE = MergeTree ORDER BY tuple() "
@@ -842,7 +847,7 @@ class Peers:
         self.ch.query(
             f"CREATE TABLE events_mat ({cols}{mat}) ENGINE = MergeTree "
             "ORDER BY (toDate(timestamp), event, cityHash64(distinct_id), cityHash64(uuid)) "
-            "SETTINGS old_parts_lifetime = 1"
+            "SETTINGS old_parts_lifetime = 1, min_bytes_for_wide_part = 0"
         )
         names = ("uuid, event, distinct_id, timestamp, properties, elements_chain, `$session_id`, `$window_id`, "
                  "person_id, `$group_0`")
@@ -938,17 +943,22 @@ def run_queries(server: Server, peers: Peers, suite: list[Query], runs: int) -> 
         log(f"query {q.name}")
         h_med, h_s, h_res, h_err = timed(lambda: server.query(q.hogql), runs)
         c_med, c_s, c_rows, c_err = timed(lambda: peers.clickhouse(q.clickhouse), runs)
+        mat_sql = ch_mat_sql(q)
+        m_med, m_s, m_rows, m_err = timed(lambda: peers.clickhouse(mat_sql), runs)
         d_med, d_s, d_rows, d_err = timed(lambda: peers.duckdb(q.duckdb), runs)
         h_rows = h_res["results"] if h_res else None
         entry = {
             "what": q.what,
             "hogql": q.hogql,
-            "hedgerow_s": h_med, "clickhouse_s": c_med, "duckdb_s": d_med,
-            "hedgerow_runs_s": h_s, "clickhouse_runs_s": c_s, "duckdb_runs_s": d_s,
+            "clickhouse_mat_sql": mat_sql,
+            "hedgerow_s": h_med, "clickhouse_s": c_med, "clickhouse_mat_s": m_med, "duckdb_s": d_med,
+            "hedgerow_runs_s": h_s, "clickhouse_runs_s": c_s, "clickhouse_mat_runs_s": m_s, "duckdb_runs_s": d_s,
             "rows": len(h_rows) if h_rows is not None else None,
             "clickhouse_rows": len(c_rows) if c_rows is not None else None,
+            "clickhouse_mat_rows": len(m_rows) if m_rows is not None else None,
             "duckdb_rows": len(d_rows) if d_rows is not None else None,
-            "errors": {k: v for k, v in (("hedgerow", h_err), ("clickhouse", c_err), ("duckdb", d_err)) if v},
+            "errors": {k: v for k, v in (("hedgerow", h_err), ("clickhouse", c_err), ("clickhouse_mat", m_err),
+                                         ("duckdb", d_err)) if v},
             "depends_on_person_merges": q.persons,
         }
         if q.note:
@@ -960,14 +970,20 @@ def run_queries(server: Server, peers: Peers, suite: list[Query], runs: int) -> 
         n_h = normalise(h_rows, q.ignore) if h_rows is not None else None
         n_c = normalise(c_rows, q.ignore) if c_rows is not None else None
         n_d = normalise(d_rows, q.ignore) if d_rows is not None else None
-        entry["peers_agree"] = n_c is not None and n_c == n_d
+        n_m = normalise(m_rows, q.ignore) if m_rows is not None else None
+        entry["peers_agree"] = n_c is not None and n_c == n_d and n_c == n_m
         if n_c is not None and n_d is not None and n_c != n_d:
             entry["peers_difference"] = clip(first_difference(n_c, n_d))
-        entry["same_rows"] = n_h is not None and n_h == n_c and n_h == n_d
+        if n_c is not None and n_m is not None and n_c != n_m:
+            entry["clickhouse_mat_difference"] = clip(first_difference(n_c, n_m))
+        entry["same_rows"] = n_h is not None and n_h == n_c and n_h == n_d and n_h == n_m
         entry["same_as_clickhouse"] = n_h is not None and n_h == n_c
+        entry["same_as_clickhouse_mat"] = n_h is not None and n_h == n_m
         entry["same_as_duckdb"] = n_h is not None and n_h == n_d
         if n_h is not None and n_c is not None and n_h != n_c:
             entry["difference_vs_clickhouse"] = clip(first_difference(n_h, n_c))
+        if n_h is not None and n_m is not None and n_h != n_m and n_m != n_c:
+            entry["difference_vs_clickhouse_mat"] = clip(first_difference(n_h, n_m))
         if q.persons and n_h is not None:
             # The same question with the peers reading hedgerow's current (pre-merge) person
             # ids: tells a person-merge difference from any other.
@@ -983,10 +999,13 @@ def run_queries(server: Server, peers: Peers, suite: list[Query], runs: int) -> 
                 entry["errors"]["clickhouse_unmerged"] = clip(str(e))
         if h_med and c_med:
             entry["ratio_clickhouse"] = h_med / c_med
+        if h_med and m_med:
+            entry["ratio_clickhouse_mat"] = h_med / m_med
         if h_med and d_med:
             entry["ratio_duckdb"] = h_med / d_med
         status = "same" if entry["same_rows"] else ("FAILED" if h_err else "DIFFERENT")
-        log(f"  hedgerow {fmt_s(h_med)}  clickhouse {fmt_s(c_med)}  duckdb {fmt_s(d_med)}  rows {entry['rows']}  {status}")
+        log(f"  hedgerow {fmt_s(h_med)}  clickhouse {fmt_s(c_med)}  clickhouse-mat {fmt_s(m_med)}  "
+            f"duckdb {fmt_s(d_med)}  rows {entry['rows']}  {status}")
         out[q.name] = entry
     return out
 
@@ -1092,8 +1111,17 @@ def write_report(out: Path, rep: dict) -> None:
     duck = st["peers"]["duckdb"]
     duck = f"DuckDB file {duck / rep['events']:.1f} bytes/event" if duck else "DuckDB reads the Parquet file"
     L.append(f"- Peers: ClickHouse MergeTree {st['peers']['clickhouse'] / rep['events']:.1f} bytes/event, "
+             f"ClickHouse-mat MergeTree {st['peers']['clickhouse_mat'] / rep['events']:.1f} bytes/event, "
              f"{duck}. The generator's JSON is {ing['json_bytes'] / rep['events']:.0f} bytes/event, its "
              f"events.parquet (zstd) {rep['data']['parquet_bytes'] / rep['events']:.1f} bytes/event.")
+    mc = st.get("clickhouse_mat_columns")
+    if mc:
+        L.append("- ClickHouse-mat by column group (compressed data bytes from `system.columns`, without marks "
+                 "and primary index): " + ", ".join(
+                     f"{g} {b / rep['events']:.1f}" for g, b in mc["groups"].items()) + " bytes/event. "
+                 f"{len(rep['clickhouse_mat_columns'])} materialized columns: " + ", ".join(
+                     f"`{c['name']}` {c['type']} {mc['columns'].get(c['name'], {}).get('compressed', 0) / rep['events']:.2f}"
+                     for c in rep["clickhouse_mat_columns"]) + " bytes/event.")
     L.append("")
     L.append("## Freshness")
     L.append("")
@@ -1115,29 +1143,35 @@ def write_report(out: Path, rep: dict) -> None:
     L.append(f"Hot medians of {rep['runs']} runs after 1 warm-up. hedgerow through `POST /api/projects/1/query/` "
              "(`refresh: force_blocking`, HTTP and JSON included), ClickHouse through chdb (JSONCompact output "
              "included), DuckDB through its Python API (result as Arrow included). Ratio = hedgerow ÷ peer (lower is "
-             "better for hedgerow). ClickHouse reads every property with JSONExtract from the properties String "
-             "(PostHog's deployments materialize hot properties into columns; hedgerow shreds a few at flush).")
+             "better for hedgerow). ClickHouse reads every property with JSONExtract from the properties String; "
+             "ClickHouse-mat is the same chdb with every property the queries read materialized into a typed "
+             "`mat_*` column at insert, as PostHog Cloud runs its hot properties, and its queries read those "
+             "columns (hedgerow shreds a few properties at flush).")
     if rep.get("duckdb_source") == "parquet":
         L.append("")
         L.append("**DuckDB read `events.parquet` through a view in this run (`--duckdb-source parquet`), not a "
                  "native table.**")
     L.append("")
-    L.append("| query | hedgerow | ClickHouse | DuckDB | ÷ CH | ÷ DuckDB | rows | same rows |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---|")
+    L.append("| query | hedgerow | ClickHouse | ClickHouse-mat | DuckDB | ÷ CH | ÷ CH-mat | ÷ DuckDB | rows "
+             "| same rows |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name, e in q.items():
         same = "yes" if e["same_rows"] else ("**error**" if e["errors"].get("hedgerow") else "**no**")
         if not e["same_rows"] and e.get("same_rows_with_unmerged_person_ids"):
             same = "no: person merges only"
         if not e["same_rows"] and e.get("same_as_duckdb") and e.get("note"):
-            same = "= DuckDB; ClickHouse differs (known, see below)"
+            same = "= DuckDB; " + ("ClickHouse differs" if e.get("same_as_clickhouse_mat")
+                                   else "ClickHouse and CH-mat differ") + " (known, see below)"
         elif not e["peers_agree"]:
             same += " (peers disagree)"
-        L.append(f"| {name} | {fmt_s(e['hedgerow_s'])} | {fmt_s(e['clickhouse_s'])} | {fmt_s(e['duckdb_s'])} | "
-                 f"{fmt_r(e.get('ratio_clickhouse'))} | {fmt_r(e.get('ratio_duckdb'))} | "
+        L.append(f"| {name} | {fmt_s(e['hedgerow_s'])} | {fmt_s(e['clickhouse_s'])} | "
+                 f"{fmt_s(e.get('clickhouse_mat_s'))} | {fmt_s(e['duckdb_s'])} | "
+                 f"{fmt_r(e.get('ratio_clickhouse'))} | {fmt_r(e.get('ratio_clickhouse_mat'))} | "
+                 f"{fmt_r(e.get('ratio_duckdb'))} | "
                  f"{e['rows'] if e['rows'] is not None else '—'} | {same} |")
     g = rep["geomean_ratio"]
-    L.append(f"| **geomean** ({g['queries']} queries) | | | | **{fmt_r(g['clickhouse'])}** | "
-             f"**{fmt_r(g['duckdb'])}** | | |")
+    L.append(f"| **geomean** ({g['queries']} queries) | | | | | **{fmt_r(g['clickhouse'])}** | "
+             f"**{fmt_r(g.get('clickhouse_mat'))}** | **{fmt_r(g['duckdb'])}** | | |")
     L.append("")
     L.append(f"Peak RSS of hedgerow (VmHWM): {rep['peak_rss_bytes'] / 2**20:.0f} MiB "
              f"(ingest process {rep['peak_rss']['ingest'] / 2**20:.0f} MiB, query process "
@@ -1158,8 +1192,12 @@ def write_report(out: Path, rep: dict) -> None:
                              "these persons")
             elif e.get("difference_with_unmerged_person_ids"):
                 parts.append(f"also differs with unmerged person ids: {e['difference_with_unmerged_person_ids']}")
+        if e.get("difference_vs_clickhouse_mat"):
+            parts.append(f"vs ClickHouse-mat: {e['difference_vs_clickhouse_mat']}")
         if e.get("peers_difference"):
             parts.append(f"ClickHouse vs DuckDB: {e['peers_difference']}")
+        if e.get("clickhouse_mat_difference"):
+            parts.append(f"ClickHouse vs ClickHouse-mat: {e['clickhouse_mat_difference']}")
         if e.get("note"):
             parts.append(f"known: {e['note']}")
         notes.append(f"- **{name}**: " + "; ".join(parts))
@@ -1286,10 +1324,17 @@ def main() -> int:
             wanted = set(args.queries.split(","))
             suite = [q for q in suite if q.name in wanted]
 
-        peers = Peers(data, work, tz, args.duckdb_source)
+        mat_columns = ch_mat_columns(suite)
+        peers = Peers(data, work, tz, mat_columns, args.duckdb_source)
         rep["duckdb_source"] = args.duckdb_source
+        rep["clickhouse_mat_columns"] = [{"name": c.name, "type": c.type, "materialized": c.expr}
+                                         for c in mat_columns]
         storage["peers"] = peers.disk_bytes(work)
-        storage["peers_load_s"] = {"clickhouse": peers.ch_load_s, "duckdb": peers.dk_load_s}
+        storage["peers_bytes_per_event"] = {k: (v / args.events if v else None)
+                                            for k, v in storage["peers"].items()}
+        storage["clickhouse_mat_columns"] = peers.mat_column_bytes()
+        storage["peers_load_s"] = {"clickhouse": peers.ch_load_s, "clickhouse_mat": peers.ch_mat_load_s,
+                                   "duckdb": peers.dk_load_s}
         rep["storage"] = storage
 
         rep["loadavg"]["before_queries"] = loadavg()
@@ -1304,9 +1349,11 @@ def main() -> int:
 
     rep["peak_rss"] = {"ingest": hwm_ingest, "queries": hwm_query}
     rep["peak_rss_bytes"] = max(hwm_ingest, hwm_query)
-    ok = [e for e in rep["queries"].values() if e["hedgerow_s"] and e["clickhouse_s"] and e["duckdb_s"]]
+    ok = [e for e in rep["queries"].values()
+          if e["hedgerow_s"] and e["clickhouse_s"] and e["clickhouse_mat_s"] and e["duckdb_s"]]
     rep["geomean_ratio"] = {
         "clickhouse": geomean([e["hedgerow_s"] / e["clickhouse_s"] for e in ok]),
+        "clickhouse_mat": geomean([e["hedgerow_s"] / e["clickhouse_mat_s"] for e in ok]),
         "duckdb": geomean([e["hedgerow_s"] / e["duckdb_s"] for e in ok]),
         "queries": len(ok),
     }
