@@ -38,7 +38,6 @@ pub use lifecycle::EngineError;
 pub use storage::schema::schema_json;
 pub use write::{FlushConfig, MaintenanceConfig};
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, RwLock};
 
@@ -48,7 +47,7 @@ use tokio::task::JoinHandle;
 use crate::clock::SharedClock;
 use crate::ingest::limits::DecodeBudget;
 use crate::ingest::wal::Wal;
-use crate::meta::{MetaStore, Project};
+use crate::meta::MetaStore;
 use crate::metrics::Metrics;
 use crate::persons::store::PersonStore;
 use crate::query::QueryService;
@@ -74,7 +73,7 @@ pub struct Engine {
     persons_seq: watch::Receiver<u64>,
     flush_now: Arc<std::sync::atomic::AtomicBool>,
     deletion_lock: tokio::sync::Mutex<()>,
-    tokens: RwLock<HashMap<String, Project>>,
+    tokens: RwLock<api::TokenCache>,
     /// Memory for capture requests being decoded (`CaptureLimits::decode_memory`).
     budget: DecodeBudget,
     shutdown: watch::Sender<bool>,

@@ -1,6 +1,5 @@
 //! Opening a data directory and shutting the engine down.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
@@ -257,7 +256,7 @@ impl Engine {
             persons_seq: persons_seq_rx,
             flush_now,
             deletion_lock: tokio::sync::Mutex::new(()),
-            tokens: RwLock::new(HashMap::new()),
+            tokens: RwLock::default(),
             budget,
             shutdown,
             pipeline: tokio::sync::Mutex::new(Some(handle)),

@@ -18,5 +18,6 @@ mod tasks;
 
 pub use capture::{CaptureBody, CaptureReceipt};
 pub use persons::PersonsError;
+pub(crate) use projects::TokenCache;
 pub use projects::{Access, ProjectsError};
 pub use tasks::DeletionRun;

@@ -11,6 +11,7 @@
 //! - capture's token → project cache is forgotten by every operation that changes a
 //!   project's token or time zone, so capture never routes events by a stale token.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -199,29 +200,36 @@ impl Engine {
 
     /// The project a capture token belongs to (cached; a miss asks SQLite).
     pub(crate) fn project_for_token(&self, token: &str) -> Result<Option<Project>, MetaError> {
-        if let Some(p) = self
-            .tokens
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-        {
-            return Ok(Some(p.clone()));
-        }
+        let generation = {
+            let cache = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(p) = cache.projects.get(token) {
+                return Ok(Some(p.clone()));
+            }
+            cache.generation
+        };
         let found = self.meta.project_by_token(token)?;
         if let Some(p) = &found {
-            self.tokens
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(token.to_owned(), p.clone());
+            let mut cache = self.tokens.write().unwrap_or_else(|e| e.into_inner());
+            // A token change since the read above may have made `p` stale: keep it out.
+            if cache.generation == generation {
+                cache.projects.insert(token.to_owned(), p.clone());
+            }
         }
         Ok(found)
     }
 
     /// Forgets cached tokens: every change to a project's token or time zone calls this.
     fn forget_tokens(&self) {
-        self.tokens
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        let mut cache = self.tokens.write().unwrap_or_else(|e| e.into_inner());
+        cache.projects.clear();
+        cache.generation += 1;
     }
+}
+
+/// Projects by capture token, as read from the metadata store. `generation` counts the
+/// times it was cleared, so a read that raced a token change is not cached.
+#[derive(Debug, Default)]
+pub(crate) struct TokenCache {
+    projects: HashMap<String, Project>,
+    generation: u64,
 }
