@@ -1271,3 +1271,48 @@ async fn persons_list_offsets_never_overflow() {
         .await;
     assert_eq!(s, 400);
 }
+
+/// A page of persons holds at most 1 000 (JSON or CSV), whatever `limit` asks; the page says
+/// so in its `next` link, and `count` keeps the whole number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn person_pages_are_capped_and_say_so() {
+    let srv = Server::start(&[]);
+    let api = Api::new(&srv);
+    let batch: Vec<Value> = (0..1001)
+        .map(|i| {
+            ev(
+                "$pageview",
+                &format!("user-{i:04}"),
+                "2024-05-01T10:00:00Z",
+                json!({"$set": {"n": i}}),
+            )
+        })
+        .collect();
+    api.capture(Value::Array(batch)).await;
+
+    let page = api.get("/api/projects/1/persons/?limit=100000").await;
+    assert_eq!(page["count"], 1001, "count is the whole number");
+    assert_eq!(page["results"].as_array().map(Vec::len), Some(1000));
+    let next = page["next"].as_str().expect("a next link");
+    assert!(
+        next.contains("limit=1000") && next.contains("offset=1000"),
+        "the next page continues at the cap: {next}"
+    );
+    let rest = api.get(&next[next.find("/api/").expect("a path")..]).await;
+    assert_eq!(rest["results"].as_array().map(Vec::len), Some(1));
+    assert!(rest["next"].is_null(), "{rest}");
+
+    let (status, csv) = api
+        .send(
+            Method::GET,
+            "/api/projects/1/persons/?format=csv&limit=100000",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        csv.lines().count(),
+        1 + 1000,
+        "a header and the capped page"
+    );
+}
