@@ -11,7 +11,6 @@
 //! distinct ids, properties, uuid (which person survived), `is_identified` and `created_at`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 use chrono::DateTime;
 use proptest::prelude::*;
@@ -19,12 +18,10 @@ use proptest::test_runner::Config;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::{CommandRecord, Persons, RecordCtx};
-use crate::model::{Event, TeamId, person_uuid};
-use crate::persons::store::SqliteStore;
-use crate::persons::{PersonCommand, person_input};
+use super::harness::{Harness, T};
+use crate::model::{Event, person_uuid};
+use crate::persons::PersonCommand;
 
-const T: TeamId = TeamId(1);
 /// The distinct ids the operations use; `anonymous` is one PostHog never merges on.
 const IDS: &[&str] = &["a", "b", "c", "d", "anonymous"];
 const KEYS: &[&str] = &["k1", "k2", "k3"];
@@ -292,23 +289,12 @@ impl Model {
 // The real thing.
 
 struct Real {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-    persons: Persons,
-    seq: u64,
+    h: Harness,
 }
 
 impl Real {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("meta.sqlite");
-        let store = Arc::new(SqliteStore::open(&path).unwrap());
-        Self {
-            _dir: dir,
-            path,
-            persons: Persons::open(store).unwrap(),
-            seq: 0,
-        }
+        Self { h: Harness::new() }
     }
 
     fn event(&mut self, did: &str, kind: Kind, ops: (&Props, &Props, &[usize]), at: i64) {
@@ -349,47 +335,30 @@ impl Real {
             created_at: ts,
             properties: props,
         };
-        let input = person_input(&e, |_| None);
-        self.seq += 1;
-        let names = [name.to_owned()];
-        let ctx = RecordCtx {
-            team: T,
-            received: ts,
-            actor: None,
-            event_names: &names,
-        };
-        self.persons.process(self.seq, &ctx, &[input]).unwrap();
+        self.h.process(&e);
     }
 
     fn command(&mut self, command: PersonCommand) {
-        self.seq += 1;
-        let rec = CommandRecord {
-            command,
-            actor: "api:test".into(),
-            at: DateTime::UNIX_EPOCH,
-        };
-        self.persons.command(self.seq, T, &rec).unwrap();
+        self.h.cmd(command);
     }
 
     fn commit(&mut self) {
-        self.persons.commit(self.seq).unwrap();
+        self.h.commit();
     }
 
     /// The person id of `did` as the API finds it: from the store, once it has settled.
     fn person_id(&mut self, did: &str) -> Option<i64> {
         self.commit();
-        self.persons.store().person_id_of(T, &did.into()).unwrap()
+        self.h.p.store().person_id_of(T, &did.into()).unwrap()
     }
 
     fn reopen(&mut self) {
-        self.commit();
-        let store = Arc::new(SqliteStore::open(&self.path).unwrap());
-        self.persons = Persons::open(store).unwrap();
+        self.h.reopen();
     }
 
     fn seen(&mut self) -> Vec<Seen> {
         self.commit();
-        let store = self.persons.store();
+        let store = self.h.p.store();
         let (all, _) = store.list(T, &Default::default(), 10_000, 0).unwrap();
         sorted(
             all.into_iter()

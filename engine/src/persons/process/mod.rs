@@ -3,6 +3,8 @@
 
 mod command;
 #[cfg(test)]
+mod harness;
+#[cfg(test)]
 mod merge_model;
 
 pub(crate) use crate::model::CommandRecord;
@@ -591,6 +593,7 @@ impl Persons {
 
 #[cfg(test)]
 mod tests {
+    use super::harness::{self, T};
     use super::*;
     use crate::model::Event;
     use crate::persons::store::SqliteStore;
@@ -601,26 +604,29 @@ mod tests {
     }
     use crate::persons::{PersonCommand, person_input};
 
+    /// The shared harness plus a clock, committing after every event.
     struct Harness {
-        _dir: tempfile::TempDir,
-        path: std::path::PathBuf,
-        p: Persons,
-        seq: u64,
+        h: harness::Harness,
         t: i64,
     }
 
-    const T: TeamId = TeamId(1);
+    impl std::ops::Deref for Harness {
+        type Target = harness::Harness;
+        fn deref(&self) -> &harness::Harness {
+            &self.h
+        }
+    }
+
+    impl std::ops::DerefMut for Harness {
+        fn deref_mut(&mut self) -> &mut harness::Harness {
+            &mut self.h
+        }
+    }
 
     impl Harness {
         fn new() -> Self {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("meta.sqlite");
-            let store = Arc::new(SqliteStore::open(&path).unwrap());
             Self {
-                _dir: dir,
-                path,
-                p: Persons::open(store).unwrap(),
-                seq: 0,
+                h: harness::Harness::new(),
                 t: 0,
             }
         }
@@ -636,32 +642,9 @@ mod tests {
                 created_at: ts,
                 properties: props.as_object().unwrap().clone(),
             };
-            let input = person_input(&e, |ty| match ty {
-                "company" => Some(0),
-                "project" => Some(1),
-                _ => None,
-            });
-            self.seq += 1;
-            let names = [name.to_owned()];
-            let ctx = RecordCtx {
-                team: T,
-                received: ts,
-                actor: None,
-                event_names: &names,
-            };
-            let s = self.p.process(self.seq, &ctx, &[input]).unwrap();
-            self.p.commit(self.seq).unwrap();
-            s.into_iter().next().unwrap()
-        }
-
-        fn cmd(&mut self, c: PersonCommand) {
-            self.seq += 1;
-            let rec = CommandRecord {
-                command: c,
-                actor: "api:test".into(),
-                at: DateTime::UNIX_EPOCH,
-            };
-            self.p.command(self.seq, T, &rec).unwrap();
+            let stamp = self.h.process(&e);
+            self.h.commit();
+            stamp
         }
 
         fn person(&self, did: &str) -> Option<crate::persons::Person> {
@@ -963,7 +946,8 @@ mod tests {
             event_names: &names,
         };
         let input = person_input(&e, |_| None);
-        h.p.process(h.seq, &ctx, std::slice::from_ref(&input))
+        let seq = h.seq;
+        h.p.process(seq, &ctx, std::slice::from_ref(&input))
             .unwrap();
         // Restart: the store covers seq 1 only; the record is replayed and applied once.
         let store = Arc::new(SqliteStore::open(&h.path).unwrap());
