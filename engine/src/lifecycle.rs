@@ -10,13 +10,13 @@ use url::Url;
 
 use crate::clock::SharedClock;
 use crate::error::{ErrorKind, HasKind};
-use crate::ingest::IngestBatch;
 use crate::ingest::limits::DecodeBudget;
 use crate::ingest::wal::WalError;
 use crate::ingest::wal::{Wal, WalConfig};
 use crate::meta::MetaError;
 use crate::meta::MetaStore;
 use crate::metrics::Metrics;
+use crate::model::IngestBatch;
 use crate::persons::process::Persons;
 use crate::persons::store::StoreError;
 use crate::persons::store::{PersonStore, SqliteStore};

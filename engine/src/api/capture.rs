@@ -7,13 +7,14 @@ use tracing::warn;
 
 use crate::Engine;
 use crate::HISTORICAL_MIN_AGE;
+use crate::ingest::CaptureError;
 use crate::ingest::decode::{RawBody, decode_transport, decoded_bound, may_inflate, parse_json};
 use crate::ingest::limits::{MAX_JSON_DEPTH, check_event_limits, decode_cost, scan_refusal};
 use crate::ingest::normalize::{NormalizeContext, Outcome, normalize_event};
 use crate::ingest::payload::{CapturePayload, parse_payload};
 use crate::ingest::scan::{JsonShape, scan};
 use crate::ingest::wal::WalError;
-use crate::ingest::{CaptureError, IngestBatch};
+use crate::model::IngestBatch;
 use crate::write::{Ingested, to_arrow};
 
 /// What a capture call accepted.

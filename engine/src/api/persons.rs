@@ -20,12 +20,13 @@ use uuid::Uuid;
 
 use crate::Engine;
 use crate::error::{ErrorKind, HasKind};
-use crate::ingest::{self, CaptureError, IngestBatch};
+use crate::ingest::CaptureError;
 use crate::meta::{MetaError, Project};
-use crate::model::{DistinctId, PersonCommand, PersonUuid, TeamId};
+use crate::model::{
+    CommandRecord, DistinctId, Event, IngestBatch, PersonCommand, PersonUuid, TeamId,
+};
 use crate::persons::Person;
 use crate::persons::facade::{Page, PersonKey, PropertiesTimeline, TimelinePoint};
-use crate::persons::process::CommandRecord;
 use crate::persons::store::{Activity, PersonFilter, StoreError};
 use crate::query::{self, QueryError};
 
@@ -143,7 +144,7 @@ impl Engine {
         let batch = IngestBatch {
             team_id: team,
             historical: false,
-            events: vec![ingest::Event {
+            events: vec![Event {
                 uuid: Uuid::now_v7(),
                 event: event.to_owned(),
                 distinct_id: distinct_id.as_str().to_owned(),

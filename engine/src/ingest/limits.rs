@@ -35,8 +35,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use super::CaptureError;
 use super::scan::{JsonShape, ScanError};
-use super::{CaptureError, Event};
+use crate::model::Event;
 
 /// Deepest nesting of objects and arrays accepted: serde_json's own recursion limit, said
 /// up front by the scan.

@@ -11,8 +11,6 @@ pub mod payload;
 pub(crate) mod scan;
 pub(crate) use hedgerow_wal as wal;
 
-pub(crate) use crate::model::{Event, IngestBatch, TeamId};
-
 use crate::error::{ErrorKind, HasKind};
 
 /// Why a capture request, or one event of it, was refused.

@@ -11,7 +11,8 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, SubsecRound, TimeDelta, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::{CaptureError, Event, TeamId};
+use super::CaptureError;
+use crate::model::{Event, TeamId};
 
 /// Longest event name and distinct_id kept, in characters; longer ones are cut.
 pub const MAX_NAME_CHARS: usize = 200;

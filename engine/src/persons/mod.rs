@@ -21,7 +21,6 @@ pub use facade::{Page, PersonKey, PropertiesTimeline, TimelinePoint};
 pub use store::filter::{PersonFilter, PropertyFilter};
 pub use store::rows::Activity;
 
-pub use crate::model::PersonCommand;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::{CommandRecord, Persons};
+use crate::model::PersonCommand;
 use crate::model::{DistinctId, PersonUuid, TeamId};
-use crate::persons::PersonCommand;
 use crate::persons::store::{Activity, NewTask, Op, PersonRow, Result};
 
 impl Persons {

@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
 
-use super::{CommandRecord, Persons, RecordCtx, Stamp};
-use crate::model::{Event, TeamId};
+use super::{Persons, RecordCtx, Stamp};
+use crate::model::{CommandRecord, Event, PersonCommand, TeamId};
+use crate::persons::person_input;
 use crate::persons::store::SqliteStore;
-use crate::persons::{PersonCommand, person_input};
 
 /// The project every record goes to.
 pub(super) const T: TeamId = TeamId(1);
@@ -52,6 +54,24 @@ impl Harness {
         };
         let stamps = self.p.process(self.seq, &ctx, &[input]).unwrap();
         stamps.into_iter().next().unwrap()
+    }
+
+    /// Applies an event `name` of `did` at `at` as the next record, without committing.
+    pub(super) fn event(
+        &mut self,
+        name: &str,
+        did: &str,
+        at: DateTime<Utc>,
+        properties: Map<String, Value>,
+    ) -> Stamp {
+        self.process(&Event {
+            uuid: Uuid::nil(),
+            event: name.into(),
+            distinct_id: did.into(),
+            timestamp: at,
+            created_at: at,
+            properties,
+        })
     }
 
     /// Applies an API command as the next record, without committing.

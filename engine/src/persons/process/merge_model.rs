@@ -19,8 +19,8 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::harness::{Harness, T};
-use crate::model::{Event, person_uuid};
-use crate::persons::PersonCommand;
+use crate::model::PersonCommand;
+use crate::model::person_uuid;
 
 /// The distinct ids the operations use; `anonymous` is one PostHog never merges on.
 const IDS: &[&str] = &["a", "b", "c", "d", "anonymous"];
@@ -327,15 +327,7 @@ impl Real {
             unset.iter().map(|&k| KEYS[k]).collect::<Vec<_>>().into(),
         );
         let ts = DateTime::from_timestamp(at, 0).unwrap();
-        let e = Event {
-            uuid: Uuid::nil(),
-            event: name.into(),
-            distinct_id: did.into(),
-            timestamp: ts,
-            created_at: ts,
-            properties: props,
-        };
-        self.h.process(&e);
+        self.h.event(name, did, ts, props);
     }
 
     fn command(&mut self, command: PersonCommand) {

@@ -7,7 +7,7 @@ mod harness;
 #[cfg(test)]
 mod merge_model;
 
-pub(crate) use crate::model::CommandRecord;
+use crate::model::CommandRecord;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -602,7 +602,8 @@ mod tests {
     fn puuid(did: &str) -> PersonUuid {
         PersonUuid::of(T, &did.into())
     }
-    use crate::persons::{PersonCommand, person_input};
+    use crate::model::PersonCommand;
+    use crate::persons::person_input;
 
     /// The shared harness plus a clock, committing after every event.
     struct Harness {
@@ -634,15 +635,8 @@ mod tests {
         fn send(&mut self, name: &str, did: &str, props: Value) -> Stamp {
             self.t += 1;
             let ts = DateTime::from_timestamp(1_700_000_000 + self.t, 0).unwrap();
-            let e = Event {
-                uuid: Uuid::nil(),
-                event: name.into(),
-                distinct_id: did.into(),
-                timestamp: ts,
-                created_at: ts,
-                properties: props.as_object().unwrap().clone(),
-            };
-            let stamp = self.h.process(&e);
+            let props = props.as_object().unwrap().clone();
+            let stamp = self.h.event(name, did, ts, props);
             self.h.commit();
             stamp
         }
