@@ -289,7 +289,11 @@ async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
             client_query_id: None,
             name: Some("cli".into()),
         };
-        match engine.run_query(team, req).await {
+        let project = engine
+            .project(team)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no project {team}"))?;
+        match engine.run_query(&project, req).await {
             Ok(hedgerow_engine::query::QueryOutcome::Done(r)) => {
                 Ok(crate::http::wire::query::response(r))
             }

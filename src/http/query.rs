@@ -40,7 +40,7 @@ pub(super) async fn run(
     body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::invalid("invalid_input", e.body_text()))?;
-    let team = caller.team()?;
+    let project = caller.project()?;
     let query = body
         .query
         .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
@@ -70,7 +70,7 @@ pub(super) async fn run(
         client_query_id: body.client_query_id,
         name: body.name,
     };
-    Ok(outcome(app.engine.run_query(team, req).await?))
+    Ok(outcome(app.engine.run_query(project, req).await?))
 }
 
 pub(super) async fn status(
@@ -125,12 +125,12 @@ pub(super) async fn draft_sql(
     caller: Caller,
     Query(q): Query<Draft>,
 ) -> Result<Json<Value>, ApiError> {
-    let team = caller.team()?;
+    let project = caller.project()?;
     let prompt = q
         .prompt
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("required", "prompt is required").with_attr("prompt"))?;
-    let sql = app.engine.draft_sql(team, &prompt).await?;
+    let sql = app.engine.draft_sql(project, &prompt).await?;
     Ok(Json(wire::query::draft_sql(sql)))
 }
 

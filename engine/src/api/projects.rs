@@ -132,6 +132,11 @@ impl Engine {
         Ok(Access { grant, project })
     }
 
+    /// One project, by id (for callers that hold no key: the CLI, tests).
+    pub fn project(&self, team: TeamId) -> Result<Option<Project>, MetaError> {
+        self.meta.project(team)
+    }
+
     /// The projects `grant` may see, by id.
     pub fn projects(&self, grant: &KeyGrant) -> Result<Vec<Project>> {
         Ok(self

@@ -13,20 +13,19 @@ use crate::query::{HogQLRun, Modifiers, QueryError, QueryOutcome, QueryRequest, 
 
 impl Engine {
     fn query_project(&self, team: TeamId) -> Result<Project, QueryError> {
-        self.meta
-            .project(team)?
+        self.project(team)?
             .ok_or_else(|| QueryError::NotFound(format!("no project {team}")))
     }
 
-    /// `POST /query/`: answers one request, from the cache or by running it (in the
-    /// background for the async refresh modes).
+    /// `POST /query/`: answers one request for `project` (as the caller's key resolved
+    /// it), from the cache or by running it (in the background for the async refresh
+    /// modes).
     pub async fn run_query(
         &self,
-        team: TeamId,
+        project: &Project,
         req: QueryRequest,
     ) -> Result<QueryOutcome, QueryError> {
-        let project = self.query_project(team)?;
-        self.query.query(&project, req).await
+        self.query.query(project, req).await
     }
 
     /// `GET /query/{id}/`: where a query of `team` is; once done, with its response.
@@ -50,9 +49,8 @@ impl Engine {
 
     /// `GET /query/draft_sql/`: a draft HogQL query for a plain-language prompt, from the
     /// project's own event names and property keys.
-    pub async fn draft_sql(&self, team: TeamId, prompt: &str) -> Result<String, QueryError> {
-        let project = self.query_project(team)?;
-        self.query.draft_sql(&project, prompt).await
+    pub async fn draft_sql(&self, project: &Project, prompt: &str) -> Result<String, QueryError> {
+        self.query.draft_sql(project, prompt).await
     }
 
     /// `POST /query/upgrade/`: an older query node in its current form.
