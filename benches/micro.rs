@@ -116,7 +116,8 @@ fn capture(c: &mut Criterion) {
 fn arrow_and_buffer(c: &mut Criterion) {
     let events = decode_normalize(&gzip_body());
     let groups = |_: TeamId, ty: &str| (ty == "company").then_some(0);
-    let batch = events_to_batch(events.iter().map(|e| (TeamId(1), e)), groups);
+    let none = Default::default();
+    let batch = events_to_batch(events.iter().map(|e| (TeamId(1), e)), groups, &none);
     assert_eq!(batch.num_rows(), EVENTS);
     assert_eq!(batch.schema(), events_schema());
     let mut g = c.benchmark_group("arrow");
@@ -126,6 +127,7 @@ fn arrow_and_buffer(c: &mut Criterion) {
             black_box(events_to_batch(
                 events.iter().map(|e| (TeamId(1), e)),
                 groups,
+                &none,
             ))
         })
     });

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use hedgerow_engine::CaptureLimits;
 use hedgerow_engine::EngineConfig;
-use hedgerow_engine::{FlushConfig, MaintenanceConfig};
+use hedgerow_engine::{FlushConfig, MaintenanceConfig, PropertyColumnsConfig};
 use url::Url;
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -209,6 +209,20 @@ pub struct ServeArgs {
     /// How often small files are looked for and compacted.
     #[arg(long, env = "HEDGEROW_COMPACTION_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub compaction_interval: Duration,
+    /// Most event properties a project stores as typed columns (0: none; every property
+    /// stays in the `properties` JSON).
+    #[arg(long, env = "HEDGEROW_PROPERTY_COLUMNS_MAX", default_value_t = 100)]
+    pub property_columns_max: usize,
+    /// The share of a project's recent events a property must appear in to become a column.
+    #[arg(
+        long,
+        env = "HEDGEROW_PROPERTY_COLUMNS_MIN_SHARE",
+        default_value_t = 0.001
+    )]
+    pub property_columns_min_share: f64,
+    /// How many of a project's events are counted between two decisions on columns.
+    #[arg(long, env = "HEDGEROW_PROPERTY_COLUMNS_EVERY", default_value_t = 1000)]
+    pub property_columns_every: u64,
     /// A partition is compacted once it has this many small files.
     #[arg(long, env = "HEDGEROW_COMPACTION_MIN_FILES", default_value_t = 8)]
     pub compaction_min_files: usize,
@@ -356,6 +370,17 @@ impl ServeArgs {
             max_age: self.flush_interval,
             hard_limit_bytes: self.buffer_limit as usize,
             persons_commit_interval: self.persons_commit_interval,
+        };
+        if !(0.0..=1.0).contains(&self.property_columns_min_share) {
+            return Err(format!(
+                "--property-columns-min-share must be between 0 and 1, got {}",
+                self.property_columns_min_share
+            ));
+        }
+        cfg.property_columns = PropertyColumnsConfig {
+            min_share: self.property_columns_min_share,
+            max_columns: self.property_columns_max,
+            min_events: self.property_columns_every.max(1),
         };
         cfg.maintenance = MaintenanceConfig {
             compaction_interval: self.compaction_interval,

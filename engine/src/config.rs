@@ -8,6 +8,7 @@ use chrono::TimeDelta;
 use url::Url;
 
 use crate::ingest::limits::CaptureLimits;
+use crate::meta::PropertyColumnsConfig;
 use crate::query::QueryConfig;
 use crate::write::{FlushConfig, MaintenanceConfig};
 
@@ -40,6 +41,8 @@ pub struct EngineConfig {
     pub person_processing: bool,
     /// What one capture request may cost, and all of them together.
     pub capture: CaptureLimits,
+    /// When event properties become typed columns.
+    pub property_columns: PropertyColumnsConfig,
 }
 
 impl EngineConfig {
@@ -58,6 +61,7 @@ impl EngineConfig {
             query: QueryConfig::new(PathBuf::from("spill")),
             person_processing: true,
             capture: CaptureLimits::default(),
+            property_columns: PropertyColumnsConfig::default(),
         }
     }
 }

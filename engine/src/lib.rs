@@ -35,6 +35,7 @@ pub use ingest::CaptureError;
 pub use ingest::limits::CaptureLimits;
 pub use ingest::payload::CapturePayload;
 pub use lifecycle::EngineError;
+pub use meta::PropertyColumnsConfig;
 pub use storage::schema::schema_json;
 pub use write::{FlushConfig, MaintenanceConfig};
 

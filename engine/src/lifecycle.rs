@@ -130,6 +130,7 @@ impl Engine {
             return Err(EngineError::Locked(data_dir));
         }
         let meta = Arc::new(MetaStore::open(&data_dir.join("meta.sqlite"))?);
+        meta.set_property_columns(cfg.property_columns);
         let table_url = match &cfg.table_url {
             Some(u) => u.clone(),
             None => Url::from_directory_path(data_dir.join("events"))

@@ -242,7 +242,7 @@ fn file_layout(table: &std::path::Path) {
         "distinct_id",
         "person_id",
         "$session_id",
-        "mat_$pathname",
+        "props_layout",
     ] {
         assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}");
     }

@@ -18,7 +18,7 @@ use hedgerow_engine::CapturePayload;
 use hedgerow_engine::clock::FixedClock;
 use hedgerow_engine::internals::text_value;
 use hedgerow_engine::model::TeamId;
-use hedgerow_engine::{Engine, EngineConfig};
+use hedgerow_engine::{Engine, EngineConfig, PropertyColumnsConfig};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -105,12 +105,13 @@ fn rows_match(got: &[String], want: &[String]) -> bool {
         })
 }
 
-async fn fixture_engine(dir: &Path) -> Engine {
+async fn fixture_engine(dir: &Path, columns: PropertyColumnsConfig) -> Engine {
     let at = chrono::DateTime::parse_from_rfc3339("2024-06-15T12:00:00Z")
         .unwrap()
         .to_utc();
     let mut cfg = EngineConfig::new(dir);
     cfg.flush.max_rows = 120;
+    cfg.property_columns = columns;
     let engine = Engine::open(cfg, Arc::new(FixedClock::new(at)))
         .await
         .unwrap();
@@ -155,10 +156,51 @@ async fn fixture_engine(dir: &Path) -> Engine {
     engine
 }
 
+/// The corpus with every property in the `properties` JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hogql_semantics_match_clickhouse() {
+async fn hogql_semantics_match_clickhouse_from_json() {
+    run_corpus(PropertyColumnsConfig {
+        max_columns: 0,
+        ..Default::default()
+    })
+    .await;
+}
+
+/// The corpus with every typed property promoted to a column from the first event on (keys
+/// first seen later are promoted later, so older rows read them from the JSON): the answers
+/// are the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hogql_semantics_match_clickhouse_from_property_columns() {
+    run_corpus(PropertyColumnsConfig {
+        min_share: 0.0,
+        max_columns: 1000,
+        min_events: 1,
+    })
+    .await;
+}
+
+async fn run_corpus(columns: PropertyColumnsConfig) {
     let tmp = tempfile::tempdir().unwrap();
-    let engine = fixture_engine(tmp.path()).await;
+    let engine = fixture_engine(tmp.path(), columns).await;
+    // The rows really are in the layout this run is about.
+    let layouts = engine
+        .run_hogql(
+            TeamId(1),
+            "SELECT max(props_layout), countIf(props_layout > 0) FROM events",
+            &HashMap::new(),
+            hedgerow_engine::query::Modifiers::default(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let b = &layouts.batches[0];
+    let (max, holding) = (text_value(b.column(0), 0), text_value(b.column(1), 0));
+    if columns.max_columns == 0 {
+        assert_eq!(max, "0", "no property is a column");
+    } else {
+        assert!(max.parse::<i64>().unwrap() > 10, "promoted: {max}");
+        assert_ne!(holding, "0");
+    }
     let known: HashMap<String, String> = std::fs::read_to_string(root().join("known_failures.txt"))
         .unwrap_or_default()
         .lines()

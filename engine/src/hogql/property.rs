@@ -3,8 +3,8 @@
 //!
 //! The answer is compat.md's: a nullable String where a missing key, JSON `null` and `""` are
 //! NULL, strings are themselves (unescaped), and numbers, booleans, objects and arrays are
-//! their JSON text. It is the same rule ingestion uses for shredded `mat_*` columns
-//! ([`crate::storage::schema::property_as_string`]), so either source gives one answer.
+//! their JSON text. It is the same rule ingestion uses for promoted property columns
+//! ([`crate::storage::layout::property_as_string`]), so either source gives one answer.
 //!
 //! Evaluation does not parse whole documents: `find_path` walks the text, skipping values it
 //! does not need, and only the value found is decoded.
@@ -84,6 +84,78 @@ impl ScalarUDFImpl for PropertyUdf {
                 continue;
             }
             out.append_option(read_property(json.value(i), &path));
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
+    }
+}
+
+/// `hogql_properties(residual, column…)`: the events table's whole `properties` text, the
+/// residual JSON with each promoted column's value put back (`storage::layout::rebuild`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RebuildUdf {
+    signature: Signature,
+    /// The property key of each column argument after the first.
+    keys: Vec<String>,
+}
+
+/// The expression giving the full `properties` from the residual `json` and the promoted
+/// `columns` (key, column).
+pub(crate) fn rebuild_properties(json: Expr, columns: Vec<(String, Expr)>) -> Expr {
+    let (keys, cols): (Vec<String>, Vec<Expr>) = columns.into_iter().unzip();
+    let mut args = vec![json];
+    args.extend(cols);
+    Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+        Arc::new(ScalarUDF::new_from_impl(RebuildUdf {
+            signature: Signature::variadic_any(Volatility::Immutable),
+            keys,
+        })),
+        args,
+    ))
+}
+
+impl ScalarUDFImpl for RebuildUdf {
+    fn name(&self) -> &str {
+        "hogql_properties"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _: &[DataType]) -> DFResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DFResult<ColumnarValue> {
+        let n = args.number_rows;
+        let mut arrays = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<DFResult<Vec<ArrayRef>>>()?
+            .into_iter();
+        let residual = datafusion::arrow::compute::cast(
+            &arrays.next().expect("the residual argument"),
+            &DataType::Utf8,
+        )?;
+        let residual = residual.as_string::<i32>();
+        let cols: Vec<(ArrayRef, String)> = arrays
+            .map(|a| match a.data_type() {
+                DataType::Utf8View | DataType::LargeUtf8 => {
+                    datafusion::arrow::compute::cast(&a, &DataType::Utf8)
+                }
+                _ => Ok(a),
+            })
+            .zip(self.keys.iter().cloned())
+            .map(|(a, k)| a.map(|a| (a, k)))
+            .collect::<Result<_, _>>()?;
+        let mut out = StringBuilder::with_capacity(n, residual.value_data().len() + n * 32);
+        for i in 0..n {
+            if residual.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            out.append_value(crate::storage::layout::rebuild(
+                residual.value(i),
+                crate::storage::layout::row_cells(&cols, i),
+            ));
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
     }
@@ -251,7 +323,7 @@ fn array_element(s: &[u8], idx: usize) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::schema::property_as_string;
+    use crate::storage::layout::property_as_string;
 
     fn p(doc: &str, path: &[&str]) -> Option<String> {
         let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();

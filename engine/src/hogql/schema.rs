@@ -58,6 +58,11 @@ pub trait Catalog: Send + Sync {
         None
     }
 
+    /// The project's event properties stored as columns (`storage::layout`).
+    fn property_layout(&self) -> Arc<crate::storage::layout::TeamLayout> {
+        Arc::default()
+    }
+
     /// The type the project's property definitions give a property, if any.
     fn property_type(&self, kind: PropertyKind, name: &str) -> Option<PropertyType> {
         let _ = (kind, name);

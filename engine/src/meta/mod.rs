@@ -10,6 +10,7 @@
 //! - `group_types`: group type → index (0–4), per project;
 //! - `property_definitions`: the type each property name was first seen with (the rules
 //!   themselves are `crate::propdefs`, pure, which HogQL reads too);
+//! - `property_columns`: which event properties each project stores as typed columns;
 //! - `query_log`: what ran, for whom, how it ended.
 //!
 //! Persons live elsewhere (`persons`), in their own tables of the same file.
@@ -28,6 +29,7 @@ mod bootstrap;
 mod group_types;
 mod keys;
 mod projects;
+mod property_columns;
 mod property_definitions;
 mod query_log;
 
@@ -35,6 +37,7 @@ pub use bootstrap::Bootstrap;
 pub use group_types::MAX_GROUP_TYPES;
 pub use keys::{KNOWN_SCOPES, KeyGrant};
 pub use projects::{Project, validate_project_token, validate_timezone};
+pub use property_columns::PropertyColumnsConfig;
 pub use property_definitions::PropertyDefinition;
 pub use query_log::QueryLogEntry;
 
@@ -99,6 +102,10 @@ pub struct MetaStore {
     /// Every property definition, loaded at open and kept in step with the table: ingestion
     /// checks each property name here and writes only what is new.
     prop_defs: RwLock<property_definitions::PropDefs>,
+    /// Every project's promoted property columns; replaced whole on each promotion.
+    layouts: RwLock<std::sync::Arc<crate::storage::layout::Layouts>>,
+    columns_cfg: RwLock<PropertyColumnsConfig>,
+    key_counts: Mutex<std::collections::HashMap<TeamId, property_columns::KeyCounts>>,
 }
 
 /// Every table, in the order they were first made. `IF NOT EXISTS`: opening an existing
@@ -107,6 +114,7 @@ const SCHEMA: &[&str] = &[
     projects::SCHEMA,
     group_types::SCHEMA,
     property_definitions::SCHEMA,
+    property_columns::SCHEMA,
     query_log::SCHEMA,
     keys::SCHEMA,
 ];
@@ -142,11 +150,15 @@ impl MetaStore {
             conn.execute_batch(table)?;
         }
         let defs = property_definitions::load(&conn)?;
+        let layouts = property_columns::load(&conn)?;
         Ok(Self {
             conn: Mutex::new(conn),
             group_types: Mutex::new(Default::default()),
             full_teams: Mutex::new(Default::default()),
             prop_defs: RwLock::new(defs),
+            layouts: RwLock::new(std::sync::Arc::new(layouts)),
+            columns_cfg: RwLock::new(PropertyColumnsConfig::default()),
+            key_counts: Mutex::new(Default::default()),
         })
     }
 

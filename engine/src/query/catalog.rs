@@ -19,6 +19,7 @@ use crate::hogql::schema::Catalog;
 use crate::meta::{MetaStore, QueryLogEntry};
 use crate::model::TeamId;
 use crate::persons::store::PersonStore;
+use crate::storage::layout::TeamLayout;
 
 /// Each project's person-id overrides, with the person-store version they were read at.
 pub(super) type OverrideCache = HashMap<TeamId, (u64, Option<Arc<OverrideMap>>)>;
@@ -88,8 +89,11 @@ impl QueryService {
             .flat_map(|(_, b)| b)
             .collect();
         let events = provider::EventsProvider::new(team, files, buffered)?;
+        // After the rows: the list only grows, so it names every column they hold.
+        let layout = self.meta.layouts().team(team);
         Ok(TeamCatalog {
             events: Arc::new(events),
+            layout,
             meta: self.meta.clone(),
             team,
             log_since: self.clock.now() - LOG_RETENTION,
@@ -179,6 +183,7 @@ fn query_log_table(
 /// The tables of one project.
 pub(super) struct TeamCatalog {
     events: Arc<dyn TableProvider>,
+    layout: Arc<TeamLayout>,
     meta: Arc<MetaStore>,
     team: TeamId,
     log_since: DateTime<Utc>,
@@ -228,6 +233,10 @@ impl Catalog for TeamCatalog {
         name: &str,
     ) -> Option<crate::propdefs::PropertyType> {
         self.meta.property_type(self.team, kind, name)
+    }
+
+    fn property_layout(&self) -> Arc<TeamLayout> {
+        self.layout.clone()
     }
 
     fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {

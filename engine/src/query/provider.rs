@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{DFSchema, Result as DFResult, ScalarValue};
@@ -22,6 +21,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 
 use crate::model::TeamId;
+use crate::storage::layout::{conform, union_schema};
 
 #[derive(Debug)]
 pub(crate) struct EventsProvider {
@@ -29,7 +29,10 @@ pub(crate) struct EventsProvider {
     files: Arc<dyn TableProvider>,
     /// The project's unflushed rows not yet covered by the files' snapshot, in `schema`.
     buffer: Vec<RecordBatch>,
+    /// The files' columns, then columns only buffered rows have so far (a property promoted
+    /// since the last flush); the files read those as NULL.
     schema: SchemaRef,
+    files_width: usize,
 }
 
 impl EventsProvider {
@@ -40,16 +43,21 @@ impl EventsProvider {
         files: Arc<dyn TableProvider>,
         buffer: Vec<RecordBatch>,
     ) -> DFResult<Self> {
-        let schema = files.schema();
+        let files_schema = files.schema();
+        let buffer: Vec<RecordBatch> = buffer.into_iter().filter(|b| b.num_rows() > 0).collect();
+        let schema = union_schema(
+            std::iter::once(files_schema.as_ref())
+                .chain(buffer.iter().map(|b| b.schema_ref().as_ref())),
+        );
         let buffer = buffer
-            .into_iter()
-            .filter(|b| b.num_rows() > 0)
-            .map(|b| conform(&b, &schema))
-            .collect::<DFResult<Vec<_>>>()?;
+            .iter()
+            .map(|b| conform(b, &schema))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             team,
             files,
             buffer,
+            files_width: files_schema.fields().len(),
             schema,
         })
     }
@@ -57,29 +65,6 @@ impl EventsProvider {
     fn guard(&self) -> Expr {
         col("team_id").eq(lit(ScalarValue::Int64(Some(self.team.0))))
     }
-}
-
-/// `batch` with the columns of `schema`, by name, cast where the table's reader types differ
-/// (e.g. string views).
-fn conform(batch: &RecordBatch, schema: &SchemaRef) -> DFResult<RecordBatch> {
-    let cols = schema
-        .fields()
-        .iter()
-        .map(|f| {
-            let c = batch.column_by_name(f.name()).ok_or_else(|| {
-                datafusion::error::DataFusionError::Internal(format!(
-                    "buffered batch has no column {}",
-                    f.name()
-                ))
-            })?;
-            Ok(if c.data_type() == f.data_type() {
-                c.clone()
-            } else {
-                cast(c, f.data_type())?
-            })
-        })
-        .collect::<DFResult<Vec<_>>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), cols)?)
 }
 
 #[async_trait]
@@ -106,13 +91,18 @@ impl TableProvider for EventsProvider {
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         // The guard needs team_id in what the files scan returns.
         let team_idx = self.schema.index_of("team_id")?;
-        let inner_projection: Option<Vec<usize>> = projection.map(|p| {
-            let mut p = p.clone();
-            if !p.contains(&team_idx) {
-                p.push(team_idx);
-            }
-            p
-        });
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let wanted: &[usize] = projection.map_or(&all, |p| p.as_slice());
+        let mut file_cols: Vec<usize> = wanted
+            .iter()
+            .copied()
+            .filter(|i| *i < self.files_width)
+            .collect();
+        let n_file_wanted = file_cols.len();
+        if !file_cols.contains(&team_idx) {
+            file_cols.push(team_idx);
+        }
+        let inner_projection = Some(file_cols.clone());
         let mut pushed: Vec<Expr> = filters.to_vec();
         pushed.push(self.guard());
         let files = self
@@ -123,21 +113,30 @@ impl TableProvider for EventsProvider {
         let df_schema = DFSchema::try_from(file_schema.as_ref().clone())?;
         let guard = state.create_physical_expr(self.guard(), &df_schema)?;
         let mut files: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(guard, files)?);
-        if let (Some(p), Some(inner)) = (projection, inner_projection.as_ref())
-            && p.len() != inner.len()
-        {
-            let exprs = (0..p.len())
-                .map(|i| {
-                    let f = file_schema.field(i);
-                    (
-                        Arc::new(datafusion::physical_expr::expressions::Column::new(
-                            f.name(),
-                            i,
-                        )) as _,
-                        f.name().clone(),
-                    )
+        if n_file_wanted != file_cols.len() || n_file_wanted != wanted.len() {
+            // Back to the columns asked for, in their order: the files' by position in the
+            // scan, buffer-only columns as NULL.
+            let mut next_file = 0;
+            let exprs = wanted
+                .iter()
+                .map(|&i| {
+                    let f = self.schema.field(i);
+                    let e: Arc<dyn datafusion::physical_expr::PhysicalExpr> =
+                        if i < self.files_width {
+                            let at = next_file;
+                            next_file += 1;
+                            Arc::new(datafusion::physical_expr::expressions::Column::new(
+                                file_schema.field(at).name(),
+                                at,
+                            ))
+                        } else {
+                            Arc::new(datafusion::physical_expr::expressions::Literal::new(
+                                ScalarValue::try_from(f.data_type())?,
+                            ))
+                        };
+                    Ok((e, f.name().clone()))
                 })
-                .collect::<Vec<_>>();
+                .collect::<DFResult<Vec<_>>>()?;
             files = Arc::new(ProjectionExec::try_new(exprs, files)?);
         }
         if self.buffer.is_empty() {

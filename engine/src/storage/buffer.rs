@@ -10,9 +10,9 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use arrow::array::{AsArray, BooleanArray, RecordBatch};
-use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::compute::filter_record_batch;
 
-use super::schema::events_schema;
+use super::layout::concat_conformed;
 use crate::model::TeamId;
 
 /// Small batches are merged once a project has this many, to bound per-batch overhead.
@@ -31,8 +31,7 @@ pub struct Part {
 impl Part {
     /// Every project's rows as one batch (unsorted).
     pub fn concat(&self) -> Result<RecordBatch, arrow::error::ArrowError> {
-        let all: Vec<&RecordBatch> = self.teams.values().flatten().collect();
-        concat_batches(&events_schema(), all)
+        concat_conformed(self.teams.values().flatten())
     }
 }
 
@@ -79,7 +78,7 @@ impl EventBuffer {
         let list = part.teams.entry(team).or_default();
         list.push(batch);
         if list.len() >= COALESCE_AT
-            && let Ok(one) = concat_batches(&events_schema(), list.iter())
+            && let Ok(one) = concat_conformed(list.iter())
         {
             let before: usize = list.iter().map(RecordBatch::get_array_memory_size).sum();
             part.bytes = part.bytes + one.get_array_memory_size() - before;
@@ -252,7 +251,11 @@ mod tests {
                 properties: Default::default(),
             })
             .collect();
-        events_to_batch(events.iter().map(|e| (TeamId(1), e)), |_, _| None)
+        events_to_batch(
+            events.iter().map(|e| (TeamId(1), e)),
+            |_, _| None,
+            &Default::default(),
+        )
     }
 
     #[test]
@@ -296,7 +299,11 @@ mod tests {
                 properties: Default::default(),
             })
             .collect();
-        events_to_batch(events.iter().map(|e| (TeamId(team), e)), |_, _| None)
+        events_to_batch(
+            events.iter().map(|e| (TeamId(team), e)),
+            |_, _| None,
+            &Default::default(),
+        )
     }
 
     fn pid(team: i64, distinct_id: &str) -> String {

@@ -3,6 +3,7 @@
 
 pub(crate) mod buffer;
 pub mod inspect;
+pub(crate) mod layout;
 pub(crate) mod lease;
 pub(crate) mod schema;
 pub(crate) mod table;

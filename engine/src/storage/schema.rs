@@ -1,35 +1,24 @@
 //! The events table's Arrow schema, and turning normalized events into record batches.
 //!
-//! The column list is a contract: `schemas/events.arrow.json` is generated from
-//! [`events_schema`] and a test checks the two agree. Hot properties are "shredded" into
-//! typed `mat_*` columns at this point so common filters never parse JSON; a shredded value
-//! is exactly what reading the key from the JSON text gives (see [`property_as_string`]).
+//! The base column list is a contract: `schemas/events.arrow.json` is generated from
+//! [`events_schema`] and a test checks the two agree. After the base columns come each
+//! project's promoted properties as typed columns (see `storage::layout`); which exist is
+//! the table's, not the contract's.
 
 use std::sync::{Arc, LazyLock};
 
+use std::collections::HashMap;
+
 use arrow::array::{
-    ArrayRef, Date32Builder, Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
+    ArrayRef, BooleanBuilder, Date32Builder, Float64Builder, Int32Builder, Int64Builder,
+    RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
 
+use super::layout::{Cell, LAYOUT_COLUMN, Layouts, TeamLayout, property_as_string, split};
 use crate::model::person_uuid;
 use crate::model::{Event, TeamId};
-
-/// Hot properties shredded into their own columns, named `mat_<property>` as PostHog names
-/// its materialized columns.
-pub(crate) const SHREDDED_PROPERTIES: &[&str] = &[
-    "$browser",
-    "$os",
-    "$device_type",
-    "$current_url",
-    "$pathname",
-    "$host",
-    "$referring_domain",
-];
-
-/// The name prefix of a shredded property's column (`mat_$browser`).
-pub(crate) const SHREDDED_PREFIX: &str = "mat_";
 
 /// The table's partition columns, in order.
 pub(crate) const PARTITION_COLUMNS: &[&str] = &["team_id", "event_date"];
@@ -60,9 +49,8 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     for i in 0..5 {
         fields.push(s(&format!("$group_{i}"), true));
     }
-    for p in SHREDDED_PROPERTIES {
-        fields.push(s(&format!("{SHREDDED_PREFIX}{p}"), true));
-    }
+    // How many of the project's promoted properties the row holds (storage::layout).
+    fields.push(Field::new(LAYOUT_COLUMN, DataType::Int32, true));
     // UTC date of `timestamp`; a partition column, so it lives in the path, not the file.
     fields.push(Field::new("event_date", DataType::Date32, false));
     Arc::new(Schema::new(fields))
@@ -71,18 +59,6 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 /// The full logical schema of the events table, partition columns included.
 pub fn events_schema() -> SchemaRef {
     SCHEMA.clone()
-}
-
-/// The string a property reads as: a missing key, JSON null and `""` are NULL; strings are
-/// themselves; numbers, booleans, objects and arrays are their JSON text. HogQL's property
-/// access gives the same answer, so a shredded column and the JSON agree.
-pub(crate) fn property_as_string(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::Null => None,
-        Value::String(s) if s.is_empty() => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
-    }
 }
 
 fn str_prop<'a>(props: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a str> {
@@ -157,12 +133,65 @@ pub(crate) fn date32_of_micros(micros: i64) -> i32 {
     micros.div_euclid(86_400_000_000) as i32
 }
 
-/// Builds one record batch (in the order given) from events of possibly several projects.
-/// Consumes `$elements` (turned into `elements_chain`, as PostHog does). `group_index`
-/// gives a project's index (0–4) of a group type, for `$groups` → `$group_N`.
+/// One promoted column being built.
+enum TypedBuilder {
+    Str(StringBuilder),
+    Num(Float64Builder),
+    Bool(BooleanBuilder),
+}
+
+impl TypedBuilder {
+    fn new(ty: &DataType, n: usize) -> Self {
+        match ty {
+            DataType::Float64 => TypedBuilder::Num(Float64Builder::with_capacity(n)),
+            DataType::Boolean => TypedBuilder::Bool(BooleanBuilder::with_capacity(n)),
+            _ => TypedBuilder::Str(StringBuilder::with_capacity(n, n * 8)),
+        }
+    }
+    fn append(&mut self, cell: Option<Cell>) {
+        match (self, cell) {
+            (TypedBuilder::Str(b), Some(Cell::Str(s))) => b.append_value(s),
+            (TypedBuilder::Num(b), Some(Cell::Num(x))) => b.append_value(x),
+            (TypedBuilder::Bool(b), Some(Cell::Bool(x))) => b.append_value(x),
+            (TypedBuilder::Str(b), _) => b.append_null(),
+            (TypedBuilder::Num(b), _) => b.append_null(),
+            (TypedBuilder::Bool(b), _) => b.append_null(),
+        }
+    }
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            TypedBuilder::Str(b) => Arc::new(b.finish()),
+            TypedBuilder::Num(b) => Arc::new(b.finish()),
+            TypedBuilder::Bool(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// The schema of batches built under `layouts`: the base columns, then every promoted
+/// column of the table.
+pub(crate) fn batch_schema(layouts: &Layouts) -> SchemaRef {
+    if layouts.columns.is_empty() {
+        return events_schema();
+    }
+    let mut fields: Vec<Field> = SCHEMA.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend(
+        layouts
+            .columns
+            .iter()
+            .map(|(name, ty)| Field::new(name, ty.clone(), true)),
+    );
+    Arc::new(Schema::new(fields))
+}
+
+/// Builds one record batch (in the order given) from events of possibly several projects,
+/// each row in its project's current layout (`layouts`): promoted properties in their
+/// columns, the rest in the residual `properties`. Consumes `$elements` (turned into
+/// `elements_chain`, as PostHog does). `group_index` gives a project's index (0–4) of a
+/// group type, for `$groups` → `$group_N`.
 pub fn events_to_batch<'a>(
     events: impl IntoIterator<Item = (TeamId, &'a Event)>,
     mut group_index: impl FnMut(TeamId, &str) -> Option<usize>,
+    layouts: &Layouts,
 ) -> RecordBatch {
     let events: Vec<(TeamId, &Event)> = events.into_iter().collect();
     let n = events.len();
@@ -180,12 +209,34 @@ pub fn events_to_batch<'a>(
     let mut window_id = str_builder();
     let mut chain = str_builder();
     let mut groups: Vec<StringBuilder> = (0..5).map(|_| str_builder()).collect();
-    let mut shredded: Vec<StringBuilder> =
-        SHREDDED_PROPERTIES.iter().map(|_| str_builder()).collect();
+    let mut layout = Int32Builder::with_capacity(n);
     let mut event_date = Date32Builder::with_capacity(n);
+    let mut typed: Vec<TypedBuilder> = layouts
+        .columns
+        .iter()
+        .map(|(_, ty)| TypedBuilder::new(ty, n))
+        .collect();
+    // Per project: the table column of each of its promoted properties.
+    let mut positions: HashMap<TeamId, (Arc<TeamLayout>, Vec<usize>)> = HashMap::new();
+    let mut row_cells: Vec<Option<Cell>> = vec![None; typed.len()];
 
     let mut uuid_buf = uuid::Uuid::encode_buffer();
     for (team, e) in events {
+        let (team_layout, at) = positions.entry(team).or_insert_with(|| {
+            let l = layouts.team(team);
+            let at = l
+                .columns
+                .iter()
+                .map(|c| {
+                    layouts
+                        .columns
+                        .iter()
+                        .position(|(name, _)| *name == c.column)
+                        .expect("a project's columns are the table's")
+                })
+                .collect();
+            (l, at)
+        });
         uuid.append_value(e.uuid.hyphenated().encode_lower(&mut uuid_buf));
         event.append_value(&e.event);
         distinct_id.append_value(&e.distinct_id);
@@ -199,22 +250,31 @@ pub fn events_to_batch<'a>(
                 .encode_lower(&mut uuid_buf),
         );
         let props = &e.properties;
-        match props.get("$elements").and_then(Value::as_array) {
+        let without_elements;
+        let (kept, chain_value) = match props.get("$elements").and_then(Value::as_array) {
             Some(els) => {
-                let mut without = props.clone();
-                without.remove("$elements");
-                properties.append_value(Value::Object(without).to_string());
-                chain.append_option(
+                let mut m = props.clone();
+                m.remove("$elements");
+                without_elements = m;
+                (
+                    &without_elements,
                     str_prop(props, "$elements_chain")
                         .map(str::to_owned)
                         .or_else(|| Some(elements_chain(els)).filter(|c| !c.is_empty())),
-                );
+                )
             }
-            None => {
-                properties.append_value(serde_json::to_string(props).unwrap_or_default());
-                chain.append_option(str_prop(props, "$elements_chain"));
-            }
+            None => (props, str_prop(props, "$elements_chain").map(str::to_owned)),
+        };
+        chain.append_option(chain_value);
+        let (residual, cells) = split(kept, team_layout);
+        properties.append_value(residual);
+        for (cell, i) in cells.into_iter().zip(at.iter()) {
+            row_cells[*i] = cell;
         }
+        for (b, cell) in typed.iter_mut().zip(row_cells.iter_mut()) {
+            b.append(cell.take());
+        }
+        layout.append_value(team_layout.columns.len() as i32);
         person_properties.append_null();
         session_id.append_option(str_prop(props, "$session_id"));
         window_id.append_option(str_prop(props, "$window_id"));
@@ -228,9 +288,6 @@ pub fn events_to_batch<'a>(
         }
         for (b, key) in groups.iter_mut().zip(group_keys) {
             b.append_option(key);
-        }
-        for (b, key) in shredded.iter_mut().zip(SHREDDED_PROPERTIES) {
-            b.append_option(property_as_string(props.get(*key)));
         }
         event_date.append_value(date32_of_micros(ts));
     }
@@ -250,13 +307,10 @@ pub fn events_to_batch<'a>(
         Arc::new(chain.finish()),
     ];
     columns.extend(groups.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-    columns.extend(
-        shredded
-            .iter_mut()
-            .map(|b| Arc::new(b.finish()) as ArrayRef),
-    );
+    columns.push(Arc::new(layout.finish()));
     columns.push(Arc::new(event_date.finish()));
-    RecordBatch::try_new(events_schema(), columns).expect("columns match the events schema")
+    columns.extend(typed.iter_mut().map(TypedBuilder::finish));
+    RecordBatch::try_new(batch_schema(layouts), columns).expect("columns match the batch schema")
 }
 
 /// The schema as JSON (`schemas/events.arrow.json`): name, Arrow type and nullability of
@@ -279,6 +333,7 @@ pub fn schema_json() -> Value {
         "partition_columns": PARTITION_COLUMNS,
         "sort_within_file": SORT_COLUMNS,
         "columns": cols,
+        "promoted_columns": "after these, each project's frequent event properties: p_<key> (Utf8), p_<key>__num (Float64), p_<key>__bool (Boolean); props_layout says how many of its project's a row holds (docs/architecture.md, Storage)",
     })
 }
 
@@ -315,34 +370,24 @@ mod tests {
     }
 
     #[test]
-    fn batch_columns_and_shredding() {
+    fn batch_columns() {
         let e = ev(json!({
             "$browser": "Firefox", "$os": "", "$device_type": null, "$current_url": 5,
             "$session_id": "s1", "$pathname": {"a": 1}, "$groups": {"company": "acme", "unknown": "x"},
             "$elements": [{"tag_name": "a", "classes": ["btn", "x"], "$el_text": "Go \"now\"", "attr__href": "/go", "nth_child": 1}]
         }));
-        let b = events_to_batch([(TeamId(7), &e)], |_, ty| (ty == "company").then_some(3));
+        let b = events_to_batch(
+            [(TeamId(7), &e)],
+            |_, ty| (ty == "company").then_some(3),
+            &Layouts::default(),
+        );
         assert_eq!(b.schema(), events_schema());
         let col = |name: &str| b.column_by_name(name).unwrap().as_string::<i32>().clone();
-        assert_eq!(col("mat_$browser").value(0), "Firefox");
-        assert!(col("mat_$os").is_null(0), "empty string reads as NULL");
-        assert!(
-            col("mat_$device_type").is_null(0),
-            "JSON null reads as NULL"
-        );
-        assert_eq!(
-            col("mat_$current_url").value(0),
-            "5",
-            "numbers read as their JSON text"
-        );
-        assert_eq!(col("mat_$pathname").value(0), r#"{"a":1}"#);
-        assert!(col("mat_$host").is_null(0), "missing key reads as NULL");
         assert_eq!(col("$session_id").value(0), "s1");
         assert_eq!(col("$group_3").value(0), "acme");
         for i in [0, 1, 2, 4] {
             assert!(col(&format!("$group_{i}")).is_null(0));
         }
-        assert!(col("$window_id").is_null(0));
         assert_eq!(
             col("elements_chain").value(0),
             r#"a.btn.x:text="Go \"now\""href="/go"nth-child="1"attr__href="/go""#
@@ -363,5 +408,51 @@ mod tests {
         // 2024-03-01 is day 19783 since 1970-01-01.
         assert_eq!(date.value(0), 19783);
         assert_eq!(date32_of_micros(-1), -1, "before the epoch rounds down");
+    }
+
+    #[test]
+    fn promoted_properties_get_columns_per_project() {
+        use crate::propdefs::PropertyType;
+        use crate::storage::layout::PropertyColumn;
+        let mut layouts = Layouts::default();
+        layouts.push(
+            TeamId(1),
+            PropertyColumn::new("$browser", PropertyType::String),
+        );
+        layouts.push(TeamId(2), PropertyColumn::new("n", PropertyType::Numeric));
+        layouts.push(
+            TeamId(2),
+            PropertyColumn::new("$browser", PropertyType::String),
+        );
+        let a = ev(json!({"$browser": "Firefox", "n": 5}));
+        let b = ev(json!({"$browser": 7, "n": 5, "x": true}));
+        let batch = events_to_batch([(TeamId(1), &a), (TeamId(2), &b)], |_, _| None, &layouts);
+        assert_eq!(batch.schema(), batch_schema(&layouts));
+        let s = |name: &str| {
+            batch
+                .column_by_name(name)
+                .unwrap()
+                .as_string::<i32>()
+                .clone()
+        };
+        assert_eq!(
+            s("properties").value(0),
+            r#"{"n":5}"#,
+            "team 1 holds $browser only"
+        );
+        assert_eq!(s("properties").value(1), r#"{"$browser":7,"x":true}"#);
+        assert_eq!(s("p_$browser").value(0), "Firefox");
+        assert_eq!(s("p_$browser").value(1), "7", "the column has the reading");
+        let num = batch
+            .column_by_name("p_n__num")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Float64Type>();
+        assert!(num.is_null(0), "team 1 does not hold n");
+        assert_eq!(num.value(1), 5.0);
+        let layout = batch
+            .column_by_name(LAYOUT_COLUMN)
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int32Type>();
+        assert_eq!((layout.value(0), layout.value(1)), (1, 2));
     }
 }

@@ -145,6 +145,9 @@ pub(crate) fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
     if let Err(e) = meta.observe_properties(batch.team_id, &batch.events) {
         error!(error = %e, team_id = batch.team_id.0, "cannot record property definitions; queries read these properties as strings until a later event records them");
     }
+    if let Err(e) = meta.observe_property_columns(batch.team_id, &batch.events) {
+        error!(error = %e, team_id = batch.team_id.0, "cannot store promoted property columns; the properties stay in the JSON");
+    }
     let now = batch.events[0].created_at;
     let group_index = |team: TeamId, ty: &str| match meta.group_type_index(team, ty, now) {
         Ok(i) => i,
@@ -156,6 +159,7 @@ pub(crate) fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
     out.batch = Some(events_to_batch(
         batch.events.iter().map(|e| (batch.team_id, e)),
         |team, ty| group_index(team, ty).map(usize::from),
+        &meta.layouts(),
     ));
     out.persons = batch
         .events

@@ -1,4 +1,4 @@
-//! Names: columns, properties (shredded columns or the JSON), lazy-joined fields, and the
+//! Names: columns, properties (promoted columns or the JSON), lazy-joined fields, and the
 //! errors that say what exists.
 
 use super::*;
@@ -70,15 +70,32 @@ impl Planner<'_> {
             "properties" => rel.and_then(|r| r.props),
             _ => None,
         };
-        // A shredded column answers exactly what reading the JSON would.
-        if path.len() == 1
+        // A promoted property: its column where the row holds it (`props_layout` > its
+        // position), the residual JSON where it does not (rows written before).
+        if let ([key], Some(r)) = (path, rel)
+            && r.events
             && c.name == "properties"
-            && crate::storage::schema::SHREDDED_PROPERTIES.contains(&path[0].as_str())
         {
-            let mat = format!("{}{}", crate::storage::schema::SHREDDED_PREFIX, path[0]);
-            if rel.is_some_and(|r| r.columns.contains(&mat)) {
-                let col = Expr::Column(Column::new(c.relation.clone(), mat));
-                return self.typed_property(col, kind, path, scope);
+            let layout = self.ctx.catalog.property_layout();
+            if let Some((idx, pc)) = layout.find(key)
+                && r.columns.contains(&pc.column)
+                && r.columns.contains(LAYOUT_COLUMN)
+                && self.ctx.catalog.property_type(PropertyKind::Event, key) == Some(pc.ty)
+            {
+                let column = Expr::Column(Column::new(c.relation.clone(), pc.column.clone()));
+                let column = match pc.ty {
+                    PropertyType::DateTime => self.typed_property(column, kind, path, scope)?,
+                    _ => column,
+                };
+                let held = Expr::Column(Column::new(c.relation.clone(), LAYOUT_COLUMN))
+                    .gt(lit(idx as i32));
+                let from_json = self.typed_property(
+                    crate::hogql::property::property(json, path),
+                    kind,
+                    path,
+                    scope,
+                )?;
+                return when(held, column).otherwise(from_json).map_err(df);
             }
         }
         self.typed_property(
@@ -87,6 +104,38 @@ impl Planner<'_> {
             path,
             scope,
         )
+    }
+
+    /// `json` as a whole: for the events table's `properties`, the residual JSON with the
+    /// promoted columns put back (`storage::layout::rebuild`), the text as it was captured.
+    pub(super) fn whole_properties(&self, json: Expr, scope: &Scope<'_>) -> Expr {
+        let Expr::Column(c) = &json else {
+            return json;
+        };
+        let rel = c
+            .relation
+            .as_ref()
+            .and_then(|q| scope.relations.iter().find(|r| r.alias == q.table()));
+        if c.name != "properties" || !rel.is_some_and(|r| r.events) {
+            return json;
+        }
+        let rel = rel.expect("checked");
+        let layout = self.ctx.catalog.property_layout();
+        let cols: Vec<(String, Expr)> = layout
+            .columns
+            .iter()
+            .filter(|pc| rel.columns.contains(&pc.column))
+            .map(|pc| {
+                (
+                    pc.key.clone(),
+                    Expr::Column(Column::new(c.relation.clone(), pc.column.clone())),
+                )
+            })
+            .collect();
+        if cols.is_empty() {
+            return json;
+        }
+        crate::hogql::property::rebuild_properties(json, cols)
     }
 
     /// A property's string value read as its definition's type, as PostHog does: Numeric
@@ -148,7 +197,7 @@ impl Planner<'_> {
         }
         if let Some((json, path)) = self.json_base(parts, scope)? {
             if path.is_empty() {
-                return Ok(json);
+                return Ok(self.whole_properties(json, scope));
             }
             return self.property(json, &path, scope);
         }

@@ -169,13 +169,11 @@ impl Planner<'_> {
                             continue;
                         }
                         for col in &r.visible {
-                            items.push((
-                                Expr::Column(Column::new(
-                                    Some(TableReference::bare(r.alias.clone())),
-                                    col,
-                                )),
-                                col.clone(),
+                            let e = Expr::Column(Column::new(
+                                Some(TableReference::bare(r.alias.clone())),
+                                col,
                             ));
+                            items.push((self.whole_properties(e, scope), col.clone()));
                         }
                     }
                     if let Some(q) = qual

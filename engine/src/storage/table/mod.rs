@@ -35,7 +35,8 @@ use tokio::sync::Mutex;
 use tracing::{debug, info};
 use url::Url;
 
-use super::schema::{PARTITION_COLUMNS, SHREDDED_PREFIX, SORT_COLUMNS, events_schema};
+use super::layout::conform;
+use super::schema::{PARTITION_COLUMNS, SORT_COLUMNS, events_schema};
 use crate::error::{ErrorKind, HasKind};
 use crate::model::TeamId;
 

@@ -38,7 +38,11 @@ fn event(distinct_id: &str, day: u32, i: usize, props: &serde_json::Value) -> Ev
 }
 
 fn batch(events: &[(i64, Event)]) -> RecordBatch {
-    events_to_batch(events.iter().map(|(t, e)| (TeamId(*t), e)), |_, _| None)
+    events_to_batch(
+        events.iter().map(|(t, e)| (TeamId(*t), e)),
+        |_, _| None,
+        &Default::default(),
+    )
 }
 
 /// `b` with every row's `person_id` set to `person`.

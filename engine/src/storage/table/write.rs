@@ -4,7 +4,7 @@
 use super::*;
 
 /// Hot, small columns written with LZ4 instead of zstd (see `writer_properties`), with the
-/// shredded `mat_*` columns and the time columns.
+/// time columns.
 pub(super) const LZ4_COLUMNS: &[&str] = &[
     "event",
     "distinct_id",
@@ -15,6 +15,7 @@ pub(super) const LZ4_COLUMNS: &[&str] = &[
     "$group_2",
     "$group_3",
     "$group_4",
+    "props_layout",
 ];
 
 /// What one append wrote.
@@ -74,7 +75,7 @@ impl EventsTable {
                     .set_column_dictionary_enabled(col.clone(), false)
                     .set_column_encoding(col.clone(), Encoding::DELTA_BINARY_PACKED)
                     .set_column_compression(col, Compression::LZ4_RAW);
-            } else if LZ4_COLUMNS.contains(&c) || c.starts_with(SHREDDED_PREFIX) {
+            } else if LZ4_COLUMNS.contains(&c) {
                 b = b.set_column_compression(ColumnPath::from(c), Compression::LZ4_RAW);
             }
         }
@@ -91,6 +92,8 @@ impl EventsTable {
         let rows = batch.num_rows() as u64;
         let sorted = sort_for_write(&batch)?;
         let mut guard = self.table.lock().await;
+        self.ensure_columns(&mut guard, &sorted.schema()).await?;
+        let sorted = conform(&sorted, &guard.snapshot()?.snapshot().arrow_schema())?;
         let before: BTreeMap<String, i64> = file_sizes(&guard)?;
         let started = Instant::now();
         let table = guard
@@ -128,6 +131,47 @@ impl EventsTable {
         *guard = table;
         self.publish(&guard);
         Ok(stats)
+    }
+
+    /// Adds to the table's schema every column of `schema` it lacks (promoted properties,
+    /// and `props_layout` on a table from before storage v2), in one commit.
+    pub(super) async fn ensure_columns(
+        &self,
+        guard: &mut DeltaTable,
+        schema: &arrow::datatypes::Schema,
+    ) -> Result<(), StorageError> {
+        let have = guard.snapshot()?.snapshot().arrow_schema();
+        let missing = schema
+            .fields()
+            .iter()
+            .filter(|f| have.field_with_name(f.name()).is_err())
+            .map(|f| {
+                let ty = match f.data_type() {
+                    arrow::datatypes::DataType::Utf8 => deltalake::kernel::DataType::STRING,
+                    arrow::datatypes::DataType::Float64 => deltalake::kernel::DataType::DOUBLE,
+                    arrow::datatypes::DataType::Boolean => deltalake::kernel::DataType::BOOLEAN,
+                    arrow::datatypes::DataType::Int32 => deltalake::kernel::DataType::INTEGER,
+                    other => {
+                        return Err(StorageError::Invariant(format!(
+                            "cannot add column {} of type {other} to the events table",
+                            f.name()
+                        )));
+                    }
+                };
+                Ok(deltalake::kernel::StructField::new(f.name(), ty, true))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = missing.iter().map(|f| f.name().to_string()).collect();
+        let table = guard.clone().add_columns().with_fields(missing).await?;
+        let version = table.version().map_or(-1, |v| v as i64);
+        self.sync_local(std::iter::empty(), version).await?;
+        info!(columns = ?names, version, "added columns to the events table");
+        *guard = table;
+        self.publish(guard);
+        Ok(())
     }
 
     /// On local disk, fsyncs a commit's data files, its log entry and their directories.

@@ -52,25 +52,7 @@ fn parse_int(s: &str) -> Option<i64> {
     s.strip_prefix('+').unwrap_or(s).parse().ok()
 }
 
-fn parse_float(s: &str) -> Option<f64> {
-    let t = s.strip_prefix('+').unwrap_or(s);
-    if t.is_empty() || t.starts_with(['+', '-']) && s.starts_with('+') {
-        return None;
-    }
-    match t.to_ascii_lowercase().as_str() {
-        "inf" | "infinity" => return Some(f64::INFINITY),
-        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
-        "nan" | "-nan" => return Some(f64::NAN),
-        _ => {}
-    }
-    if !t
-        .bytes()
-        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'-' | b'+'))
-    {
-        return None;
-    }
-    t.parse().ok()
-}
+use crate::storage::layout::parse_float;
 
 /// Int64 conversion; `or_zero` turns failures (not NULL inputs) into 0.
 fn to_int(name: &str, a: Expr, or_zero: bool, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {

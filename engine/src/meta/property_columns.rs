@@ -1,0 +1,248 @@
+//! Which event properties each project stores as typed columns (`storage::layout`): counted
+//! over recent events, promoted once frequent, kept in SQLite before any row uses them.
+//!
+//! Capture counts each key of each event (one hash lookup). When a project has seen
+//! `min_events` events since its last decision, every typed key whose share of those events
+//! is at least `min_share` is promoted, most frequent first, up to `max_columns` per
+//! project. Promotion is append-only: a row's layout number counts a prefix of the list,
+//! so a promoted key is never dropped. The list is stored before the batch that triggered
+//! it is built, so no stored row holds a column the list does not name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rusqlite::{Connection, params};
+
+use super::{MetaStore, Result, ts};
+use crate::model::{Event, TeamId};
+use crate::propdefs::{NOT_EVENT_PROPERTIES, PropertyKind, PropertyType};
+use crate::storage::layout::{Layouts, NEVER_PROMOTED, PropertyColumn};
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS property_columns (
+    team_id INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    property_type TEXT NOT NULL,
+    column_name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (team_id, position)
+);
+";
+
+/// When properties become columns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PropertyColumnsConfig {
+    /// The share of a project's recent events a key must appear in (0–1).
+    pub min_share: f64,
+    /// The most promoted properties per project.
+    pub max_columns: usize,
+    /// Events counted between two decisions.
+    pub min_events: u64,
+}
+
+impl Default for PropertyColumnsConfig {
+    fn default() -> Self {
+        Self {
+            min_share: 0.001,
+            max_columns: 100,
+            min_events: 1000,
+        }
+    }
+}
+
+/// Distinct keys counted per project between two decisions; more are not counted (a
+/// project sending random keys must not grow memory).
+const MAX_COUNTED_KEYS: usize = 10_000;
+
+/// Key counts since a project's last decision.
+#[derive(Debug, Default)]
+pub(super) struct KeyCounts {
+    events: u64,
+    keys: HashMap<String, u64>,
+}
+
+/// Every promoted column, read when the store opens.
+pub(super) fn load(conn: &Connection) -> Result<Layouts> {
+    let mut stmt = conn.prepare(
+        "SELECT team_id, key, property_type FROM property_columns ORDER BY rowid, team_id, position",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut layouts = Layouts::default();
+    for row in rows {
+        let (team, key, ty) = row?;
+        let ty = PropertyType::parse(&ty).unwrap_or(PropertyType::String);
+        layouts.push(TeamId(team), PropertyColumn::new(&key, ty));
+    }
+    Ok(layouts)
+}
+
+impl MetaStore {
+    /// The promoted columns of every project, as of now.
+    pub fn layouts(&self) -> Arc<Layouts> {
+        self.layouts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets when properties become columns (the store starts with the defaults).
+    pub fn set_property_columns(&self, cfg: PropertyColumnsConfig) {
+        *self.columns_cfg.write().unwrap_or_else(|e| e.into_inner()) = cfg;
+    }
+
+    /// Counts the keys of a batch of `team`'s events and, when enough events were counted,
+    /// promotes the frequent typed ones. Call after [`MetaStore::observe_properties`], so
+    /// new keys have their types.
+    pub fn observe_property_columns(&self, team: TeamId, events: &[Event]) -> Result<()> {
+        let cfg = *self.columns_cfg.read().unwrap_or_else(|e| e.into_inner());
+        if cfg.max_columns == 0 {
+            return Ok(());
+        }
+        let mut counts = self.key_counts.lock().unwrap_or_else(|e| e.into_inner());
+        let c = counts.entry(team).or_default();
+        c.events += events.len() as u64;
+        for e in events {
+            for k in e.properties.keys() {
+                if let Some(n) = c.keys.get_mut(k) {
+                    *n += 1;
+                } else if c.keys.len() < MAX_COUNTED_KEYS {
+                    c.keys.insert(k.clone(), 1);
+                }
+            }
+        }
+        if c.events < cfg.min_events.max(1) {
+            return Ok(());
+        }
+        let counted = std::mem::take(c);
+        // Deciding under the counts lock serializes promotions of concurrent batches.
+        let current = self.layouts();
+        let team_layout = current.team(team);
+        let room = cfg.max_columns.saturating_sub(team_layout.columns.len());
+        if room == 0 {
+            return Ok(());
+        }
+        let threshold = (cfg.min_share * counted.events as f64).max(1.0);
+        let mut candidates: Vec<(&String, u64, PropertyType)> = counted
+            .keys
+            .iter()
+            .filter(|(k, n)| {
+                **n as f64 >= threshold
+                    && !NEVER_PROMOTED.contains(&k.as_str())
+                    && !NOT_EVENT_PROPERTIES.contains(&k.as_str())
+                    && team_layout.find(k).is_none()
+            })
+            .filter_map(|(k, n)| {
+                self.property_type(team, PropertyKind::Event, k)
+                    .map(|t| (k, *n, t))
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        candidates.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        candidates.truncate(room);
+        let now = events.first().map(|e| e.created_at).unwrap_or_default();
+        let mut next = (*current).clone();
+        {
+            let mut conn = self.conn();
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO property_columns (team_id, position, key, property_type, column_name, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?;
+                for (i, (key, _, ty)) in candidates.iter().enumerate() {
+                    let col = PropertyColumn::new(key, *ty);
+                    let position = team_layout.columns.len() + i;
+                    insert.execute(params![
+                        team.0,
+                        position as i64,
+                        key,
+                        ty.as_str(),
+                        col.column,
+                        ts(now)
+                    ])?;
+                    next.push(team, col);
+                }
+            }
+            tx.commit()?;
+        }
+        tracing::info!(
+            team_id = team.0,
+            promoted = ?candidates.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
+            "event properties stored as columns from now on"
+        );
+        *self.layouts.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+
+    use super::*;
+    use crate::meta::test_store;
+
+    fn event(props: serde_json::Value) -> Event {
+        Event {
+            uuid: uuid::Uuid::now_v7(),
+            event: "e".into(),
+            distinct_id: "d".into(),
+            timestamp: Utc::now(),
+            created_at: Utc::now(),
+            properties: props.as_object().unwrap().clone(),
+        }
+    }
+
+    #[test]
+    fn frequent_typed_keys_are_promoted_once_and_survive_reopen() {
+        let (dir, s) = test_store();
+        s.set_property_columns(PropertyColumnsConfig {
+            min_share: 0.5,
+            max_columns: 2,
+            min_events: 4,
+        });
+        let t = TeamId(1);
+        let mut events: Vec<Event> = (0..3)
+            .map(|i| {
+                event(json!({"a": "x", "b": i, "c": true, "obj": {"k": 1}, "$session_id": "s"}))
+            })
+            .collect();
+        events.push(event(json!({"rare": 1})));
+        s.observe_properties(t, &events).unwrap();
+        s.observe_property_columns(t, &events[..3]).unwrap();
+        assert!(
+            s.layouts().team(t).columns.is_empty(),
+            "3 of 4 events counted"
+        );
+        s.observe_property_columns(t, &events[3..]).unwrap();
+        let l = s.layouts().team(t);
+        let keys: Vec<&str> = l.columns.iter().map(|c| c.key.as_str()).collect();
+        // a, b and c are in 3 of 4 events; two fit; objects and $session_id never.
+        assert_eq!(keys, ["a", "b"]);
+        assert_eq!(l.columns[1].ty, PropertyType::Numeric);
+        assert!(s.layouts().team(TeamId(2)).columns.is_empty());
+        // The cap holds: nothing more is promoted.
+        s.observe_property_columns(t, &events).unwrap();
+        assert_eq!(s.layouts().team(t).columns.len(), 2);
+        drop(s);
+        let s = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        assert_eq!(*s.layouts().team(t), *l);
+        assert_eq!(
+            s.layouts().columns,
+            vec![
+                ("p_a".to_string(), arrow::datatypes::DataType::Utf8),
+                ("p_b__num".to_string(), arrow::datatypes::DataType::Float64)
+            ]
+        );
+    }
+}

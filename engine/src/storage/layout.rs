@@ -1,0 +1,476 @@
+//! Property columns: a project's frequent event properties stored as typed columns, the rest
+//! of `properties` kept as residual JSON.
+//!
+//! Each project has an append-only list of promoted properties ([`TeamLayout`]); the
+//! metadata store decides and persists it (`meta::property_columns`). A row records in
+//! [`LAYOUT_COLUMN`] how many of its project's list were promoted when it was written: row
+//! layout `n` holds the first `n` properties as columns, and rows written before storage v2
+//! have no layout (NULL), so they hold none. A held property's column has the property's
+//! HogQL reading for every row (complete), so a query reads the column alone; the residual
+//! JSON keeps the key only when the column cannot give back its exact JSON value (a number
+//! in a String property, `null`, `""`, a string in a Numeric one, `3.0`), so the full
+//! `properties` is the residual plus every non-null column whose key the residual lacks
+//! ([`rebuild`]). serde_json keeps object keys sorted, so the rebuilt text is byte for byte
+//! the text stored before.
+//!
+//! Columns are table-wide and named by key and Arrow type ([`column_name`]); a project's row
+//! leaves the columns of other projects' properties NULL.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_null_array};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use serde_json::{Map, Value};
+
+use crate::model::TeamId;
+use crate::propdefs::PropertyType;
+
+/// The Int32 column saying how many of its project's promoted properties a row holds.
+pub(crate) const LAYOUT_COLUMN: &str = "props_layout";
+
+/// Keys never promoted: their values already have columns of their own.
+pub(crate) const NEVER_PROMOTED: &[&str] = &["$session_id", "$window_id", "$elements_chain"];
+
+/// One promoted property of a project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PropertyColumn {
+    pub key: String,
+    pub ty: PropertyType,
+    /// The table column holding it.
+    pub column: String,
+}
+
+impl PropertyColumn {
+    pub(crate) fn new(key: &str, ty: PropertyType) -> Self {
+        PropertyColumn {
+            key: key.to_owned(),
+            ty,
+            column: column_name(key, ty),
+        }
+    }
+}
+
+/// A project's promoted properties in promotion order (append-only).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TeamLayout {
+    pub columns: Vec<PropertyColumn>,
+}
+
+impl TeamLayout {
+    /// `key`'s position and column, when promoted.
+    pub(crate) fn find(&self, key: &str) -> Option<(usize, &PropertyColumn)> {
+        self.columns.iter().enumerate().find(|(_, c)| c.key == key)
+    }
+}
+
+/// Every project's layout and the table-wide columns in first-promoted order.
+#[derive(Debug, Clone, Default)]
+pub struct Layouts {
+    pub teams: HashMap<TeamId, Arc<TeamLayout>>,
+    /// Column name and Arrow type, each once.
+    pub columns: Vec<(String, DataType)>,
+}
+
+impl Layouts {
+    pub(crate) fn team(&self, team: TeamId) -> Arc<TeamLayout> {
+        self.teams.get(&team).cloned().unwrap_or_default()
+    }
+
+    /// Adds `col` to `team`'s list (and to the table's columns when new).
+    pub(crate) fn push(&mut self, team: TeamId, col: PropertyColumn) {
+        let ty = arrow_type(col.ty);
+        if !self.columns.iter().any(|(n, _)| *n == col.column) {
+            self.columns.push((col.column.clone(), ty));
+        }
+        Arc::make_mut(self.teams.entry(team).or_default())
+            .columns
+            .push(col);
+    }
+}
+
+/// The Arrow type of a promoted property's column: DateTime properties keep their text (the
+/// reading parses it, as for the JSON), so the value comes back exactly as sent.
+pub(crate) fn arrow_type(ty: PropertyType) -> DataType {
+    match ty {
+        PropertyType::String | PropertyType::DateTime => DataType::Utf8,
+        PropertyType::Numeric => DataType::Float64,
+        PropertyType::Boolean => DataType::Boolean,
+    }
+}
+
+/// The column of `key` read as `ty`: `p_<key>` for text, `p_<key>__num`, `p_<key>__bool`.
+/// Keys with characters other than `[a-z0-9_$]` (Delta compares names case-insensitively)
+/// or longer than 64 bytes get a stable hash suffix after a sanitized prefix.
+pub(crate) fn column_name(key: &str, ty: PropertyType) -> String {
+    let clean: String = key
+        .chars()
+        .take(64)
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '_' | '$' => c,
+            _ => '_',
+        })
+        .collect();
+    let mut name = format!("p_{clean}");
+    if clean != key {
+        // FNV-1a: stable across builds and platforms.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in key.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        name.push_str(&format!("__{:08x}", h as u32));
+    }
+    match ty {
+        PropertyType::String | PropertyType::DateTime => {}
+        PropertyType::Numeric => name.push_str("__num"),
+        PropertyType::Boolean => name.push_str("__bool"),
+    }
+    name
+}
+
+/// The string a property reads as: a missing key, JSON null and `""` are NULL; strings are
+/// themselves; numbers, booleans, objects and arrays are their JSON text. HogQL's property
+/// access gives the same answer, so a column and the JSON agree.
+pub(crate) fn property_as_string(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// HogQL's `toFloat` of a string (ClickHouse's `toFloat64OrNull`): the one rule for the
+/// function and for Numeric property columns.
+pub(crate) fn parse_float(s: &str) -> Option<f64> {
+    let t = s.strip_prefix('+').unwrap_or(s);
+    if t.is_empty() || t.starts_with(['+', '-']) && s.starts_with('+') {
+        return None;
+    }
+    match t.to_ascii_lowercase().as_str() {
+        "inf" | "infinity" => return Some(f64::INFINITY),
+        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
+        "nan" | "-nan" => return Some(f64::NAN),
+        _ => {}
+    }
+    if !t
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'-' | b'+'))
+    {
+        return None;
+    }
+    t.parse().ok()
+}
+
+/// A promoted property's value in its column.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell {
+    Str(String),
+    Num(f64),
+    Bool(bool),
+}
+
+/// Integers up to 2^53 are exact in a Float64.
+const EXACT_INT: f64 = 9_007_199_254_740_992.0;
+
+impl Cell {
+    /// The JSON value the column gives back when the residual lacks the key.
+    fn to_json(&self) -> Value {
+        match self {
+            Cell::Str(s) => Value::String(s.clone()),
+            Cell::Bool(b) => Value::Bool(*b),
+            Cell::Num(x) if x.fract() == 0.0 && x.abs() <= EXACT_INT => {
+                Value::Number(serde_json::Number::from(*x as i64))
+            }
+            Cell::Num(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
+        }
+    }
+}
+
+/// What a held property puts in its column (its HogQL reading as `ty`), and whether the
+/// residual JSON must keep the key because the column cannot give its value back exactly.
+pub(crate) fn encode(ty: PropertyType, v: &Value) -> (Option<Cell>, bool) {
+    let reading = property_as_string(Some(v));
+    match ty {
+        PropertyType::String | PropertyType::DateTime => {
+            let exact = matches!(v, Value::String(s) if !s.is_empty());
+            (reading.map(Cell::Str), !exact)
+        }
+        PropertyType::Numeric => {
+            let cell = reading.as_deref().and_then(parse_float).map(Cell::Num);
+            let exact = match v {
+                Value::Number(n) => {
+                    if let Some(i) = n.as_i64() {
+                        i.unsigned_abs() <= 1 << 53
+                    } else if let Some(u) = n.as_u64() {
+                        u <= 1 << 53
+                    } else {
+                        n.as_f64()
+                            .is_some_and(|x| x.fract() != 0.0 && x.is_finite())
+                    }
+                }
+                _ => false,
+            };
+            (cell, !exact)
+        }
+        PropertyType::Boolean => {
+            let cell = match reading.as_deref() {
+                Some("true") => Some(Cell::Bool(true)),
+                Some("false") => Some(Cell::Bool(false)),
+                _ => None,
+            };
+            (cell, !v.is_boolean())
+        }
+    }
+}
+
+/// Splits `props` for a row of `layout`: each held property's cell (in `layout` order) and
+/// the residual JSON text (serde_json's compact form of the remaining keys, in order).
+pub(crate) fn split(
+    props: &Map<String, Value>,
+    layout: &TeamLayout,
+) -> (String, Vec<Option<Cell>>) {
+    let mut cells = Vec::with_capacity(layout.columns.len());
+    let mut drop: Vec<&str> = Vec::new();
+    for c in &layout.columns {
+        match props.get(&c.key) {
+            None => cells.push(None),
+            Some(v) => {
+                let (cell, keep) = encode(c.ty, v);
+                if !keep {
+                    drop.push(&c.key);
+                }
+                cells.push(cell);
+            }
+        }
+    }
+    let residual = if drop.is_empty() {
+        serde_json::to_string(props).unwrap_or_default()
+    } else {
+        let mut out = Vec::with_capacity(256);
+        out.push(b'{');
+        let mut first = true;
+        for (k, v) in props {
+            if drop.contains(&k.as_str()) {
+                continue;
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, k);
+            out.push(b':');
+            let _ = serde_json::to_writer(&mut out, v);
+        }
+        out.push(b'}');
+        String::from_utf8(out).unwrap_or_default()
+    };
+    (residual, cells)
+}
+
+/// The full `properties` text of a row: `residual` plus each non-null cell whose key the
+/// residual lacks.
+pub(crate) fn rebuild<'a>(
+    residual: &str,
+    cells: impl IntoIterator<Item = (&'a str, Cell)>,
+) -> String {
+    let mut cells = cells.into_iter().peekable();
+    if cells.peek().is_none() {
+        return residual.to_owned();
+    }
+    let mut map: Map<String, Value> = match serde_json::from_str(residual) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    for (k, c) in cells {
+        if !map.contains_key(k) {
+            map.insert(k.to_owned(), c.to_json());
+        }
+    }
+    serde_json::to_string(&map).unwrap_or_default()
+}
+
+/// `batch` with exactly the columns of `schema`, by name: columns it lacks are NULL, columns
+/// of another type are cast (e.g. string views), columns `schema` lacks are dropped.
+pub(crate) fn conform(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    if batch.schema() == *schema {
+        return Ok(batch.clone());
+    }
+    let cols = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            None => Ok(new_null_array(f.data_type(), batch.num_rows())),
+            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
+            Some(c) => cast(c, f.data_type()),
+        })
+        .collect::<Result<Vec<ArrayRef>, _>>()?;
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+}
+
+/// The union of `schemas`' fields by name, in first-seen order.
+pub(crate) fn union_schema<'a>(schemas: impl IntoIterator<Item = &'a Schema>) -> SchemaRef {
+    let mut fields: Vec<Field> = Vec::new();
+    for s in schemas {
+        for f in s.fields() {
+            if !fields.iter().any(|g| g.name() == f.name()) {
+                fields.push(f.as_ref().clone());
+            }
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// `batches` as one batch of the union of their schemas (rows of narrower batches are
+/// NULL in the columns they lack).
+pub(crate) fn concat_conformed<'a>(
+    batches: impl IntoIterator<Item = &'a RecordBatch> + Clone,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let schemas: Vec<SchemaRef> = batches.clone().into_iter().map(|b| b.schema()).collect();
+    let schema = if schemas.is_empty() {
+        super::schema::events_schema()
+    } else {
+        union_schema(schemas.iter().map(|s| s.as_ref()))
+    };
+    let conformed = batches
+        .into_iter()
+        .map(|b| conform(b, &schema))
+        .collect::<Result<Vec<_>, _>>()?;
+    arrow::compute::concat_batches(&schema, &conformed)
+}
+
+/// The cells of row `row` of the promoted columns `cols` (name, key) of `batch`, for
+/// [`rebuild`].
+pub(crate) fn row_cells<'a>(
+    cols: &'a [(ArrayRef, String)],
+    row: usize,
+) -> impl Iterator<Item = (&'a str, Cell)> + 'a {
+    cols.iter().filter_map(move |(a, key)| {
+        if a.is_null(row) {
+            return None;
+        }
+        let cell = match a.data_type() {
+            DataType::Float64 => {
+                Cell::Num(a.as_primitive::<arrow::datatypes::Float64Type>().value(row))
+            }
+            DataType::Boolean => Cell::Bool(a.as_boolean().value(row)),
+            _ => Cell::Str(a.as_string::<i32>().value(row).to_owned()),
+        };
+        Some((key.as_str(), cell))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn layout(cols: &[(&str, PropertyType)]) -> TeamLayout {
+        TeamLayout {
+            columns: cols
+                .iter()
+                .map(|(k, t)| PropertyColumn::new(k, *t))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn names_are_stable_and_delta_safe() {
+        assert_eq!(column_name("$browser", PropertyType::String), "p_$browser");
+        assert_eq!(
+            column_name("revenue", PropertyType::Numeric),
+            "p_revenue__num"
+        );
+        assert_eq!(column_name("ok", PropertyType::Boolean), "p_ok__bool");
+        assert_eq!(column_name("when", PropertyType::DateTime), "p_when");
+        let odd = column_name("Plan Name", PropertyType::String);
+        assert!(odd.starts_with("p__lan__ame__"), "{odd}");
+        assert_ne!(odd, column_name("plan name", PropertyType::String));
+        assert_eq!(odd, column_name("Plan Name", PropertyType::String));
+    }
+
+    /// Every value, in every type, comes back exactly: the rebuilt text equals the text the
+    /// whole object serializes to, and the column holds the JSON reading.
+    #[test]
+    fn split_then_rebuild_gives_back_the_same_text() {
+        let l = layout(&[
+            ("s", PropertyType::String),
+            ("n", PropertyType::Numeric),
+            ("b", PropertyType::Boolean),
+            ("d", PropertyType::DateTime),
+        ]);
+        let values = [
+            json!("x"),
+            json!(""),
+            json!(null),
+            json!(5),
+            json!(-7),
+            json!(3.0),
+            json!(2.5),
+            json!(1e300),
+            json!(u64::MAX),
+            json!(9007199254740993_i64),
+            json!("5"),
+            json!("abc"),
+            json!(true),
+            json!(false),
+            json!("true"),
+            json!({"a": [1, 2]}),
+            json!([1]),
+            json!("2024-01-01T00:00:00Z"),
+        ];
+        for v in &values {
+            for key in ["s", "n", "b", "d"] {
+                let props = json!({"a": 1, key: v.clone(), "z": "last"});
+                let props = props.as_object().unwrap();
+                let (residual, cells) = split(props, &l);
+                let named: Vec<(&str, Cell)> = l
+                    .columns
+                    .iter()
+                    .zip(cells.clone())
+                    .filter_map(|(c, cell)| cell.map(|x| (c.key.as_str(), x)))
+                    .collect();
+                assert_eq!(
+                    rebuild(&residual, named),
+                    serde_json::to_string(props).unwrap(),
+                    "{key} = {v}"
+                );
+                let i = l.columns.iter().position(|c| c.key == key).unwrap();
+                let reading = property_as_string(Some(v));
+                let want = match l.columns[i].ty {
+                    PropertyType::String | PropertyType::DateTime => reading.map(Cell::Str),
+                    PropertyType::Numeric => {
+                        reading.as_deref().and_then(parse_float).map(Cell::Num)
+                    }
+                    PropertyType::Boolean => match reading.as_deref() {
+                        Some("true") => Some(Cell::Bool(true)),
+                        Some("false") => Some(Cell::Bool(false)),
+                        _ => None,
+                    },
+                };
+                assert_eq!(cells[i], want, "{key} = {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn clean_values_leave_the_residual() {
+        let l = layout(&[("s", PropertyType::String), ("n", PropertyType::Numeric)]);
+        let props = json!({"s": "x", "n": 5, "o": 1});
+        let (residual, _) = split(props.as_object().unwrap(), &l);
+        assert_eq!(residual, r#"{"o":1}"#);
+        let props = json!({"s": 5, "n": "5"});
+        let (residual, _) = split(props.as_object().unwrap(), &l);
+        assert_eq!(residual, r#"{"n":"5","s":5}"#, "inexact values stay");
+    }
+}
