@@ -213,6 +213,7 @@ impl Engine {
             Pipeline {
                 buffer: buffer.clone(),
                 table: table.clone(),
+                meta: meta.clone(),
                 wal: wal.clone(),
                 metrics: metrics.clone(),
                 cfg: cfg.flush.clone(),

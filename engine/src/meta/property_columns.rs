@@ -12,11 +12,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rusqlite::{Connection, params};
+use serde_json::{Map, Value};
 
 use super::{MetaStore, Result, ts};
 use crate::model::{Event, TeamId};
 use crate::propdefs::{NOT_EVENT_PROPERTIES, PropertyKind, PropertyType};
-use crate::storage::layout::{Layouts, NEVER_PROMOTED, PropertyColumn};
+use crate::storage::layout::{LayoutSource, Layouts, NEVER_PROMOTED, PropertyColumn};
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS property_columns (
@@ -101,15 +102,28 @@ impl MetaStore {
     /// promotes the frequent typed ones. Call after [`MetaStore::observe_properties`], so
     /// new keys have their types.
     pub fn observe_property_columns(&self, team: TeamId, events: &[Event]) -> Result<()> {
+        let now = events.first().map(|e| e.created_at).unwrap_or_default();
+        self.count_keys(team, events.iter().map(|e| &e.properties), now, false)
+    }
+
+    /// Counts the keys of `rows` (one project's properties) and decides when due, or at
+    /// once with `decide_now`.
+    fn count_keys<'r>(
+        &self,
+        team: TeamId,
+        rows: impl ExactSizeIterator<Item = &'r Map<String, Value>>,
+        now: chrono::DateTime<chrono::Utc>,
+        decide_now: bool,
+    ) -> Result<()> {
         let cfg = *self.columns_cfg.read().unwrap_or_else(|e| e.into_inner());
         if cfg.max_columns == 0 {
             return Ok(());
         }
         let mut counts = self.key_counts.lock().unwrap_or_else(|e| e.into_inner());
         let c = counts.entry(team).or_default();
-        c.events += events.len() as u64;
-        for e in events {
-            for k in e.properties.keys() {
+        c.events += rows.len() as u64;
+        for props in rows {
+            for k in props.keys() {
                 if let Some(n) = c.keys.get_mut(k) {
                     *n += 1;
                 } else if c.keys.len() < MAX_COUNTED_KEYS {
@@ -117,7 +131,7 @@ impl MetaStore {
                 }
             }
         }
-        if c.events < cfg.min_events.max(1) {
+        if c.events == 0 || (c.events < cfg.min_events.max(1) && !decide_now) {
             return Ok(());
         }
         let counted = std::mem::take(c);
@@ -148,7 +162,6 @@ impl MetaStore {
         }
         candidates.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         candidates.truncate(room);
-        let now = events.first().map(|e| e.created_at).unwrap_or_default();
         let mut next = (*current).clone();
         {
             let mut conn = self.conn();
@@ -181,6 +194,19 @@ impl MetaStore {
         );
         *self.layouts.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         Ok(())
+    }
+}
+
+impl LayoutSource for MetaStore {
+    fn layouts(&self) -> Arc<Layouts> {
+        MetaStore::layouts(self)
+    }
+
+    fn observe_rows(&self, team: TeamId, rows: &[Map<String, Value>]) {
+        // A sample of stored rows: decide on it at once, however few.
+        if let Err(e) = self.count_keys(team, rows.iter(), chrono::Utc::now(), true) {
+            tracing::error!(error = %e, team_id = team.0, "cannot store promoted property columns; the properties stay in the JSON");
+        }
     }
 }
 

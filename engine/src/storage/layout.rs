@@ -293,6 +293,154 @@ pub(crate) fn rebuild<'a>(
     serde_json::to_string(&map).unwrap_or_default()
 }
 
+/// Where compaction learns the layouts and reports rows written before layouts existed.
+pub(crate) trait LayoutSource: Send + Sync {
+    /// Every project's promoted columns, as of now.
+    fn layouts(&self) -> Arc<Layouts>;
+    /// Counts the keys of a project's rows that have no layout (written before storage v2),
+    /// so an upgraded table's frequent properties are promoted without waiting for new events.
+    fn observe_rows(&self, team: TeamId, rows: &[Map<String, Value>]);
+}
+
+/// Fixed layouts, for tests of the table alone.
+#[cfg(test)]
+pub(crate) struct FixedLayouts(pub Layouts);
+
+#[cfg(test)]
+impl LayoutSource for FixedLayouts {
+    fn layouts(&self) -> Arc<Layouts> {
+        Arc::new(self.0.clone())
+    }
+    fn observe_rows(&self, _: TeamId, _: &[Map<String, Value>]) {}
+}
+
+/// Rewrites the rows of `batch` (one project's, `team`) that hold fewer promoted columns than
+/// `team` has now into its current layout: the newly promoted keys move from the residual
+/// JSON into their columns. The result has [`batch_schema`]`(layouts)` (columns `batch`
+/// lacks are NULL, other columns of `batch` are dropped).
+pub(crate) fn relayout(
+    batch: &RecordBatch,
+    team: &TeamLayout,
+    layouts: &Layouts,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    use arrow::array::{BooleanBuilder, Float64Builder, Int32Array, StringBuilder};
+    let schema = super::schema::batch_schema(layouts);
+    let batch = conform(batch, &schema)?;
+    let n = batch.num_rows();
+    let target = team.columns.len();
+    let layout = batch
+        .column_by_name(LAYOUT_COLUMN)
+        .expect("conformed")
+        .as_primitive::<arrow::datatypes::Int32Type>()
+        .clone();
+    if (0..n).all(|i| layout.is_valid(i) && layout.value(i) as usize >= target) {
+        return Ok(batch);
+    }
+    let residual = batch
+        .column_by_name("properties")
+        .expect("conformed")
+        .as_string::<i32>()
+        .clone();
+    // The table column index of each of the project's promoted properties.
+    let global: Vec<usize> = team
+        .columns
+        .iter()
+        .map(|c| {
+            schema.index_of(&c.column).map_err(|_| {
+                arrow::error::ArrowError::SchemaError(format!("no column {}", c.column))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut new_residual = StringBuilder::with_capacity(n, residual.value_data().len());
+    let mut new_cells: Vec<Vec<Option<Cell>>> = vec![Vec::new(); n];
+    for (i, cells) in new_cells.iter_mut().enumerate() {
+        let held = if layout.is_valid(i) {
+            layout.value(i).max(0) as usize
+        } else {
+            0
+        };
+        if held >= target || residual.is_null(i) {
+            new_residual.append_option(residual.is_valid(i).then(|| residual.value(i)));
+            continue;
+        }
+        let map: Map<String, Value> = match serde_json::from_str(residual.value(i)) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                // Not an object: nothing to move.
+                new_residual.append_value(residual.value(i));
+                continue;
+            }
+        };
+        let rest = TeamLayout {
+            columns: team.columns[held..].to_vec(),
+        };
+        let (text, moved) = split(&map, &rest);
+        new_residual.append_value(text);
+        *cells = std::iter::repeat_n(None, held).chain(moved).collect();
+    }
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns[schema.index_of("properties")?] = Arc::new(new_residual.finish());
+    columns[schema.index_of(LAYOUT_COLUMN)?] = Arc::new(Int32Array::from(vec![target as i32; n]));
+    for (k, &g) in global.iter().enumerate() {
+        let old = batch.column(g);
+        // A row that moved keys takes the new cell; one that held this column keeps its own.
+        let pick = |i: usize| -> Option<Cell> {
+            let held = if layout.is_valid(i) {
+                layout.value(i).max(0) as usize
+            } else {
+                0
+            };
+            if held > k || new_cells[i].is_empty() {
+                if old.is_null(i) {
+                    return None;
+                }
+                Some(match old.data_type() {
+                    DataType::Float64 => {
+                        Cell::Num(old.as_primitive::<arrow::datatypes::Float64Type>().value(i))
+                    }
+                    DataType::Boolean => Cell::Bool(old.as_boolean().value(i)),
+                    _ => Cell::Str(old.as_string::<i32>().value(i).to_owned()),
+                })
+            } else {
+                new_cells[i][k].clone()
+            }
+        };
+        columns[g] = match old.data_type() {
+            DataType::Float64 => {
+                let mut b = Float64Builder::with_capacity(n);
+                for i in 0..n {
+                    match pick(i) {
+                        Some(Cell::Num(x)) => b.append_value(x),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            DataType::Boolean => {
+                let mut b = BooleanBuilder::with_capacity(n);
+                for i in 0..n {
+                    match pick(i) {
+                        Some(Cell::Bool(x)) => b.append_value(x),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            _ => {
+                let mut b = StringBuilder::with_capacity(n, n * 8);
+                for i in 0..n {
+                    match pick(i) {
+                        Some(Cell::Str(x)) => b.append_value(x),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+    }
+    RecordBatch::try_new(schema, columns)
+}
+
 /// `batch` with exactly the columns of `schema`, by name: columns it lacks are NULL, columns
 /// of another type are cast (e.g. string views), columns `schema` lacks are dropped.
 pub(crate) fn conform(
@@ -461,6 +609,57 @@ mod tests {
                 assert_eq!(cells[i], want, "{key} = {v}");
             }
         }
+    }
+
+    /// Rows written under an older layout (or none) come out of `relayout` exactly as if
+    /// they had been written under the current one.
+    #[test]
+    fn relayout_equals_writing_in_the_new_layout() {
+        use crate::model::Event;
+        use crate::storage::schema::events_to_batch;
+        let events: Vec<Event> = (0..5)
+            .map(|i| Event {
+                uuid: uuid::Uuid::now_v7(),
+                event: "e".into(),
+                distinct_id: format!("d{i}"),
+                timestamp: chrono::Utc::now(),
+                created_at: chrono::Utc::now(),
+                properties: json!({"s": format!("x{i}"), "n": if i == 2 { json!("2") } else { json!(i) }, "b": i % 2 == 0, "o": {"k": i}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            })
+            .collect();
+        let t = TeamId(3);
+        let mut one = Layouts::default();
+        one.push(t, PropertyColumn::new("s", PropertyType::String));
+        let mut three = one.clone();
+        three.push(t, PropertyColumn::new("n", PropertyType::Numeric));
+        three.push(t, PropertyColumn::new("b", PropertyType::Boolean));
+        let build = |l: &Layouts| events_to_batch(events.iter().map(|e| (t, e)), |_, _| None, l);
+        let want = build(&three);
+        for from in [build(&Layouts::default()), build(&one), want.clone()] {
+            let got = relayout(&from, &three.team(t), &three).unwrap();
+            assert_eq!(got.schema(), want.schema());
+            for (i, f) in want.schema().fields().iter().enumerate() {
+                assert_eq!(
+                    got.column(i).as_ref(),
+                    want.column(i).as_ref(),
+                    "{}",
+                    f.name()
+                );
+            }
+        }
+        // Rows from before storage v2 have no layout at all.
+        let v1 = build(&Layouts::default());
+        let mut cols = v1.columns().to_vec();
+        let at = v1.schema().index_of(LAYOUT_COLUMN).unwrap();
+        cols[at] = new_null_array(&DataType::Int32, v1.num_rows());
+        let v1 = RecordBatch::try_new(v1.schema(), cols).unwrap();
+        let got = relayout(&v1, &three.team(t), &three).unwrap();
+        let p = want.schema().index_of("properties").unwrap();
+        assert_eq!(got.column(p).as_ref(), want.column(p).as_ref());
+        assert_eq!(got.column(at).as_ref(), want.column(at).as_ref());
     }
 
     #[test]

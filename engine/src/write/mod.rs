@@ -105,6 +105,8 @@ type FlushTask = JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>;
 pub(crate) struct Pipeline {
     pub buffer: Arc<EventBuffer>,
     pub table: Arc<EventsTable>,
+    /// Compaction reads the property layouts here.
+    pub meta: Arc<MetaStore>,
     pub wal: Wal<Ingested>,
     pub metrics: Arc<Metrics>,
     pub cfg: FlushConfig,
@@ -469,12 +471,13 @@ impl Pipeline {
 
     fn spawn_compaction(&self, fold: bool) -> JoinHandle<()> {
         let table = self.table.clone();
+        let meta = self.meta.clone();
         let metrics = self.metrics.clone();
         let min_files = self.maintenance.compaction_min_files;
         let retention = self.maintenance.vacuum_retention;
         let store = self.persons.store().clone();
         tokio::spawn(async move {
-            match table.compact(min_files).await {
+            match table.compact(min_files, meta.as_ref()).await {
                 Ok(s) if s.partitions > 0 => {
                     metrics
                         .compactions

@@ -483,10 +483,15 @@ impl Planner<'_> {
                 }
                 plan = numbered_filter(plan, rank_expr(), vec![], sorts.clone(), 0, n + off)?;
             }
-            // Sort on the output when every key is a selected column (the sort is then the
-            // last step, after any window); otherwise below the projection.
+            // With a window function, sort on the output when every key is a selected
+            // column (the sort is then the last step, after the window); otherwise below
+            // the projection, so a LIMIT becomes a top-k there and the projection (say, the
+            // whole `properties` rebuilt from its columns) runs on the rows kept only.
             let on_output = output_sorts(items, &sorts);
-            let sort_after = !sorts.is_empty() && on_output.len() == sorts.len();
+            let has_window = plan
+                .exists(|p| Ok(matches!(p, LogicalPlan::Window(_))))
+                .unwrap_or(true);
+            let sort_after = !sorts.is_empty() && on_output.len() == sorts.len() && has_window;
             if !sorts.is_empty() && !sort_after {
                 plan = LogicalPlanBuilder::from(plan)
                     .sort(sorts.clone())

@@ -1,61 +1,255 @@
-//! Keeping the table in shape: compaction of small files and vacuum of replaced ones.
+//! Keeping the table in shape: compaction of small files and of files in an older property
+//! layout, and vacuum of replaced ones.
 
+use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+use deltalake::kernel::Action;
+use deltalake::kernel::transaction::CommitBuilder;
+use deltalake::protocol::DeltaOperation;
+use deltalake::table::config::TablePropertiesExt;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::write::sort_for_write;
 use super::*;
+use crate::storage::layout::{LAYOUT_COLUMN, LayoutSource, concat_conformed, relayout};
+use crate::storage::schema::{batch_schema, date32_of_micros};
+
+/// Bytes of files in an older layout rewritten per compaction run (small-file compactions
+/// do not count): a property promoted late makes every older file stale, and the rewrite
+/// proceeds over several runs instead of all at once.
+const RELAYOUT_BYTES_PER_RUN: i64 = 2 << 30;
+
+/// A partition whose files together are at most this big is sorted whole when rewritten;
+/// bigger ones are rewritten file by file (each file stays sorted, and memory bounded).
+const SORT_WHOLE_BYTES: i64 = 64 << 20;
+
+/// One data file as compaction sees it.
+pub(super) struct DataFile {
+    pub(super) path: Path,
+    size: i64,
+    /// The least `props_layout` of its rows; `None` when some row has none (a file from
+    /// before storage v2, or one whose statistics do not say).
+    pub(super) layout: Option<i64>,
+    remove: Action,
+}
+
+/// The files of one (project, date) partition.
+pub(super) fn partition_files(
+    table: &DeltaTable,
+) -> Result<BTreeMap<(String, String), Vec<DataFile>>, StorageError> {
+    let mut out: BTreeMap<(String, String), Vec<DataFile>> = BTreeMap::new();
+    for f in table.snapshot()?.log_data().iter() {
+        let pv = f.partition_values_map();
+        let get = |k: &str| pv.get(k).cloned().flatten().unwrap_or_default();
+        let layout = f.stats().and_then(|s| {
+            let v: serde_json::Value = serde_json::from_str(&s).ok()?;
+            let nulls = v.get("nullCount")?.get(LAYOUT_COLUMN)?.as_i64()?;
+            (nulls == 0).then(|| v.get("minValues")?.get(LAYOUT_COLUMN)?.as_i64())?
+        });
+        out.entry((get("team_id"), get("event_date")))
+            .or_default()
+            .push(DataFile {
+                path: f.object_store_path(),
+                size: f.size(),
+                layout,
+                remove: Action::Remove(f.remove_action(false)),
+            });
+    }
+    Ok(out)
+}
 
 impl EventsTable {
-    /// Compacts every partition that has at least `min_files` files smaller than the target
-    /// size, one partition per commit so appends wait at most one partition's rewrite.
-    /// Readers see either the small files or the compacted one, never both and never none:
-    /// the removes and the add are one Delta commit.
-    pub async fn compact(&self, min_files: usize) -> Result<CompactStats, StorageError> {
+    /// Rewrites, one partition per commit (appends wait for at most one partition), every
+    /// partition that has at least `min_files` files smaller than half the target size, and
+    /// files whose rows hold fewer promoted property columns than their project has now
+    /// (`layouts`; up to [`RELAYOUT_BYTES_PER_RUN`] per run, newest partitions first), so a
+    /// table written before a property was promoted, or before storage v2, moves to the
+    /// current layout. Rows of a v1 table are counted for promotion first. Readers see
+    /// either the old files or the new ones, never both and never none: the removes and
+    /// the adds are one Delta commit.
+    pub(crate) async fn compact(
+        &self,
+        min_files: usize,
+        layouts: &dyn LayoutSource,
+    ) -> Result<CompactStats, StorageError> {
         let candidates: Vec<(String, String)> = {
             let guard = self.table.lock().await;
-            let mut small: BTreeMap<(String, String), usize> = BTreeMap::new();
-            for f in guard.snapshot()?.log_data().iter() {
-                if (f.size() as u64) >= self.cfg.target_file_bytes / 2 {
-                    continue;
+            let current = layouts.layouts();
+            let mut budget = RELAYOUT_BYTES_PER_RUN;
+            let mut picked = Vec::new();
+            for ((team, date), files) in partition_files(&guard)?.into_iter().rev() {
+                let target = team
+                    .parse()
+                    .map(|t| current.team(TeamId(t)).columns.len() as i64)
+                    .unwrap_or(0);
+                let small = files
+                    .iter()
+                    .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
+                    .count();
+                let stale: i64 = files
+                    .iter()
+                    .filter(|f| f.layout.is_none_or(|l| l < target))
+                    .map(|f| f.size)
+                    .sum();
+                if small >= min_files.max(2) {
+                    picked.push((team, date));
+                } else if stale > 0 && budget > 0 {
+                    budget -= stale;
+                    picked.push((team, date));
                 }
-                let pv = f.partition_values_map();
-                let get = |k: &str| pv.get(k).cloned().flatten().unwrap_or_default();
-                *small
-                    .entry((get("team_id"), get("event_date")))
-                    .or_default() += 1;
             }
-            small
-                .into_iter()
-                .filter(|(_, n)| *n >= min_files.max(2))
-                .map(|(k, _)| k)
-                .collect()
+            picked
         };
         let mut stats = CompactStats::default();
         for (team, date) in candidates {
+            let Ok(team_id) = team.parse::<i64>().map(TeamId) else {
+                continue;
+            };
             let mut guard = self.table.lock().await;
-            let filters = [
-                (
-                    "team_id",
-                    deltalake::kernel::schema::partitions::FilterOp::Eq,
-                    deltalake::kernel::schema::partitions::FilterValue::Scalar(team.as_str()),
-                ),
-                (
-                    "event_date",
-                    deltalake::kernel::schema::partitions::FilterOp::Eq,
-                    deltalake::kernel::schema::partitions::FilterValue::Scalar(date.as_str()),
-                ),
-            ];
-            let (table, metrics) = guard
-                .clone()
-                .optimize()
-                .with_filters(&filters)
-                .with_target_size(NonZeroU64::new(self.cfg.target_file_bytes).expect("nonzero"))
-                .with_writer_properties(self.writer_properties())
+            let Some(files) = partition_files(&guard)?.remove(&(team.clone(), date.clone())) else {
+                continue;
+            };
+            // A table from before storage v2: its rows' keys decide what becomes a column.
+            if files.iter().any(|f| f.layout.is_none())
+                && layouts.layouts().team(team_id).columns.is_empty()
+            {
+                self.sample_keys(&guard, team_id, &files, layouts).await?;
+            }
+            let current = layouts.layouts();
+            let team_layout = current.team(team_id);
+            let target = team_layout.columns.len() as i64;
+            let small: Vec<&DataFile> = files
+                .iter()
+                .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
+                .collect();
+            let rewrite: Vec<&DataFile> = files
+                .iter()
+                .filter(|f| {
+                    f.layout.is_none_or(|l| l < target)
+                        || (small.len() >= min_files.max(2)
+                            && (f.size as u64) < self.cfg.target_file_bytes / 2)
+                })
+                .collect();
+            if rewrite.is_empty()
+                || (rewrite.len() == 1 && rewrite[0].layout.is_some_and(|l| l >= target))
+            {
+                continue;
+            }
+            // The columns the rewritten rows need exist before the writer starts.
+            self.ensure_columns(&mut guard, &batch_schema(&current))
+                .await?;
+            let table_schema = guard.snapshot()?.snapshot().arrow_schema();
+            let store = guard.log_store().object_store(None);
+            let date32 = chrono::NaiveDate::parse_from_str(&date, "%Y-%m-%d")
+                .map(|d| {
+                    date32_of_micros(
+                        d.and_hms_opt(0, 0, 0)
+                            .expect("midnight")
+                            .and_utc()
+                            .timestamp_micros(),
+                    )
+                })
+                .map_err(|e| StorageError::Invariant(format!("bad partition date {date}: {e}")))?;
+            let config = WriterConfig::new(
+                table_schema.clone(),
+                PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
+                Some(self.writer_properties()),
+                NonZeroU64::new(self.cfg.target_file_bytes),
+                None,
+                guard
+                    .snapshot()?
+                    .snapshot()
+                    .table_properties()
+                    .num_indexed_cols(),
+                None,
+            );
+            let mut writer = DeltaWriter::new(store.clone(), config);
+            let whole = rewrite.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
+            let mut held: Vec<RecordBatch> = Vec::new();
+            for f in &rewrite {
+                for b in read_file(&store, &f.path, team_id.0, date32).await? {
+                    let b = relayout(&b?, &team_layout, &current)?;
+                    if whole {
+                        held.push(b);
+                    } else {
+                        writer
+                            .write(&conform(&sort_for_write(&b)?, &table_schema)?)
+                            .await?;
+                    }
+                }
+            }
+            if whole && !held.is_empty() {
+                let all = concat_conformed(held.iter())?;
+                drop(held);
+                writer
+                    .write(&conform(&sort_for_write(&all)?, &table_schema)?)
+                    .await?;
+            }
+            let adds = writer.close().await?;
+            let added: Vec<String> = adds.iter().map(|a| a.path.clone()).collect();
+            let mut actions: Vec<Action> = rewrite.iter().map(|f| f.remove.clone()).collect();
+            actions.extend(adds.into_iter().map(|mut a| {
+                a.data_change = false;
+                Action::Add(a)
+            }));
+            let commit = CommitBuilder::default()
+                .with_actions(actions)
+                .build(
+                    Some(guard.snapshot()?),
+                    guard.log_store(),
+                    DeltaOperation::Optimize {
+                        predicate: Some(format!("team_id = {team} AND event_date = '{date}'")),
+                        target_size: self.cfg.target_file_bytes as i64,
+                    },
+                )
+                .await?;
+            let version = commit.version() as i64;
+            let mut table = guard.clone();
+            table.update_incremental(None).await?;
+            self.sync_local(added.iter().map(String::as_str), version)
                 .await?;
             *guard = table;
             self.publish(&guard);
             stats.partitions += 1;
-            stats.files_removed += metrics.num_files_removed;
-            stats.files_added += metrics.num_files_added;
+            stats.files_removed += rewrite.len() as u64;
+            stats.files_added += added.len() as u64;
         }
         Ok(stats)
+    }
+
+    /// Counts the keys of up to a few thousand rows of `files` (the `properties` column
+    /// only) for `team`'s promotion decision.
+    async fn sample_keys(
+        &self,
+        guard: &DeltaTable,
+        team: TeamId,
+        files: &[DataFile],
+        layouts: &dyn LayoutSource,
+    ) -> Result<(), StorageError> {
+        const SAMPLE_ROWS: usize = 10_000;
+        let store = guard.log_store().object_store(None);
+        let mut rows: Vec<serde_json::Map<String, serde_json::Value>> = Vec::new();
+        for f in files.iter().filter(|f| f.layout.is_none()) {
+            for b in read_file(&store, &f.path, team.0, 0).await? {
+                let b = b?;
+                let Some(p) = b.column_by_name("properties") else {
+                    continue;
+                };
+                let p = arrow::compute::cast(p, &arrow::datatypes::DataType::Utf8)?;
+                for s in arrow::array::AsArray::as_string::<i32>(&p).iter().flatten() {
+                    if let Ok(serde_json::Value::Object(m)) = serde_json::from_str(s) {
+                        rows.push(m);
+                    }
+                }
+                if rows.len() >= SAMPLE_ROWS {
+                    break;
+                }
+            }
+            if rows.len() >= SAMPLE_ROWS {
+                break;
+            }
+        }
+        layouts.observe_rows(team, &rows);
+        Ok(())
     }
 
     /// Deletes files no snapshot younger than `retention` refers to.
@@ -71,4 +265,47 @@ impl EventsTable {
         self.publish(&guard);
         Ok(metrics.files_deleted.len())
     }
+}
+
+/// The rows of one data file, batch by batch, with its partition's `team_id` and
+/// `event_date` (which live in the path, not the file). The file is fetched whole (at most
+/// about the target file size); its rows are decoded as they are read.
+pub(super) async fn read_file(
+    store: &ObjectStoreRef,
+    path: &Path,
+    team: i64,
+    date32: i32,
+) -> Result<impl Iterator<Item = Result<RecordBatch, StorageError>>, StorageError> {
+    let bytes = store.get(path).await?.bytes().await?;
+    let bad = {
+        let what = path.to_string();
+        move |e: parquet::errors::ParquetError| {
+            StorageError::Invariant(format!("cannot read {what}: {e}"))
+        }
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(bad.clone())?
+        .build()
+        .map_err(bad)?;
+    Ok(reader.map(move |b| {
+        let b = b?;
+        let n = b.num_rows();
+        let mut fields: Vec<arrow::datatypes::FieldRef> =
+            b.schema().fields().iter().cloned().collect();
+        let mut cols = b.columns().to_vec();
+        fields.push(Arc::new(arrow::datatypes::Field::new(
+            "team_id",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )));
+        cols.push(Arc::new(arrow::array::Int64Array::from(vec![team; n])));
+        fields.push(Arc::new(arrow::datatypes::Field::new(
+            "event_date",
+            arrow::datatypes::DataType::Date32,
+            false,
+        )));
+        cols.push(Arc::new(arrow::array::Date32Array::from(vec![date32; n])));
+        RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols)
+            .map_err(StorageError::from)
+    }))
 }

@@ -42,6 +42,8 @@ use crate::model::TeamId;
 
 mod erase;
 mod maintain;
+#[cfg(test)]
+use maintain::{partition_files, read_file};
 mod rewrite;
 #[cfg(test)]
 mod tests;
@@ -124,7 +126,7 @@ impl TableConfig {
 
 /// What one compaction pass did.
 #[derive(Debug, Clone, Default)]
-pub struct CompactStats {
+pub(crate) struct CompactStats {
     pub partitions: u64,
     pub files_removed: u64,
     pub files_added: u64,

@@ -10,6 +10,7 @@ use super::*;
 use crate::model::Event;
 use crate::model::person_uuid;
 use crate::storage::inspect::{files_under, grep_dir, parquet_values_containing};
+use crate::storage::layout::{FixedLayouts, Layouts, PropertyColumn};
 use crate::storage::schema::events_to_batch;
 
 /// Sorts first, so it is every file's minimum `distinct_id` in the log's statistics.
@@ -123,7 +124,10 @@ async fn erasing_people_leaves_no_trace_in_files_or_log() {
     }
     // Compaction replaces the small files; the replaced ones, victim rows and all, stay
     // on disk (and in the log) until a vacuum.
-    let compacted = table.compact(2).await.unwrap();
+    let compacted = table
+        .compact(2, &FixedLayouts(Layouts::default()))
+        .await
+        .unwrap();
     assert!(compacted.files_removed >= 8, "{compacted:?}");
     let late = [
         (1, event(VICTIM, 1, 59, &secret)),
@@ -207,7 +211,10 @@ async fn erasing_people_leaves_no_trace_in_files_or_log() {
     let more = [(1, event("user-after", 1, 0, &plain))];
     table.append(batch(&more), 7).await.unwrap();
     assert_eq!(table.committed_seq().await.unwrap(), 7);
-    table.compact(2).await.unwrap();
+    table
+        .compact(2, &FixedLayouts(Layouts::default()))
+        .await
+        .unwrap();
     assert_eq!(rows(&table).await.len(), after.len() + 1);
     drop(table);
     let table = open(dir.path()).await;
@@ -298,4 +305,57 @@ async fn rewriting_person_ids_folds_merged_people() {
         .await
         .unwrap();
     assert_eq!(rows(&table).await.len(), 11);
+}
+
+/// Files written before a property was promoted are rewritten by compaction into the
+/// current layout, even when they are not small-file candidates: afterwards every file's
+/// statistics say its rows hold the project's columns, and the rows hold the values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_moves_older_rows_into_the_current_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let props = json!({"$browser": "Firefox", "n": 3});
+    let evs: Vec<(i64, Event)> = (0..6)
+        .map(|i| (1, event(&format!("u{i}"), 1 + (i % 2) as u32, i, &props)))
+        .collect();
+    table.append(batch(&evs), 1).await.unwrap();
+    let mut layouts = Layouts::default();
+    layouts.push(
+        TeamId(1),
+        PropertyColumn::new("$browser", crate::propdefs::PropertyType::String),
+    );
+    let before = partition_files(&table.table.lock().await.clone()).unwrap();
+    assert!(before.values().flatten().all(|f| f.layout == Some(0)));
+    // One file per partition: no small-file compaction, only the layout moves them.
+    let stats = table
+        .compact(8, &FixedLayouts(layouts.clone()))
+        .await
+        .unwrap();
+    assert_eq!((stats.partitions, stats.files_removed), (2, 2), "{stats:?}");
+    let guard = table.table.lock().await.clone();
+    let after = partition_files(&guard).unwrap();
+    assert!(after.values().flatten().all(|f| f.layout == Some(1)));
+    let store = guard.log_store().object_store(None);
+    let mut rows = 0;
+    for f in after.values().flatten() {
+        for b in read_file(&store, &f.path, 1, 0).await.unwrap() {
+            let b = b.unwrap();
+            rows += b.num_rows();
+            let browser = b.column_by_name("p_$browser").unwrap();
+            let browser = arrow::compute::cast(browser, &DataType::Utf8).unwrap();
+            assert!(
+                browser
+                    .as_string::<i32>()
+                    .iter()
+                    .all(|v| v == Some("Firefox"))
+            );
+            let p = arrow::compute::cast(b.column_by_name("properties").unwrap(), &DataType::Utf8)
+                .unwrap();
+            assert!(p.as_string::<i32>().iter().all(|v| v == Some(r#"{"n":3}"#)));
+        }
+    }
+    assert_eq!(rows, 6);
+    // Nothing left to do.
+    let again = table.compact(8, &FixedLayouts(layouts)).await.unwrap();
+    assert_eq!(again.partitions, 0);
 }
