@@ -49,20 +49,24 @@ START_TIMEOUT = float(os.environ.get("HEDGEROW_TEST_START_TIMEOUT", "120"))
 STOP_TIMEOUT = float(os.environ.get("HEDGEROW_TEST_STOP_TIMEOUT", "90"))
 VISIBLE_TIMEOUT = float(os.environ.get("HEDGEROW_TEST_VISIBLE_TIMEOUT", "60"))
 
-# The hot properties shredded into their own columns (name of column -> property key).
-MAT_COLUMNS = {
-    "mat_$browser": "$browser",
-    "mat_$os": "$os",
-    "mat_$device_type": "$device_type",
-    "mat_$current_url": "$current_url",
-    "mat_$pathname": "$pathname",
-}
 STRING_COLUMNS = [
     "uuid", "event", "distinct_id", "person_id", "properties", "person_properties",
     "$session_id", "$window_id", "elements_chain",
     "$group_0", "$group_1", "$group_2", "$group_3", "$group_4",
-    *MAT_COLUMNS,
 ]
+
+# How the tables are read from outside hedgerow: the documented reader.
+import sys as _sys  # noqa: E402
+_sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
+from read_events import full_properties, property_columns  # noqa: E402
+
+# Every server here stores each typed property as a column from its first event on, so the
+# checks below read the properties back the way an outside reader must (residual JSON plus
+# columns, `docs/examples/read_events.py`).
+PROMOTE_EVERYTHING = {
+    "HEDGEROW_PROPERTY_COLUMNS_EVERY": "1",
+    "HEDGEROW_PROPERTY_COLUMNS_MIN_SHARE": "0",
+}
 
 
 def utcnow() -> dt.datetime:
@@ -191,7 +195,7 @@ class Hedgerow:
         self.name = name
         self.flush_interval = flush_interval
         self.extra_args = list(extra_args)
-        self.env = dict(env or {})
+        self.env = {**PROMOTE_EVERYTHING, **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.url: str | None = None
         self.starts = 0
@@ -377,7 +381,12 @@ def server_factory(tmp_path):
 def read_table(uri: str, storage_options: dict[str, str] | None = None) -> list[dict]:
     from deltalake import DeltaTable
 
-    rows = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table().to_pylist()
+    table = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table()
+    rows = table.to_pylist()
+    # `properties` as captured: the residual JSON plus the promoted columns.
+    for row, props in zip(rows, full_properties(table)):
+        row["properties"] = props
+        row["_promoted"] = property_columns(table.schema)
     for row in rows:
         for col in ("timestamp", "created_at"):
             if isinstance(row.get(col), dt.datetime) and row[col].tzinfo is None:
@@ -591,18 +600,27 @@ class EventChecks:
         return problems
 
     def columns(self) -> list[str]:
-        """Hot-property columns and the session/window id columns mirror the properties."""
+        """Promoted text-property columns and the session/window id columns mirror the
+        properties; at least one property was promoted."""
         problems = []
-        direct = {**MAT_COLUMNS, "$session_id": "$session_id", "$window_id": "$window_id"}
+        promoted = False
         for s, row in self.pairs():
+            text = {c: k for c, k in row["_promoted"]
+                    if not c.endswith(("__num", "__bool"))}
+            promoted = promoted or bool(text)
+            direct = {**text, "$session_id": "$session_id", "$window_id": "$window_id"}
             for column, key in direct.items():
                 value = s.properties.get(key)
                 if value is not None and not isinstance(value, str):
                     continue  # only string values are promised to be mirrored
                 value = value or None  # "" reads as NULL, as in HogQL
-                if row.get(column) != value:
+                # A row written before its property was promoted has it in the JSON only.
+                if row.get(column) != value and (column in ("$session_id", "$window_id")
+                                                 or row.get(column) is not None):
                     problems.append(f"{s.uuid} ({s.event}): column {column!r} is "
                                     f"{row.get(column)!r}, property {key!r} is {value!r}")
+        if not promoted:
+            problems.append("no property is stored as a column")
         return problems
 
     def group_columns(self) -> list[str]:

@@ -266,8 +266,12 @@ mod tests {
         assert_eq!(
             s.layouts().columns,
             vec![
-                ("p_a".to_string(), arrow::datatypes::DataType::Utf8),
-                ("p_b__num".to_string(), arrow::datatypes::DataType::Float64)
+                ("p_a".to_string(), arrow::datatypes::DataType::Utf8, "a".to_string()),
+                (
+                    "p_b__num".to_string(),
+                    arrow::datatypes::DataType::Float64,
+                    "b".to_string()
+                )
             ]
         );
     }

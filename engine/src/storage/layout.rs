@@ -30,6 +30,10 @@ use crate::propdefs::PropertyType;
 /// The Int32 column saying how many of its project's promoted properties a row holds.
 pub(crate) const LAYOUT_COLUMN: &str = "props_layout";
 
+/// The field metadata naming the property a promoted column holds (in the Delta schema and
+/// the Arrow schema readers see).
+pub(crate) const PROPERTY_KEY_METADATA: &str = "hedgerow.property";
+
 /// Keys never promoted: their values already have columns of their own.
 pub(crate) const NEVER_PROMOTED: &[&str] = &["$session_id", "$window_id", "$elements_chain"];
 
@@ -69,8 +73,8 @@ impl TeamLayout {
 #[derive(Debug, Clone, Default)]
 pub struct Layouts {
     pub teams: HashMap<TeamId, Arc<TeamLayout>>,
-    /// Column name and Arrow type, each once.
-    pub columns: Vec<(String, DataType)>,
+    /// Column name, Arrow type and property key, each column once.
+    pub columns: Vec<(String, DataType, String)>,
 }
 
 impl Layouts {
@@ -81,8 +85,8 @@ impl Layouts {
     /// Adds `col` to `team`'s list (and to the table's columns when new).
     pub(crate) fn push(&mut self, team: TeamId, col: PropertyColumn) {
         let ty = arrow_type(col.ty);
-        if !self.columns.iter().any(|(n, _)| *n == col.column) {
-            self.columns.push((col.column.clone(), ty));
+        if !self.columns.iter().any(|(n, _, _)| *n == col.column) {
+            self.columns.push((col.column.clone(), ty, col.key.clone()));
         }
         Arc::make_mut(self.teams.entry(team).or_default())
             .columns
@@ -102,7 +106,8 @@ pub(crate) fn arrow_type(ty: PropertyType) -> DataType {
 
 /// The column of `key` read as `ty`: `p_<key>` for text, `p_<key>__num`, `p_<key>__bool`.
 /// Keys with characters other than `[a-z0-9_$]` (Delta compares names case-insensitively)
-/// or longer than 64 bytes get a stable hash suffix after a sanitized prefix.
+/// or longer than 64 characters get a stable 64-bit hash suffix after a sanitized prefix.
+/// The key itself is in the column's metadata ([`PROPERTY_KEY_METADATA`]).
 pub(crate) fn column_name(key: &str, ty: PropertyType) -> String {
     let clean: String = key
         .chars()
@@ -120,7 +125,7 @@ pub(crate) fn column_name(key: &str, ty: PropertyType) -> String {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
-        name.push_str(&format!("__{:08x}", h as u32));
+        name.push_str(&format!("__{h:016x}"));
     }
     match ty {
         PropertyType::String | PropertyType::DateTime => {}

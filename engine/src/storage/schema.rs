@@ -16,7 +16,9 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
 
-use super::layout::{Cell, LAYOUT_COLUMN, Layouts, TeamLayout, property_as_string, split};
+use super::layout::{
+    Cell, LAYOUT_COLUMN, Layouts, PROPERTY_KEY_METADATA, TeamLayout, property_as_string, split,
+};
 use crate::model::person_uuid;
 use crate::model::{Event, TeamId};
 
@@ -178,7 +180,12 @@ pub(crate) fn batch_schema(layouts: &Layouts) -> SchemaRef {
         layouts
             .columns
             .iter()
-            .map(|(name, ty)| Field::new(name, ty.clone(), true)),
+            .map(|(name, ty, key)| {
+                Field::new(name, ty.clone(), true).with_metadata(HashMap::from([(
+                    PROPERTY_KEY_METADATA.to_string(),
+                    key.clone(),
+                )]))
+            }),
     );
     Arc::new(Schema::new(fields))
 }
@@ -214,7 +221,7 @@ pub fn events_to_batch<'a>(
     let mut typed: Vec<TypedBuilder> = layouts
         .columns
         .iter()
-        .map(|(_, ty)| TypedBuilder::new(ty, n))
+        .map(|(_, ty, _)| TypedBuilder::new(ty, n))
         .collect();
     // Per project: the table column of each of its promoted properties.
     let mut positions: HashMap<TeamId, (Arc<TeamLayout>, Vec<usize>)> = HashMap::new();
@@ -231,7 +238,7 @@ pub fn events_to_batch<'a>(
                     layouts
                         .columns
                         .iter()
-                        .position(|(name, _)| *name == c.column)
+                        .position(|(name, _, _)| *name == c.column)
                         .expect("a project's columns are the table's")
                 })
                 .collect();

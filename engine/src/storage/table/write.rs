@@ -158,7 +158,8 @@ impl EventsTable {
                         )));
                     }
                 };
-                Ok(deltalake::kernel::StructField::new(f.name(), ty, true))
+                Ok(deltalake::kernel::StructField::new(f.name(), ty, true)
+                    .with_metadata(f.metadata().clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if missing.is_empty() {

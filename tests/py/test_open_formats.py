@@ -1,0 +1,84 @@
+"""The events table read without hedgerow, as `docs/examples/read_events.py` documents:
+pyarrow through delta-rs, and DuckDB's SQL over the Parquet files. Every property sent comes
+back from both, whether it went to a typed column or stayed in the residual JSON."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from conftest import (PROJECT_API_KEY, full_properties, json_same, property_columns,
+                      wait_for_events)
+from read_events import duckdb_properties_sql
+
+# Values of every kind, in properties whose types are decided by their first value: some
+# later values do not fit their column and stay in the JSON.
+VALUES = {
+    "text": ["a", "b", "", None, 5, {"x": 1}, "ünïcödé \"quoted\""],
+    "num": [1, 2.5, -7, 3.0, "5", "abc", None, 9007199254740993, 1e300],
+    "flag": [True, False, "true", None, 1],
+    "when": ["2024-01-02T03:04:05Z", "2024-01-02 03:04:05", "not a date"],
+    "Mixed Case Key": ["x", "y"],
+}
+
+
+def _events(n: int = 60) -> list[dict]:
+    out = []
+    for i in range(n):
+        props = {"$browser": ["Chrome", "Firefox"][i % 2], "seq": i}
+        for key, values in VALUES.items():
+            if i % 4 != 3:  # a quarter of the events lack each key
+                props[key] = values[i % len(values)]
+        out.append({"event": "e", "distinct_id": f"d{i % 5}", "uuid": str(uuid.uuid4()),
+                    "timestamp": f"2024-02-0{1 + i % 3}T10:{i % 60:02d}:00Z",
+                    "properties": props})
+    return out
+
+
+def test_pyarrow_and_duckdb_rebuild_every_property(server_factory):
+    import duckdb
+    from deltalake import DeltaTable
+
+    server = server_factory("hedgerow-open").start()
+    events = _events()
+    for chunk in (events[:20], events[20:]):
+        server.post_ok("/batch/", {"api_key": PROJECT_API_KEY, "historical_migration": True,
+                                   "batch": chunk})
+    table_uri = str(server.data_dir / "events")
+    wait_for_events(table_uri, [e["uuid"] for e in events], server=server)
+    server.stop_cleanly()
+
+    sent = {e["uuid"]: e["properties"] for e in events}
+    table = DeltaTable(table_uri).to_pyarrow_table()
+    promoted = dict(property_columns(table.schema))
+    assert {"$browser", "text", "num", "flag", "when", "Mixed Case Key"} <= set(promoted.values()), \
+        promoted
+    assert promoted["p_num__num"] == "num" and promoted["p_flag__bool"] == "flag"
+
+    def check(got: dict[str, str], reader: str) -> None:
+        problems = []
+        for u, props in sent.items():
+            stored = json.loads(got[u])
+            for k, v in props.items():
+                if k not in stored:
+                    problems.append(f"{u}: {k!r} missing")
+                elif not json_same(stored[k], v):
+                    problems.append(f"{u}: {k!r} is {stored[k]!r}, sent {v!r}")
+        assert not problems, f"{reader}: {len(problems)} problems: {problems[:10]}"
+
+    by_pyarrow = dict(zip(table.column("uuid").to_pylist(), full_properties(table)))
+    check(by_pyarrow, "pyarrow")
+    # The residual really lost the promoted keys (the columns are not decoration).
+    residual = dict(zip(table.column("uuid").to_pylist(), table.column("properties").to_pylist()))
+    assert all("$browser" not in json.loads(r) for r in residual.values())
+
+    files = [f.removeprefix("file://") for f in DeltaTable(table_uri).file_uris()]
+    con = duckdb.connect()
+    sql = (f"SELECT uuid, {duckdb_properties_sql(table.schema)} AS props "
+           f"FROM read_parquet(?, union_by_name = true) AS e")
+    by_duckdb = {u: p for u, p in con.execute(sql, [files]).fetchall()}
+    assert len(by_duckdb) == len(events)
+    check(by_duckdb, "duckdb")
+    # Same documents from both readers.
+    for u in sent:
+        assert json.loads(by_duckdb[u]) == json.loads(by_pyarrow[u]), u
