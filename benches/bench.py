@@ -683,6 +683,39 @@ def table_files(data_dir: Path) -> tuple[int, int]:
         return len(files), sum(f.stat().st_size for f in files)
 
 
+HEDGEROW_GROUPS = {
+    "ids": ("uuid", "distinct_id", "person_id", "$session_id", "$window_id",
+            "$group_0", "$group_1", "$group_2", "$group_3", "$group_4"),
+    "time": ("timestamp", "created_at"),
+    "event": ("event",),
+    "properties residual": ("properties",),
+    "person properties": ("person_properties",),
+    "elements_chain": ("elements_chain",),
+}
+
+
+def hedgerow_column_bytes(data_dir: Path) -> dict:
+    """Compressed bytes of the live files' column chunks by column group (promoted property
+    columns `p_*` are "properties typed"), and by column; what is left of the file sizes is
+    footers, page indexes and bloom filters."""
+    import deltalake
+    import pyarrow.parquet as pq
+    t = deltalake.DeltaTable(str(data_dir / "events"))
+    out = {"groups": {g: 0 for g in [*HEDGEROW_GROUPS, "properties typed", "other"]}, "columns": {}}
+    for uri in t.file_uris():
+        md = pq.ParquetFile(uri.removeprefix("file://")).metadata
+        for rg in range(md.num_row_groups):
+            g = md.row_group(rg)
+            for c in range(g.num_columns):
+                col = g.column(c)
+                name = col.path_in_schema
+                out["columns"][name] = out["columns"].get(name, 0) + col.total_compressed_size
+                group = next((k for k, names in HEDGEROW_GROUPS.items() if name in names),
+                             "properties typed" if name.startswith("p_") else "other")
+                out["groups"][group] += col.total_compressed_size
+    return out
+
+
 def dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
@@ -1114,6 +1147,19 @@ def write_report(out: Path, rep: dict) -> None:
              f"ClickHouse-mat MergeTree {st['peers']['clickhouse_mat'] / rep['events']:.1f} bytes/event, "
              f"{duck}. The generator's JSON is {ing['json_bytes'] / rep['events']:.0f} bytes/event, its "
              f"events.parquet (zstd) {rep['data']['parquet_bytes'] / rep['events']:.1f} bytes/event.")
+    hc = st.get("hedgerow_columns")
+    if hc:
+        total = sum(hc["groups"].values())
+        final = st.get("after_compaction", st["after_flush"])["bytes"]
+        typed = sorted(((n, b) for n, b in hc["columns"].items() if n.startswith("p_")),
+                       key=lambda x: -x[1])
+        L.append("- hedgerow by column group (compressed column chunks of the live files): " + ", ".join(
+            f"{g} {b / rep['events']:.1f}" for g, b in hc["groups"].items())
+            + f", footers, page indexes and bloom filters {(final - total) / rep['events']:.1f} bytes/event. "
+            f"{len(typed)} property columns; the biggest: " + ", ".join(
+                f"`{n}` {b / rep['events']:.2f}" for n, b in typed[:8]) + " bytes/event.")
+    elif st.get("hedgerow_columns_error"):
+        L.append(f"- hedgerow by column group: not measured ({st['hedgerow_columns_error']}).")
     mc = st.get("clickhouse_mat_columns")
     if mc:
         L.append("- ClickHouse-mat by column group (compressed data bytes from `system.columns`, without marks "
@@ -1146,7 +1192,7 @@ def write_report(out: Path, rep: dict) -> None:
              "better for hedgerow). ClickHouse reads every property with JSONExtract from the properties String; "
              "ClickHouse-mat is the same chdb with every property the queries read materialized into a typed "
              "`mat_*` column at insert, as PostHog Cloud runs its hot properties, and its queries read those "
-             "columns (hedgerow shreds a few properties at flush).")
+             "columns (hedgerow stores each project's frequent properties as typed columns, chosen by their share of its events).")
     if rep.get("duckdb_source") == "parquet":
         L.append("")
         L.append("**DuckDB read `events.parquet` through a view in this run (`--duckdb-source parquet`), not a "
@@ -1307,6 +1353,10 @@ def main() -> int:
             storage["after_compaction"] = {"files": files, "bytes": size, **c}
             storage["bytes_per_event_after_compaction"] = size / args.events
             log(f"after compaction: {files} files, {size / args.events:.1f} bytes/event")
+        try:
+            storage["hedgerow_columns"] = hedgerow_column_bytes(data_dir)
+        except Exception as e:  # noqa: BLE001 - reported, not hidden
+            storage["hedgerow_columns_error"] = str(e)
         else:
             storage["compaction_note"] = "nothing to compact (every partition had fewer than 2 small files)"
         side_id, side_token = second_project(server)

@@ -63,6 +63,12 @@ pub trait Catalog: Send + Sync {
         Arc::default()
     }
 
+    /// How many of [`Catalog::property_layout`]'s columns every row of the project's events
+    /// holds: those are read from their column alone (no per-row check, and pruning works).
+    fn properties_held_by_every_row(&self) -> usize {
+        0
+    }
+
     /// The type the project's property definitions give a property, if any.
     fn property_type(&self, kind: PropertyKind, name: &str) -> Option<PropertyType> {
         let _ = (kind, name);

@@ -266,7 +266,11 @@ mod tests {
         assert_eq!(
             s.layouts().columns,
             vec![
-                ("p_a".to_string(), arrow::datatypes::DataType::Utf8, "a".to_string()),
+                (
+                    "p_a".to_string(),
+                    arrow::datatypes::DataType::Utf8,
+                    "a".to_string()
+                ),
                 (
                     "p_b__num".to_string(),
                     arrow::datatypes::DataType::Float64,

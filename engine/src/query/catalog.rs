@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
@@ -19,7 +19,7 @@ use crate::hogql::schema::Catalog;
 use crate::meta::{MetaStore, QueryLogEntry};
 use crate::model::TeamId;
 use crate::persons::store::PersonStore;
-use crate::storage::layout::TeamLayout;
+use crate::storage::layout::{LAYOUT_COLUMN, TeamLayout};
 
 /// Each project's person-id overrides, with the person-store version they were read at.
 pub(super) type OverrideCache = HashMap<TeamId, (u64, Option<Arc<OverrideMap>>)>;
@@ -88,12 +88,30 @@ impl QueryService {
             .filter(|(seq, _)| *seq > committed)
             .flat_map(|(_, b)| b)
             .collect();
+        // How many promoted columns every row read here holds (files by their statistics).
+        let mut held = crate::storage::table::team_min_layout(&table, team);
+        for b in &buffered {
+            let least = b
+                .column_by_name(LAYOUT_COLUMN)
+                .filter(|c| c.null_count() == 0)
+                .and_then(|c| {
+                    datafusion::arrow::compute::min(
+                        c.as_primitive::<datafusion::arrow::datatypes::Int32Type>(),
+                    )
+                });
+            held = match (held, least) {
+                (Some(h), Some(l)) => Some(h.min(i64::from(l))),
+                _ if b.num_rows() == 0 => held,
+                _ => None,
+            };
+        }
         let events = provider::EventsProvider::new(team, files, buffered)?;
         // After the rows: the list only grows, so it names every column they hold.
         let layout = self.meta.layouts().team(team);
         Ok(TeamCatalog {
             events: Arc::new(events),
             layout,
+            held: held.map_or(0, |h| h.clamp(0, i64::from(u32::MAX)) as usize),
             meta: self.meta.clone(),
             team,
             log_since: self.clock.now() - LOG_RETENTION,
@@ -184,6 +202,8 @@ fn query_log_table(
 pub(super) struct TeamCatalog {
     events: Arc<dyn TableProvider>,
     layout: Arc<TeamLayout>,
+    /// Every row read holds at least this many of `layout`'s columns.
+    held: usize,
     meta: Arc<MetaStore>,
     team: TeamId,
     log_since: DateTime<Utc>,
@@ -237,6 +257,10 @@ impl Catalog for TeamCatalog {
 
     fn property_layout(&self) -> Arc<TeamLayout> {
         self.layout.clone()
+    }
+
+    fn properties_held_by_every_row(&self) -> usize {
+        self.held
     }
 
     fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {

@@ -176,17 +176,12 @@ pub(crate) fn batch_schema(layouts: &Layouts) -> SchemaRef {
         return events_schema();
     }
     let mut fields: Vec<Field> = SCHEMA.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.extend(
-        layouts
-            .columns
-            .iter()
-            .map(|(name, ty, key)| {
-                Field::new(name, ty.clone(), true).with_metadata(HashMap::from([(
-                    PROPERTY_KEY_METADATA.to_string(),
-                    key.clone(),
-                )]))
-            }),
-    );
+    fields.extend(layouts.columns.iter().map(|(name, ty, key)| {
+        Field::new(name, ty.clone(), true).with_metadata(HashMap::from([(
+            PROPERTY_KEY_METADATA.to_string(),
+            key.clone(),
+        )]))
+    }));
     Arc::new(Schema::new(fields))
 }
 

@@ -87,6 +87,9 @@ impl Planner<'_> {
                     PropertyType::DateTime => self.typed_property(column, kind, path, scope)?,
                     _ => column,
                 };
+                if idx < self.ctx.catalog.properties_held_by_every_row() {
+                    return Ok(column);
+                }
                 let held = Expr::Column(Column::new(c.relation.clone(), LAYOUT_COLUMN))
                     .gt(lit(idx as i32));
                 let from_json = self.typed_property(

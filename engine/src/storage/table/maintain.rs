@@ -57,6 +57,34 @@ pub(super) fn partition_files(
     Ok(out)
 }
 
+/// The least number of promoted columns any of `team`'s rows in `table` holds: `None` when
+/// some row holds none or a file's statistics do not say (a file from before storage v2).
+/// Queries read a property's column alone when this covers it.
+pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId) -> Option<i64> {
+    let team = team.0.to_string();
+    let mut min: Option<i64> = None;
+    let snapshot = table.snapshot().ok()?;
+    for f in snapshot.log_data().iter() {
+        if f.partition_values_map()
+            .get("team_id")
+            .cloned()
+            .flatten()
+            .as_deref()
+            != Some(team.as_str())
+        {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
+        if v.get("nullCount")?.get(LAYOUT_COLUMN)?.as_i64()? != 0 {
+            return None;
+        }
+        let l = v.get("minValues")?.get(LAYOUT_COLUMN)?.as_i64()?;
+        min = Some(min.map_or(l, |m: i64| m.min(l)));
+    }
+    // No file: nothing to read, every column is "held".
+    Some(min.unwrap_or(i64::MAX))
+}
+
 impl EventsTable {
     /// Rewrites, one partition per commit (appends wait for at most one partition), every
     /// partition that has at least `min_files` files smaller than half the target size, and

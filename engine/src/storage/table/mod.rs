@@ -42,6 +42,7 @@ use crate::model::TeamId;
 
 mod erase;
 mod maintain;
+pub(crate) use maintain::team_min_layout;
 #[cfg(test)]
 use maintain::{partition_files, read_file};
 mod rewrite;
