@@ -193,24 +193,50 @@ impl EventsTable {
             let mut writer = DeltaWriter::new(store.clone(), config);
             let whole = rewrite.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
             let mut held: Vec<RecordBatch> = Vec::new();
+            // Decoding, moving keys and sorting run on the blocking pool, a file at a time,
+            // handing batches over a short channel: the async workers stay free for capture
+            // and queries, and memory holds a file's bytes and a few batches.
             for f in &rewrite {
-                for b in read_file(&store, &f.path, team_id.0, date32).await? {
-                    let b = relayout(&b?, &team_layout, &current)?;
+                let bytes = fetch(&store, &f.path).await?;
+                let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(2);
+                let (team_layout, current, path) =
+                    (team_layout.clone(), current.clone(), f.path.clone());
+                let task = tokio::task::spawn_blocking(move || -> Result<(), StorageError> {
+                    for b in decode(bytes, &path, team_id.0, date32)? {
+                        let b = relayout(&b?, &team_layout, &current)?;
+                        if tx.blocking_send(b).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(())
+                });
+                while let Some(b) = rx.recv().await {
                     if whole {
                         held.push(b);
                     } else {
-                        writer
-                            .write(&conform(&sort_for_write(&b)?, &table_schema)?)
-                            .await?;
+                        // Rows come in the file's order, which is sorted.
+                        writer.write(&conform(&b, &table_schema)?).await?;
                     }
                 }
+                task.await.map_err(|source| StorageError::Task {
+                    what: "compaction",
+                    source,
+                })??;
             }
             if whole && !held.is_empty() {
-                let all = concat_conformed(held.iter())?;
-                drop(held);
-                writer
-                    .write(&conform(&sort_for_write(&all)?, &table_schema)?)
-                    .await?;
+                let schema = table_schema.clone();
+                let all =
+                    tokio::task::spawn_blocking(move || -> Result<RecordBatch, StorageError> {
+                        let all = concat_conformed(held.iter())?;
+                        drop(held);
+                        Ok(conform(&sort_for_write(&all)?, &schema)?)
+                    })
+                    .await
+                    .map_err(|source| StorageError::Task {
+                        what: "compaction",
+                        source,
+                    })??;
+                writer.write(&all).await?;
             }
             let adds = writer.close().await?;
             let added: Vec<String> = adds.iter().map(|a| a.path.clone()).collect();
@@ -257,7 +283,8 @@ impl EventsTable {
         let store = guard.log_store().object_store(None);
         let mut rows: Vec<serde_json::Map<String, serde_json::Value>> = Vec::new();
         for f in files.iter().filter(|f| f.layout.is_none()) {
-            for b in read_file(&store, &f.path, team.0, 0).await? {
+            let bytes = fetch(&store, &f.path).await?;
+            for b in decode(bytes, &f.path, team.0, 0)? {
                 let b = b?;
                 let Some(p) = b.column_by_name("properties") else {
                     continue;
@@ -295,16 +322,22 @@ impl EventsTable {
     }
 }
 
-/// The rows of one data file, batch by batch, with its partition's `team_id` and
-/// `event_date` (which live in the path, not the file). The file is fetched whole (at most
-/// about the target file size); its rows are decoded as they are read.
-pub(super) async fn read_file(
+/// One data file's bytes (at most about the target file size).
+pub(super) async fn fetch(
     store: &ObjectStoreRef,
+    path: &Path,
+) -> Result<bytes::Bytes, StorageError> {
+    Ok(store.get(path).await?.bytes().await?)
+}
+
+/// The rows of one data file, batch by batch as they are decoded, with its partition's
+/// `team_id` and `event_date` (which live in the path, not the file).
+pub(super) fn decode(
+    bytes: bytes::Bytes,
     path: &Path,
     team: i64,
     date32: i32,
-) -> Result<impl Iterator<Item = Result<RecordBatch, StorageError>>, StorageError> {
-    let bytes = store.get(path).await?.bytes().await?;
+) -> Result<impl Iterator<Item = Result<RecordBatch, StorageError>> + use<>, StorageError> {
     let bad = {
         let what = path.to_string();
         move |e: parquet::errors::ParquetError| {

@@ -44,7 +44,7 @@ mod erase;
 mod maintain;
 pub(crate) use maintain::team_min_layout;
 #[cfg(test)]
-use maintain::{partition_files, read_file};
+use maintain::{decode, fetch, partition_files};
 mod rewrite;
 #[cfg(test)]
 mod tests;

@@ -338,7 +338,8 @@ async fn compaction_moves_older_rows_into_the_current_layout() {
     let store = guard.log_store().object_store(None);
     let mut rows = 0;
     for f in after.values().flatten() {
-        for b in read_file(&store, &f.path, 1, 0).await.unwrap() {
+        let bytes = fetch(&store, &f.path).await.unwrap();
+        for b in decode(bytes, &f.path, 1, 0).unwrap() {
             let b = b.unwrap();
             rows += b.num_rows();
             let browser = b.column_by_name("p_$browser").unwrap();
