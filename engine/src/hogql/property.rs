@@ -11,6 +11,8 @@
 
 use std::sync::Arc;
 
+use crate::storage::layout::{json_string_end as string_end, json_value_end as value_end};
+
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result as DFResult, ScalarValue, exec_err};
@@ -212,56 +214,6 @@ fn skip_ws(s: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
-}
-
-/// End (exclusive) of the string starting at `s[i] == '"'`.
-fn string_end(s: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    while j < s.len() {
-        match s[j] {
-            b'\\' => j += 2,
-            b'"' => return Some(j + 1),
-            _ => j += 1,
-        }
-    }
-    None
-}
-
-/// End (exclusive) of the value starting at `i`.
-fn value_end(s: &[u8], i: usize) -> Option<usize> {
-    match *s.get(i)? {
-        b'"' => string_end(s, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            while j < s.len() {
-                match s[j] {
-                    b'"' => {
-                        j = string_end(s, j)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            None
-        }
-        _ => {
-            let mut j = i;
-            while j < s.len() && !matches!(s[j], b',' | b'}' | b']') && !s[j].is_ascii_whitespace()
-            {
-                j += 1;
-            }
-            Some(j)
-        }
-    }
 }
 
 fn key_matches(raw: &[u8], key: &str) -> bool {

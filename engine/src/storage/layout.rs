@@ -19,7 +19,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_null_array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, RecordBatch, StringBuilder,
+    new_null_array,
+};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use serde_json::{Map, Value};
@@ -333,7 +336,10 @@ fn merge_sorted(residual: &str, cells: &[(&str, Cell)]) -> Option<String> {
     let mut last_key: Option<String> = None;
     while i < b.len() - 1 {
         // A member: "key":value, then ',' or the closing brace.
-        let key_end = skip_string(b, i)?;
+        if b[i] != b'"' {
+            return None;
+        }
+        let key_end = json_string_end(b, i)?;
         let raw_key = &residual[i..key_end];
         let key: std::borrow::Cow<'_, str> = if raw_key[1..raw_key.len() - 1].contains('\\') {
             std::borrow::Cow::Owned(serde_json::from_str(raw_key).ok()?)
@@ -343,7 +349,7 @@ fn merge_sorted(residual: &str, cells: &[(&str, Cell)]) -> Option<String> {
         if b.get(key_end) != Some(&b':') {
             return None;
         }
-        let value_end = skip_value(b, key_end + 1)?;
+        let value_end = json_value_end(b, key_end + 1).filter(|e| *e > key_end + 1)?;
         if last_key.as_deref().is_some_and(|l| l >= key.as_ref()) {
             return None;
         }
@@ -380,14 +386,11 @@ fn merge_sorted(residual: &str, cells: &[(&str, Cell)]) -> Option<String> {
     Some(out)
 }
 
-/// The end (exclusive) of the JSON string starting at `i`.
-fn skip_string(b: &[u8], i: usize) -> Option<usize> {
-    if b.get(i) != Some(&b'"') {
-        return None;
-    }
+/// The end (exclusive) of the JSON string whose opening quote is at `i`.
+pub(crate) fn json_string_end(s: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
-    while j < b.len() {
-        match b[j] {
+    while j < s.len() {
+        match s[j] {
             b'\\' => j += 2,
             b'"' => return Some(j + 1),
             _ => j += 1,
@@ -396,17 +399,17 @@ fn skip_string(b: &[u8], i: usize) -> Option<usize> {
     None
 }
 
-/// The end (exclusive) of the compact JSON value starting at `i`.
-fn skip_value(b: &[u8], i: usize) -> Option<usize> {
-    match b.get(i)? {
-        b'"' => skip_string(b, i),
+/// The end (exclusive) of the JSON value starting at `i`, skipped without decoding it.
+pub(crate) fn json_value_end(s: &[u8], i: usize) -> Option<usize> {
+    match *s.get(i)? {
+        b'"' => json_string_end(s, i),
         b'{' | b'[' => {
             let mut depth = 0usize;
             let mut j = i;
-            while j < b.len() {
-                match b[j] {
+            while j < s.len() {
+                match s[j] {
                     b'"' => {
-                        j = skip_string(b, j)?;
+                        j = json_string_end(s, j)?;
                         continue;
                     }
                     b'{' | b'[' => depth += 1,
@@ -424,10 +427,45 @@ fn skip_value(b: &[u8], i: usize) -> Option<usize> {
         }
         _ => {
             let mut j = i;
-            while j < b.len() && !matches!(b[j], b',' | b'}' | b']') {
+            while j < s.len() && !matches!(s[j], b',' | b'}' | b']') && !s[j].is_ascii_whitespace()
+            {
                 j += 1;
             }
-            (j > i).then_some(j)
+            Some(j)
+        }
+    }
+}
+
+/// One promoted column being built.
+pub(crate) enum TypedBuilder {
+    Str(StringBuilder),
+    Num(Float64Builder),
+    Bool(BooleanBuilder),
+}
+
+impl TypedBuilder {
+    pub(crate) fn new(ty: &DataType, n: usize) -> Self {
+        match ty {
+            DataType::Float64 => TypedBuilder::Num(Float64Builder::with_capacity(n)),
+            DataType::Boolean => TypedBuilder::Bool(BooleanBuilder::with_capacity(n)),
+            _ => TypedBuilder::Str(StringBuilder::with_capacity(n, n * 8)),
+        }
+    }
+    pub(crate) fn append(&mut self, cell: Option<Cell>) {
+        match (self, cell) {
+            (TypedBuilder::Str(b), Some(Cell::Str(s))) => b.append_value(s),
+            (TypedBuilder::Num(b), Some(Cell::Num(x))) => b.append_value(x),
+            (TypedBuilder::Bool(b), Some(Cell::Bool(x))) => b.append_value(x),
+            (TypedBuilder::Str(b), _) => b.append_null(),
+            (TypedBuilder::Num(b), _) => b.append_null(),
+            (TypedBuilder::Bool(b), _) => b.append_null(),
+        }
+    }
+    pub(crate) fn finish(&mut self) -> ArrayRef {
+        match self {
+            TypedBuilder::Str(b) => Arc::new(b.finish()),
+            TypedBuilder::Num(b) => Arc::new(b.finish()),
+            TypedBuilder::Bool(b) => Arc::new(b.finish()),
         }
     }
 }
@@ -462,7 +500,7 @@ pub(crate) fn relayout(
     team: &TeamLayout,
     layouts: &Layouts,
 ) -> Result<RecordBatch, arrow::error::ArrowError> {
-    use arrow::array::{BooleanBuilder, Float64Builder, Int32Array, StringBuilder};
+    use arrow::array::{Int32Array, StringBuilder};
     let schema = super::schema::batch_schema(layouts);
     let batch = conform(batch, &schema)?;
     let n = batch.num_rows();
@@ -544,38 +582,11 @@ pub(crate) fn relayout(
                 new_cells[i][k].clone()
             }
         };
-        columns[g] = match old.data_type() {
-            DataType::Float64 => {
-                let mut b = Float64Builder::with_capacity(n);
-                for i in 0..n {
-                    match pick(i) {
-                        Some(Cell::Num(x)) => b.append_value(x),
-                        _ => b.append_null(),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            DataType::Boolean => {
-                let mut b = BooleanBuilder::with_capacity(n);
-                for i in 0..n {
-                    match pick(i) {
-                        Some(Cell::Bool(x)) => b.append_value(x),
-                        _ => b.append_null(),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            _ => {
-                let mut b = StringBuilder::with_capacity(n, n * 8);
-                for i in 0..n {
-                    match pick(i) {
-                        Some(Cell::Str(x)) => b.append_value(x),
-                        _ => b.append_null(),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-        };
+        let mut b = TypedBuilder::new(old.data_type(), n);
+        for i in 0..n {
+            b.append(pick(i));
+        }
+        columns[g] = b.finish();
     }
     RecordBatch::try_new(schema, columns)
 }

@@ -10,14 +10,15 @@ use std::sync::{Arc, LazyLock};
 use std::collections::HashMap;
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Date32Builder, Float64Builder, Int32Builder, Int64Builder,
-    RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
+    ArrayRef, Date32Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
 
 use super::layout::{
-    Cell, LAYOUT_COLUMN, Layouts, PROPERTY_KEY_METADATA, TeamLayout, property_as_string, split,
+    Cell, LAYOUT_COLUMN, Layouts, PROPERTY_KEY_METADATA, TeamLayout, TypedBuilder,
+    property_as_string, split,
 };
 use crate::model::person_uuid;
 use crate::model::{Event, TeamId};
@@ -133,40 +134,6 @@ pub(crate) fn elements_chain(elements: &[Value]) -> String {
 /// Days since the Unix epoch of the UTC date of `micros`.
 pub(crate) fn date32_of_micros(micros: i64) -> i32 {
     micros.div_euclid(86_400_000_000) as i32
-}
-
-/// One promoted column being built.
-enum TypedBuilder {
-    Str(StringBuilder),
-    Num(Float64Builder),
-    Bool(BooleanBuilder),
-}
-
-impl TypedBuilder {
-    fn new(ty: &DataType, n: usize) -> Self {
-        match ty {
-            DataType::Float64 => TypedBuilder::Num(Float64Builder::with_capacity(n)),
-            DataType::Boolean => TypedBuilder::Bool(BooleanBuilder::with_capacity(n)),
-            _ => TypedBuilder::Str(StringBuilder::with_capacity(n, n * 8)),
-        }
-    }
-    fn append(&mut self, cell: Option<Cell>) {
-        match (self, cell) {
-            (TypedBuilder::Str(b), Some(Cell::Str(s))) => b.append_value(s),
-            (TypedBuilder::Num(b), Some(Cell::Num(x))) => b.append_value(x),
-            (TypedBuilder::Bool(b), Some(Cell::Bool(x))) => b.append_value(x),
-            (TypedBuilder::Str(b), _) => b.append_null(),
-            (TypedBuilder::Num(b), _) => b.append_null(),
-            (TypedBuilder::Bool(b), _) => b.append_null(),
-        }
-    }
-    fn finish(&mut self) -> ArrayRef {
-        match self {
-            TypedBuilder::Str(b) => Arc::new(b.finish()),
-            TypedBuilder::Num(b) => Arc::new(b.finish()),
-            TypedBuilder::Bool(b) => Arc::new(b.finish()),
-        }
-    }
 }
 
 /// The schema of batches built under `layouts`: the base columns, then every promoted
