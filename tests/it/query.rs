@@ -486,3 +486,52 @@ async fn every_response_carries_a_request_id() {
     assert_eq!(r.status(), 404);
     assert_eq!(r.headers()["x-request-id"].len(), 32);
 }
+
+/// A property promoted since the last flush has its column in the buffer only: queries on
+/// it, filters included, read it there, and read it from the JSON of the files' rows (whose
+/// table has no such column yet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_property_promoted_after_the_last_flush_is_read_from_the_buffer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = |i: usize, plan: &str| json!({"event": "e", "distinct_id": format!("u{i}"), "properties": {"plan": plan}});
+    // No columns at all: `plan` stays in the JSON of the flushed files.
+    let mut first = Server::start_in(tmp.path(), &["--property-columns-max", "0"]);
+    capture(&first, TOKEN, vec![plan(0, "pro"), plan(1, "free")]).await;
+    first.stop();
+    // Every property promoted at once; nothing flushed while the test runs.
+    let srv = Server::start_in(
+        tmp.path(),
+        &[
+            "--flush-interval",
+            "1h",
+            "--property-columns-every",
+            "1",
+            "--property-columns-min-share",
+            "0",
+        ],
+    );
+    capture(
+        &srv,
+        TOKEN,
+        vec![plan(2, "pro"), plan(3, "pro"), plan(4, "free")],
+    )
+    .await;
+    for (q, want) in [
+        (
+            "SELECT count() FROM events WHERE properties.plan = 'pro'",
+            json!([[3]]),
+        ),
+        (
+            "SELECT properties.plan AS p, count() FROM events GROUP BY p ORDER BY p",
+            json!([["free", 2], ["pro", 3]]),
+        ),
+        (
+            "SELECT count() FROM events WHERE JSONExtractString(properties, 'plan') = 'free'",
+            json!([[2]]),
+        ),
+    ] {
+        let (st, r) = post(&srv, 1, json!({"query": hogql(q)})).await;
+        assert_eq!(st, 200, "{q}: {r}");
+        assert_eq!(r["results"], want, "{q}");
+    }
+}

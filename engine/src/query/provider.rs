@@ -103,7 +103,18 @@ impl TableProvider for EventsProvider {
             file_cols.push(team_idx);
         }
         let inner_projection = Some(file_cols.clone());
-        let mut pushed: Vec<Expr> = filters.to_vec();
+        // Filters on buffer-only columns cannot reach the files' scan (it does not know
+        // them); every filter is inexact, so all of them are applied above anyway.
+        let files_schema = self.files.schema();
+        let mut pushed: Vec<Expr> = filters
+            .iter()
+            .filter(|f| {
+                f.column_refs()
+                    .iter()
+                    .all(|c| files_schema.index_of(&c.name).is_ok())
+            })
+            .cloned()
+            .collect();
         pushed.push(self.guard());
         let files = self
             .files
