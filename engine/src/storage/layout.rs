@@ -448,7 +448,7 @@ impl TypedBuilder {
         match ty {
             DataType::Float64 => TypedBuilder::Num(Float64Builder::with_capacity(n)),
             DataType::Boolean => TypedBuilder::Bool(BooleanBuilder::with_capacity(n)),
-            _ => TypedBuilder::Str(StringBuilder::with_capacity(n, n * 8)),
+            _ => TypedBuilder::Str(StringBuilder::with_capacity(n, 0)),
         }
     }
     pub(crate) fn append(&mut self, cell: Option<Cell>) {

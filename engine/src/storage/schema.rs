@@ -172,7 +172,7 @@ pub fn events_to_batch<'a>(
     let mut created_at = TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC");
     let mut team_id = Int64Builder::with_capacity(n);
     let mut person_id = StringBuilder::with_capacity(n, n * 36);
-    let mut properties = StringBuilder::with_capacity(n, n * 256);
+    let mut properties = StringBuilder::with_capacity(n, n * 64);
     let mut person_properties = str_builder();
     let mut session_id = str_builder();
     let mut window_id = str_builder();
