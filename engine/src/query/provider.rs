@@ -32,7 +32,8 @@ pub(crate) struct EventsProvider {
     /// The files' columns, then columns only buffered rows have so far (a property promoted
     /// since the last flush); the files read those as NULL.
     schema: SchemaRef,
-    files_width: usize,
+    /// What the files' scan knows: a prefix of `schema`.
+    files_schema: SchemaRef,
 }
 
 impl EventsProvider {
@@ -57,7 +58,7 @@ impl EventsProvider {
             team,
             files,
             buffer,
-            files_width: files_schema.fields().len(),
+            files_schema,
             schema,
         })
     }
@@ -91,12 +92,13 @@ impl TableProvider for EventsProvider {
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         // The guard needs team_id in what the files scan returns.
         let team_idx = self.schema.index_of("team_id")?;
+        let files_width = self.files_schema.fields().len();
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let wanted: &[usize] = projection.map_or(&all, |p| p.as_slice());
         let mut file_cols: Vec<usize> = wanted
             .iter()
             .copied()
-            .filter(|i| *i < self.files_width)
+            .filter(|i| *i < files_width)
             .collect();
         let n_file_wanted = file_cols.len();
         if !file_cols.contains(&team_idx) {
@@ -105,7 +107,7 @@ impl TableProvider for EventsProvider {
         let inner_projection = Some(file_cols.clone());
         // Filters on buffer-only columns cannot reach the files' scan (it does not know
         // them); every filter is inexact, so all of them are applied above anyway.
-        let files_schema = self.files.schema();
+        let files_schema = &self.files_schema;
         let mut pushed: Vec<Expr> = filters
             .iter()
             .filter(|f| {
@@ -132,19 +134,18 @@ impl TableProvider for EventsProvider {
                 .iter()
                 .map(|&i| {
                     let f = self.schema.field(i);
-                    let e: Arc<dyn datafusion::physical_expr::PhysicalExpr> =
-                        if i < self.files_width {
-                            let at = next_file;
-                            next_file += 1;
-                            Arc::new(datafusion::physical_expr::expressions::Column::new(
-                                file_schema.field(at).name(),
-                                at,
-                            ))
-                        } else {
-                            Arc::new(datafusion::physical_expr::expressions::Literal::new(
-                                ScalarValue::try_from(f.data_type())?,
-                            ))
-                        };
+                    let e: Arc<dyn datafusion::physical_expr::PhysicalExpr> = if i < files_width {
+                        let at = next_file;
+                        next_file += 1;
+                        Arc::new(datafusion::physical_expr::expressions::Column::new(
+                            file_schema.field(at).name(),
+                            at,
+                        ))
+                    } else {
+                        Arc::new(datafusion::physical_expr::expressions::Literal::new(
+                            ScalarValue::try_from(f.data_type())?,
+                        ))
+                    };
                     Ok((e, f.name().clone()))
                 })
                 .collect::<DFResult<Vec<_>>>()?;

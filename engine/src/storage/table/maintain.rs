@@ -40,11 +40,7 @@ pub(super) fn partition_files(
     for f in table.snapshot()?.log_data().iter() {
         let pv = f.partition_values_map();
         let get = |k: &str| pv.get(k).cloned().flatten().unwrap_or_default();
-        let layout = f.stats().and_then(|s| {
-            let v: serde_json::Value = serde_json::from_str(&s).ok()?;
-            let nulls = v.get("nullCount")?.get(LAYOUT_COLUMN)?.as_i64()?;
-            (nulls == 0).then(|| v.get("minValues")?.get(LAYOUT_COLUMN)?.as_i64())?
-        });
+        let layout = file_layout(&f);
         out.entry((get("team_id"), get("event_date")))
             .or_default()
             .push(DataFile {
@@ -55,6 +51,14 @@ pub(super) fn partition_files(
             });
     }
     Ok(out)
+}
+
+/// The least `props_layout` of a data file's rows, by its Delta statistics; `None` when
+/// some row has none or the statistics do not say.
+fn file_layout(f: &deltalake::kernel::LogicalFileView) -> Option<i64> {
+    let v: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
+    let nulls = v.get("nullCount")?.get(LAYOUT_COLUMN)?.as_i64()?;
+    (nulls == 0).then(|| v.get("minValues")?.get(LAYOUT_COLUMN)?.as_i64())?
 }
 
 /// The least number of promoted columns any of `team`'s rows in `table` holds: `None` when
@@ -74,11 +78,7 @@ pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId) -> Option<i64> {
         {
             continue;
         }
-        let v: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
-        if v.get("nullCount")?.get(LAYOUT_COLUMN)?.as_i64()? != 0 {
-            return None;
-        }
-        let l = v.get("minValues")?.get(LAYOUT_COLUMN)?.as_i64()?;
+        let l = file_layout(&f)?;
         min = Some(min.map_or(l, |m: i64| m.min(l)));
     }
     // No file: nothing to read, every column is "held".
