@@ -689,19 +689,22 @@ HEDGEROW_GROUPS = {
     "time": ("timestamp", "created_at"),
     "event": ("event",),
     "properties residual": ("properties",),
-    "person properties": ("person_properties",),
+    "person properties residual": ("person_properties",),
     "elements_chain": ("elements_chain",),
 }
 
 
 def hedgerow_column_bytes(data_dir: Path) -> dict:
     """Compressed bytes of the live files' column chunks by column group (promoted property
-    columns `p_*` are "properties typed"), and by column; what is left of the file sizes is
-    footers, page indexes and bloom filters."""
+    columns `p_*` are "properties typed", promoted person property columns `pp_*` "person
+    properties typed"), and by column; what is left of the file sizes is footers, page
+    indexes and bloom filters."""
     import deltalake
     import pyarrow.parquet as pq
     t = deltalake.DeltaTable(str(data_dir / "events"))
-    out = {"groups": {g: 0 for g in [*HEDGEROW_GROUPS, "properties typed", "other"]}, "columns": {}}
+    out = {"groups": {g: 0 for g in [*HEDGEROW_GROUPS, "properties typed", "person properties typed",
+                                     "other"]},
+           "columns": {}}
     for uri in t.file_uris():
         md = pq.ParquetFile(uri.removeprefix("file://")).metadata
         for rg in range(md.num_row_groups):
@@ -711,7 +714,8 @@ def hedgerow_column_bytes(data_dir: Path) -> dict:
                 name = col.path_in_schema
                 out["columns"][name] = out["columns"].get(name, 0) + col.total_compressed_size
                 group = next((k for k, names in HEDGEROW_GROUPS.items() if name in names),
-                             "properties typed" if name.startswith("p_") else "other")
+                             "properties typed" if name.startswith("p_") else
+                             "person properties typed" if name.startswith("pp_") else "other")
                 out["groups"][group] += col.total_compressed_size
     return out
 
@@ -1151,7 +1155,7 @@ def write_report(out: Path, rep: dict) -> None:
     if hc:
         total = sum(hc["groups"].values())
         final = st.get("after_compaction", st["after_flush"])["bytes"]
-        typed = sorted(((n, b) for n, b in hc["columns"].items() if n.startswith("p_")),
+        typed = sorted(((n, b) for n, b in hc["columns"].items() if n.startswith(("p_", "pp_"))),
                        key=lambda x: -x[1])
         L.append("- hedgerow by column group (compressed column chunks of the live files): " + ", ".join(
             f"{g} {b / rep['events']:.1f}" for g, b in hc["groups"].items())

@@ -4,7 +4,10 @@ The table is Delta Lake over Parquet (docs/architecture.md, "Storage"). A projec
 event properties are stored as typed columns named `p_<key>` (text), `p_<key>__num`
 (Float64) or `p_<key>__bool` (Boolean); each such column carries its property key in its
 field metadata `hedgerow.property` (in the Delta schema and in every file's Arrow schema).
-The `properties` column keeps every other key (the residual JSON). A row's full properties
+The `properties` column keeps every other key (the residual JSON). The person properties
+stamped on each event work the same way: columns `pp_<key>`, `pp_<key>__num`,
+`pp_<key>__bool` with the metadata `hedgerow.person_property`, and the residual
+`person_properties` (NULL for events without a person). A row's full properties
 are the residual plus, for every promoted column that is not NULL in that row and whose key
 the residual does not have, that key with the column's value. (When a value could not be
 given back exactly by its column, e.g. the number 5 sent for a text property, the residual
@@ -12,7 +15,7 @@ keeps it, and the residual wins.)
 
     python docs/examples/read_events.py <table path or URI>
 
-prints each event's uuid and full properties. `tests/py/test_open_formats.py` runs both
+prints each event's uuid, full properties and full person properties. `tests/py/test_open_formats.py` runs both
 readers against a live table and checks them against what was sent.
 """
 
@@ -21,28 +24,33 @@ from __future__ import annotations
 import json
 import sys
 
-PROPERTY_KEY = b"hedgerow.property"
+# The field metadata naming a promoted column's key, by the residual JSON column.
+PROPERTY_KEY = {"properties": b"hedgerow.property", "person_properties": b"hedgerow.person_property"}
 MAX_EXACT_INT = 2**53
 
 
-def property_columns(schema) -> list[tuple[str, str]]:
-    """(column, property key) of every promoted column of a pyarrow schema."""
+def property_columns(schema, json_column: str = "properties") -> list[tuple[str, str]]:
+    """(column, property key) of every promoted column of `json_column` in a pyarrow schema."""
+    key_meta = PROPERTY_KEY[json_column]
     out = []
     for field in schema:
         meta = field.metadata or {}
-        if PROPERTY_KEY in meta:
-            out.append((field.name, meta[PROPERTY_KEY].decode()))
+        if key_meta in meta:
+            out.append((field.name, meta[key_meta].decode()))
     return out
 
 
-def full_properties(table) -> list[str]:
-    """Each row's full `properties` JSON text, for a pyarrow Table read from the events table
-    (e.g. `deltalake.DeltaTable(uri).to_pyarrow_table()`)."""
-    columns = property_columns(table.schema)
-    residual = table.column("properties").to_pylist()
+def full_properties(table, json_column: str = "properties") -> list[str | None]:
+    """Each row's full `properties` (or `person_properties`) JSON text, for a pyarrow Table
+    read from the events table (e.g. `deltalake.DeltaTable(uri).to_pyarrow_table()`)."""
+    columns = property_columns(table.schema, json_column)
+    residual = table.column(json_column).to_pylist()
     values = {name: table.column(name).to_pylist() for name, _ in columns}
-    out = []
+    out: list[str | None] = []
     for i, text in enumerate(residual):
+        if text is None:
+            out.append(None)
+            continue
         props = json.loads(text)
         for name, key in columns:
             v = values[name][i]
@@ -56,18 +64,20 @@ def full_properties(table) -> list[str]:
     return out
 
 
-def duckdb_properties_sql(schema, table_alias: str = "e") -> str:
-    """A DuckDB SQL expression giving each row's full properties as JSON, for the columns of
-    `schema` (a pyarrow schema of the table). Residual keys win; NULL columns add nothing:
+def duckdb_properties_sql(schema, table_alias: str = "e", json_column: str = "properties") -> str:
+    """A DuckDB SQL expression giving each row's full properties (or person properties) as
+    JSON, for the columns of `schema` (a pyarrow schema of the table). Residual keys win; NULL
+    columns add nothing:
 
         json_merge_patch(e.properties, json_merge_patch('{}', json_object(
             'k', CASE WHEN json_exists(e.properties, '$."k"') THEN NULL ELSE e."p_k" END, …)))
 
     (the inner merge drops the NULL members, the outer one adds the rest to the residual and
     keeps the residual's own members, `null` ones included)."""
-    columns = property_columns(schema)
+    columns = property_columns(schema, json_column)
+    residual = f"{table_alias}.{json_column}"
     if not columns:
-        return f"{table_alias}.properties"
+        return residual
 
     def lit(s: str) -> str:
         return "'" + s.replace("'", "''") + "'"
@@ -83,18 +93,20 @@ def duckdb_properties_sql(schema, table_alias: str = "e") -> str:
             # Whole numbers back as integers, as they were sent.
             value = (f"CASE WHEN {col} = trunc({col}) AND abs({col}) <= {MAX_EXACT_INT} "
                      f"THEN to_json(CAST({col} AS BIGINT)) ELSE to_json({col}) END")
-        members.append(f"{lit(key)}, CASE WHEN json_exists({table_alias}.properties, "
+        members.append(f"{lit(key)}, CASE WHEN json_exists({residual}, "
                        f"{path(key)}) THEN NULL ELSE {value} END")
-    return (f"json_merge_patch({table_alias}.properties, json_merge_patch('{{}}', "
-            f"json_object({', '.join(members)})))")
+    return (f"CASE WHEN {residual} IS NULL THEN NULL ELSE json_merge_patch({residual}, "
+            f"json_merge_patch('{{}}', json_object({', '.join(members)}))) END")
 
 
 def main(uri: str) -> None:
     from deltalake import DeltaTable
 
     table = DeltaTable(uri).to_pyarrow_table()
-    for uuid, props in zip(table.column("uuid").to_pylist(), full_properties(table)):
-        print(uuid, props)
+    rows = zip(table.column("uuid").to_pylist(), full_properties(table),
+               full_properties(table, "person_properties"))
+    for uuid, props, person_props in rows:
+        print(uuid, props, person_props)
 
 
 if __name__ == "__main__":

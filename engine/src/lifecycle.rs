@@ -177,6 +177,7 @@ impl Engine {
             })?;
             replayed += batch.events.len();
             apply(
+                &meta,
                 &buffer,
                 &mut persons,
                 &metrics,

@@ -20,6 +20,50 @@ fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Waits (up to a minute) until every live file of the events table at `table` has all of
+/// `columns`.
+async fn wait_for_live_files_with(table: &std::path::Path, columns: &[&str], failure: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let files = parquet_files(table);
+        let names: Vec<Vec<String>> = files
+            .iter()
+            .map(|f| {
+                use parquet::file::reader::FileReader;
+                let r = parquet::file::serialized_reader::SerializedFileReader::new(
+                    std::fs::File::open(f).unwrap(),
+                )
+                .unwrap();
+                r.metadata()
+                    .file_metadata()
+                    .schema_descr()
+                    .columns()
+                    .iter()
+                    .map(|c| c.name().to_string())
+                    .collect()
+            })
+            .collect();
+        let live = deltalake::open_table(
+            url::Url::from_directory_path(table.canonicalize().unwrap()).unwrap(),
+        )
+        .await
+        .unwrap();
+        let live: Vec<String> = live.get_file_uris().unwrap().collect();
+        let done = live.iter().all(|uri| {
+            let i = files
+                .iter()
+                .position(|f| uri.ends_with(f.file_name().unwrap().to_str().unwrap()))
+                .unwrap();
+            columns.iter().all(|c| names[i].iter().any(|n| n == c))
+        });
+        if done {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{failure}: {live:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_are_sorted_partitioned_and_compacted_without_gaps_or_doubles() {
     let srv = Server::start(&[
@@ -251,49 +295,133 @@ async fn a_v1_data_directory_opens_answers_alike_and_moves_to_property_columns()
         }
     };
     answers_match("before compaction").await;
-    let table = tmp.path().join("events");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let files = parquet_files(&table);
-        let columns: Vec<Vec<String>> = files
-            .iter()
-            .map(|f| {
-                use parquet::file::reader::FileReader;
-                let r = parquet::file::serialized_reader::SerializedFileReader::new(
-                    std::fs::File::open(f).unwrap(),
-                )
-                .unwrap();
-                r.metadata()
-                    .file_metadata()
-                    .schema_descr()
-                    .columns()
-                    .iter()
-                    .map(|c| c.name().to_string())
-                    .collect()
-            })
-            .collect();
-        let live = deltalake::open_table(
-            url::Url::from_directory_path(table.canonicalize().unwrap()).unwrap(),
-        )
-        .await
-        .unwrap();
-        let live: Vec<String> = live.get_file_uris().unwrap().collect();
-        let rewritten = live.iter().all(|uri| {
-            let i = files
-                .iter()
-                .position(|f| uri.ends_with(f.file_name().unwrap().to_str().unwrap()))
-                .unwrap();
-            columns[i].iter().any(|c| c == "props_layout")
-                && columns[i].iter().any(|c| c == "p_$browser")
-        });
-        if rewritten {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "compaction did not rewrite the v1 files: {live:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_live_files_with(
+        &tmp.path().join("events"),
+        &["props_layout", "p_$browser"],
+        "compaction did not rewrite the v1 files",
+    )
+    .await;
     answers_match("after compaction").await;
+}
+
+/// Person properties stamped on events are stored as event properties are: the frequent
+/// ones in `pp_` columns, the rest in the residual `person_properties`. Rows written before
+/// any column existed (in files), rows written after (in the buffer), and the old rows once
+/// compaction has moved them to the new layout all answer alike, through
+/// `person.properties.x`, the whole `person_properties`, and JSON functions on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn person_properties_read_alike_from_columns_json_and_compacted_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = client();
+    let capture = |srv: &Server, events: serde_json::Value| {
+        let req = c
+            .post(srv.url("/batch/"))
+            .json(&json!({"api_key": TOKEN, "batch": events}));
+        async move { assert_eq!(req.send().await.unwrap().status(), 200) }
+    };
+    let identify = |i: usize, plan: &str| {
+        json!({"event": "$identify", "distinct_id": format!("u{i}"),
+               "timestamp": format!("2024-01-0{}T10:00:00Z", 1 + i % 3),
+               "properties": {"$set": {"plan": plan, "seats": i, "vip": i.is_multiple_of(2), "code": if i == 1 { json!(7) } else { json!(format!("c{i}")) }}}})
+    };
+    let event = |i: usize| {
+        json!({"event": "e", "distinct_id": format!("u{i}"),
+               "timestamp": format!("2024-01-0{}T11:00:00Z", 1 + i % 3)})
+    };
+    let promote_all = [
+        "--property-columns-every",
+        "1",
+        "--property-columns-min-share",
+        "0",
+    ];
+    // No columns at all: the person properties of these rows stay in the JSON.
+    let mut first = Server::start_in(tmp.path(), &["--property-columns-max", "0"]);
+    capture(
+        &first,
+        json!([identify(0, "pro"), event(0), identify(1, "free"), event(1)]),
+    )
+    .await;
+    first.stop();
+    let queries = [
+        (
+            "SELECT person.properties.plan AS p, count() FROM events GROUP BY p ORDER BY p",
+            json!([["free", 2], ["pro", 5]]),
+        ),
+        (
+            "SELECT sum(person.properties.seats) = 6, countIf(person.properties.vip) FROM events",
+            json!([[true, 5]]),
+        ),
+        (
+            "SELECT count() FROM events WHERE JSONExtractString(person_properties, 'plan') = 'pro'",
+            json!([[5]]),
+        ),
+        (
+            "SELECT distinct_id, person.properties.code, person.properties FROM events WHERE event = '$identify' ORDER BY distinct_id",
+            json!([
+                [
+                    "u0",
+                    "c0",
+                    r#"{"code":"c0","plan":"pro","seats":0,"vip":true}"#
+                ],
+                [
+                    "u1",
+                    "7",
+                    r#"{"code":7,"plan":"free","seats":1,"vip":false}"#
+                ],
+                [
+                    "u2",
+                    "c2",
+                    r#"{"code":"c2","plan":"pro","seats":2,"vip":true}"#
+                ]
+            ]),
+        ),
+    ];
+    let check = |srv: &Server, when: &'static str| {
+        let url = srv.url("/api/projects/1/query/");
+        let c = c.clone();
+        let queries = queries.clone();
+        async move {
+            for (q, want) in queries {
+                let r: serde_json::Value = c
+                    .post(&url)
+                    .bearer_auth(KEY)
+                    .json(&json!({"query": {"kind": "HogQLQuery", "query": q}, "refresh": "force_blocking"}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert_eq!(r["results"], want, "{when}: {q}: {r}");
+            }
+        }
+    };
+    // Every property promoted at once; nothing flushed while these are read.
+    let mut second = Server::start_in(
+        tmp.path(),
+        &[&["--flush-interval", "1h"][..], &promote_all[..]].concat(),
+    );
+    capture(&second, json!([identify(2, "pro"), event(2), event(0)])).await;
+    check(&second, "files without columns and the buffer with them").await;
+    second.stop();
+    let third = Server::start_in(
+        tmp.path(),
+        &[
+            &["--compaction-interval", "1s", "--compaction-min-files", "2"][..],
+            &promote_all[..],
+        ]
+        .concat(),
+    );
+    wait_for_live_files_with(
+        &tmp.path().join("events"),
+        &[
+            "person_props_layout",
+            "pp_plan",
+            "pp_seats__num",
+            "pp_vip__bool",
+        ],
+        "compaction did not move the old rows' person properties to columns",
+    )
+    .await;
+    check(&third, "after compaction").await;
 }

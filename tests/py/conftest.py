@@ -383,9 +383,12 @@ def read_table(uri: str, storage_options: dict[str, str] | None = None) -> list[
 
     table = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table()
     rows = table.to_pylist()
-    # `properties` as captured: the residual JSON plus the promoted columns.
-    for row, props in zip(rows, full_properties(table)):
+    # `properties` as captured and `person_properties` as stamped: the residual JSON plus the
+    # promoted columns.
+    person_props = full_properties(table, "person_properties")
+    for row, props, pprops in zip(rows, full_properties(table), person_props):
         row["properties"] = props
+        row["person_properties"] = pprops
         row["_promoted"] = property_columns(table.schema)
     for row in rows:
         for col in ("timestamp", "created_at"):

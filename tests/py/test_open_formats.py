@@ -1,6 +1,7 @@
 """The events table read without hedgerow, as `docs/examples/read_events.py` documents:
 pyarrow through delta-rs, and DuckDB's SQL over the Parquet files. Every property sent comes
-back from both, whether it went to a typed column or stayed in the residual JSON."""
+back from both, whether it went to a typed column or stayed in the residual JSON; so does every
+person property stamped on an event."""
 
 from __future__ import annotations
 
@@ -26,9 +27,13 @@ def _events(n: int = 60) -> list[dict]:
     out = []
     for i in range(n):
         props = {"$browser": ["Chrome", "Firefox"][i % 2], "seq": i}
+        person: dict = {}
         for key, values in VALUES.items():
             if i % 4 != 3:  # a quarter of the events lack each key
                 props[key] = values[i % len(values)]
+            if i % 4 != 1:  # and a quarter set no person property of it
+                person[f"person {key}"] = values[(i + 1) % len(values)]
+        props["$set"] = person
         out.append({"event": "e", "distinct_id": f"d{i % 5}", "uuid": str(uuid.uuid4()),
                     "timestamp": f"2024-02-0{1 + i % 3}T10:{i % 60:02d}:00Z",
                     "properties": props})
@@ -82,3 +87,41 @@ def test_pyarrow_and_duckdb_rebuild_every_property(server_factory):
     # Same documents from both readers.
     for u in sent:
         assert json.loads(by_duckdb[u]) == json.loads(by_pyarrow[u]), u
+
+    # Person properties: each event carries its person's properties after its own `$set`
+    # (events are processed in the order sent), rebuilt from `pp_` columns and the residual.
+    person_promoted = dict(property_columns(table.schema, "person_properties"))
+    assert {"person text", "person num", "person flag"} <= set(person_promoted.values()), \
+        person_promoted
+    assert not set(person_promoted) & set(promoted), "the families' columns are apart"
+    state: dict[str, dict] = {}
+    expected: dict[str, dict] = {}
+    for e in events:
+        person = state.setdefault(e["distinct_id"], {})
+        person.update(e["properties"]["$set"])
+        expected[e["uuid"]] = dict(person)
+
+    def check_person(got: dict[str, str], reader: str) -> None:
+        problems = []
+        for u, props in expected.items():
+            stored = json.loads(got[u])
+            for k, v in props.items():
+                if k not in stored:
+                    problems.append(f"{u}: person {k!r} missing")
+                elif not json_same(stored[k], v):
+                    problems.append(f"{u}: person {k!r} is {stored[k]!r}, set {v!r}")
+        assert not problems, f"{reader}: {len(problems)} problems: {problems[:10]}"
+
+    person_by_pyarrow = dict(zip(table.column("uuid").to_pylist(),
+                                 full_properties(table, "person_properties")))
+    check_person(person_by_pyarrow, "pyarrow")
+    person_residual = table.column("person_properties").to_pylist()
+    # (Its values are all non-empty strings, so its column gives every one back exactly.)
+    assert all("person Mixed Case Key" not in json.loads(r) for r in person_residual if r), \
+        "promoted person properties leave the residual"
+    sql = (f"SELECT uuid, {duckdb_properties_sql(table.schema, 'e', 'person_properties')} "
+           f"FROM read_parquet(?, union_by_name = true) AS e")
+    person_by_duckdb = {u: p for u, p in con.execute(sql, [files]).fetchall()}
+    check_person(person_by_duckdb, "duckdb")
+    for u in sent:
+        assert json.loads(person_by_duckdb[u]) == json.loads(person_by_pyarrow[u]), u

@@ -58,14 +58,20 @@ pub trait Catalog: Send + Sync {
         None
     }
 
-    /// The project's event properties stored as columns (`storage::layout`).
-    fn property_layout(&self) -> Arc<crate::storage::layout::TeamLayout> {
+    /// The project's event or person properties stored as columns (`storage::layout`).
+    fn property_layout(
+        &self,
+        family: crate::storage::layout::Family,
+    ) -> Arc<crate::storage::layout::TeamLayout> {
+        let _ = family;
         Arc::default()
     }
 
-    /// How many of [`Catalog::property_layout`]'s columns every row of the project's events
-    /// holds: those are read from their column alone (no per-row check, and pruning works).
-    fn properties_held_by_every_row(&self) -> usize {
+    /// How many of [`Catalog::property_layout`]'s columns of `family` every row of the
+    /// project's events holds: those are read from their column alone (no per-row check,
+    /// and pruning works).
+    fn properties_held_by_every_row(&self, family: crate::storage::layout::Family) -> usize {
+        let _ = family;
         0
     }
 

@@ -105,7 +105,12 @@ pub struct MetaStore {
     /// Every project's promoted property columns; replaced whole on each promotion.
     layouts: RwLock<std::sync::Arc<crate::storage::layout::Layouts>>,
     columns_cfg: RwLock<PropertyColumnsConfig>,
-    key_counts: Mutex<std::collections::HashMap<TeamId, property_columns::KeyCounts>>,
+    key_counts: Mutex<
+        std::collections::HashMap<
+            (TeamId, crate::storage::layout::Family),
+            property_columns::KeyCounts,
+        >,
+    >,
 }
 
 /// Every table, in the order they were first made. `IF NOT EXISTS`: opening an existing

@@ -1,7 +1,10 @@
-//! Which event properties each project stores as typed columns (`storage::layout`): counted
-//! over recent events, promoted once frequent, kept in SQLite before any row uses them.
+//! Which event and person properties each project stores as typed columns
+//! (`storage::layout`): counted over recent events, promoted once frequent, kept in SQLite
+//! before any row uses them.
 //!
-//! Capture counts each key of each event (one hash lookup). When a project has seen
+//! Capture counts each key of each event (one hash lookup); the write path counts the keys
+//! of the person properties it stamps on each event. Each family has its own list and its
+//! own counts, under the same settings. When a project has seen
 //! `min_events` events since its last decision, every typed key whose share of those events
 //! is at least `min_share` is promoted, most frequent first, up to `max_columns` per
 //! project. Promotion is append-only: a row's layout number counts a prefix of the list,
@@ -16,8 +19,8 @@ use serde_json::{Map, Value};
 
 use super::{MetaStore, Result, ts};
 use crate::model::{Event, TeamId};
-use crate::propdefs::{NOT_EVENT_PROPERTIES, PropertyKind, PropertyType};
-use crate::storage::layout::{LayoutSource, Layouts, NEVER_PROMOTED, PropertyColumn};
+use crate::propdefs::{NOT_EVENT_PROPERTIES, PropertyType};
+use crate::storage::layout::{Family, LayoutSource, Layouts, NEVER_PROMOTED, PropertyColumn};
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS property_columns (
@@ -27,6 +30,7 @@ CREATE TABLE IF NOT EXISTS property_columns (
     property_type TEXT NOT NULL,
     column_name TEXT NOT NULL,
     created_at TEXT NOT NULL,
+    family TEXT NOT NULL DEFAULT 'event',
     PRIMARY KEY (team_id, position)
 );
 ";
@@ -63,23 +67,39 @@ pub(super) struct KeyCounts {
     keys: HashMap<String, u64>,
 }
 
-/// Every promoted column, read when the store opens.
+/// Every promoted column, read when the store opens. A store from before person properties
+/// had columns gets the `family` column (its rows are event properties).
 pub(super) fn load(conn: &Connection) -> Result<Layouts> {
+    let has_family = conn
+        .prepare("SELECT 1 FROM pragma_table_info('property_columns') WHERE name = 'family'")?
+        .exists([])?;
+    if !has_family {
+        conn.execute_batch(
+            "ALTER TABLE property_columns ADD COLUMN family TEXT NOT NULL DEFAULT 'event'",
+        )?;
+    }
+    // A team's positions count both families' columns, in promotion order.
     let mut stmt = conn.prepare(
-        "SELECT team_id, key, property_type FROM property_columns ORDER BY rowid, team_id, position",
+        "SELECT team_id, key, property_type, family FROM property_columns ORDER BY rowid, team_id, position",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok((
             r.get::<_, i64>(0)?,
             r.get::<_, String>(1)?,
             r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
         ))
     })?;
     let mut layouts = Layouts::default();
     for row in rows {
-        let (team, key, ty) = row?;
+        let (team, key, ty, family) = row?;
         let ty = PropertyType::parse(&ty).unwrap_or(PropertyType::String);
-        layouts.push(TeamId(team), PropertyColumn::new(&key, ty));
+        let family = if family == Family::Person.as_str() {
+            Family::Person
+        } else {
+            Family::Event
+        };
+        layouts.push(TeamId(team), PropertyColumn::of(family, &key, ty));
     }
     Ok(layouts)
 }
@@ -103,14 +123,33 @@ impl MetaStore {
     /// new keys have their types.
     pub fn observe_property_columns(&self, team: TeamId, events: &[Event]) -> Result<()> {
         let now = events.first().map(|e| e.created_at).unwrap_or_default();
-        self.count_keys(team, events.iter().map(|e| &e.properties), now, false)
+        self.count_keys(
+            team,
+            Family::Event,
+            events.iter().map(|e| &e.properties),
+            now,
+            false,
+        )
     }
 
-    /// Counts the keys of `rows` (one project's properties) and decides when due, or at
-    /// once with `decide_now`.
+    /// Counts the keys of the person properties stamped on a batch of `team`'s events (one
+    /// map per event; personless events have none) and, when enough events were counted,
+    /// promotes the frequent typed ones.
+    pub(crate) fn observe_person_property_columns<'r>(
+        &self,
+        team: TeamId,
+        rows: impl ExactSizeIterator<Item = &'r Map<String, Value>>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<()> {
+        self.count_keys(team, Family::Person, rows, now, false)
+    }
+
+    /// Counts the keys of `rows` (one project's properties of `family`) and decides when
+    /// due, or at once with `decide_now`.
     fn count_keys<'r>(
         &self,
         team: TeamId,
+        family: Family,
         rows: impl ExactSizeIterator<Item = &'r Map<String, Value>>,
         now: chrono::DateTime<chrono::Utc>,
         decide_now: bool,
@@ -120,7 +159,7 @@ impl MetaStore {
             return Ok(());
         }
         let mut counts = self.key_counts.lock().unwrap_or_else(|e| e.into_inner());
-        let c = counts.entry(team).or_default();
+        let c = counts.entry((team, family)).or_default();
         c.events += rows.len() as u64;
         for props in rows {
             for k in props.keys() {
@@ -137,7 +176,12 @@ impl MetaStore {
         let counted = std::mem::take(c);
         // Deciding under the counts lock serializes promotions of concurrent batches.
         let current = self.layouts();
-        let team_layout = current.team(team);
+        let team_layout = current.of(family, team);
+        // Positions are the team's, across both families.
+        let first_position = Family::ALL
+            .iter()
+            .map(|f| current.of(*f, team).columns.len())
+            .sum::<usize>();
         let room = cfg.max_columns.saturating_sub(team_layout.columns.len());
         if room == 0 {
             return Ok(());
@@ -148,12 +192,13 @@ impl MetaStore {
             .iter()
             .filter(|(k, n)| {
                 **n as f64 >= threshold
-                    && !NEVER_PROMOTED.contains(&k.as_str())
-                    && !NOT_EVENT_PROPERTIES.contains(&k.as_str())
+                    && (family == Family::Person
+                        || !NEVER_PROMOTED.contains(&k.as_str())
+                            && !NOT_EVENT_PROPERTIES.contains(&k.as_str()))
                     && team_layout.find(k).is_none()
             })
             .filter_map(|(k, n)| {
-                self.property_type(team, PropertyKind::Event, k)
+                self.property_type(team, family.kind(), k)
                     .map(|t| (k, *n, t))
             })
             .collect();
@@ -168,19 +213,20 @@ impl MetaStore {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO property_columns (team_id, position, key, property_type, column_name, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO property_columns (team_id, position, key, property_type, column_name, created_at, family)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )?;
                 for (i, (key, _, ty)) in candidates.iter().enumerate() {
-                    let col = PropertyColumn::new(key, *ty);
-                    let position = team_layout.columns.len() + i;
+                    let col = PropertyColumn::of(family, key, *ty);
+                    let position = first_position + i;
                     insert.execute(params![
                         team.0,
                         position as i64,
                         key,
                         ty.as_str(),
                         col.column,
-                        ts(now)
+                        ts(now),
+                        family.as_str(),
                     ])?;
                     next.push(team, col);
                 }
@@ -189,8 +235,9 @@ impl MetaStore {
         }
         tracing::info!(
             team_id = team.0,
+            family = family.as_str(),
             promoted = ?candidates.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
-            "event properties stored as columns from now on"
+            "properties stored as columns from now on"
         );
         *self.layouts.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         Ok(())
@@ -202,9 +249,9 @@ impl LayoutSource for MetaStore {
         MetaStore::layouts(self)
     }
 
-    fn observe_rows(&self, team: TeamId, rows: &[Map<String, Value>]) {
+    fn observe_rows(&self, team: TeamId, family: Family, rows: &[Map<String, Value>]) {
         // A sample of stored rows: decide on it at once, however few.
-        if let Err(e) = self.count_keys(team, rows.iter(), chrono::Utc::now(), true) {
+        if let Err(e) = self.count_keys(team, family, rows.iter(), chrono::Utc::now(), true) {
             tracing::error!(error = %e, team_id = team.0, "cannot store promoted property columns; the properties stay in the JSON");
         }
     }
@@ -263,20 +310,94 @@ mod tests {
         drop(s);
         let s = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
         assert_eq!(*s.layouts().team(t), *l);
+        let cols: Vec<(String, arrow::datatypes::DataType, String)> = s
+            .layouts()
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.ty.clone(), c.key.clone()))
+            .collect();
         assert_eq!(
-            s.layouts().columns,
-            vec![
+            cols,
+            [
+                ("p_a".into(), arrow::datatypes::DataType::Utf8, "a".into()),
                 (
-                    "p_a".to_string(),
-                    arrow::datatypes::DataType::Utf8,
-                    "a".to_string()
-                ),
-                (
-                    "p_b__num".to_string(),
+                    "p_b__num".into(),
                     arrow::datatypes::DataType::Float64,
-                    "b".to_string()
+                    "b".into()
                 )
             ]
         );
+    }
+
+    /// Person properties have their own list: counted per stamped event, typed by the
+    /// person property definitions, positioned after the team's event columns, and kept
+    /// across a reopen.
+    #[test]
+    fn person_properties_are_promoted_in_a_list_of_their_own() {
+        let (dir, s) = test_store();
+        s.set_property_columns(PropertyColumnsConfig {
+            min_share: 0.5,
+            max_columns: 5,
+            min_events: 2,
+        });
+        let t = TeamId(1);
+        let set = vec![event(json!({"$set": {"plan": "pro", "age": 30}, "a": "x"}))];
+        s.observe_properties(t, &set).unwrap();
+        s.observe_property_columns(t, &[set[0].clone(), set[0].clone()])
+            .unwrap();
+        let person = json!({"plan": "pro", "age": 30, "untyped": 1});
+        let rows = vec![person.as_object().unwrap().clone(); 2];
+        s.observe_person_property_columns(t, rows.iter(), Utc::now())
+            .unwrap();
+        let l = s.layouts();
+        let keys = |f: Family| -> Vec<(String, String)> {
+            l.of(f, t)
+                .columns
+                .iter()
+                .map(|c| (c.key.clone(), c.column.clone()))
+                .collect()
+        };
+        assert!(keys(Family::Event).iter().any(|(k, _)| k == "a"));
+        assert!(
+            !keys(Family::Event).iter().any(|(k, _)| k == "plan"),
+            "a person property is not an event column"
+        );
+        assert_eq!(
+            keys(Family::Person),
+            [
+                ("age".to_string(), "pp_age__num".to_string()),
+                ("plan".to_string(), "pp_plan".to_string())
+            ],
+            "typed keys only, most frequent then by name"
+        );
+        drop(s);
+        let s = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        assert_eq!(*s.layouts().of(Family::Person, t), *l.of(Family::Person, t));
+        assert_eq!(*s.layouts().of(Family::Event, t), *l.of(Family::Event, t));
+    }
+
+    /// A store written before person properties had columns opens with its event columns.
+    #[test]
+    fn a_store_without_families_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE property_columns (
+                    team_id INTEGER NOT NULL, position INTEGER NOT NULL, key TEXT NOT NULL,
+                    property_type TEXT NOT NULL, column_name TEXT NOT NULL,
+                    created_at TEXT NOT NULL, PRIMARY KEY (team_id, position));
+                 INSERT INTO property_columns VALUES (1, 0, '$browser', 'String', 'p_$browser', '2024-01-01T00:00:00Z');",
+            )
+            .unwrap();
+        }
+        let s = MetaStore::open(&path).unwrap();
+        let l = s.layouts();
+        assert_eq!(
+            l.of(Family::Event, TeamId(1)).columns[0].column,
+            "p_$browser"
+        );
+        assert!(l.of(Family::Person, TeamId(1)).columns.is_empty());
     }
 }

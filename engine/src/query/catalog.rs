@@ -19,7 +19,7 @@ use crate::hogql::schema::Catalog;
 use crate::meta::{MetaStore, QueryLogEntry};
 use crate::model::TeamId;
 use crate::persons::store::PersonStore;
-use crate::storage::layout::{LAYOUT_COLUMN, TeamLayout};
+use crate::storage::layout::{Family, TeamLayout};
 
 /// Each project's person-id overrides, with the person-store version they were read at.
 pub(super) type OverrideCache = HashMap<TeamId, (u64, Option<Arc<OverrideMap>>)>;
@@ -88,30 +88,34 @@ impl QueryService {
             .filter(|(seq, _)| *seq > committed)
             .flat_map(|(_, b)| b)
             .collect();
-        // How many promoted columns every row read here holds (files by their statistics).
-        let mut held = crate::storage::table::team_min_layout(&table, team);
-        for b in &buffered {
-            let least = b
-                .column_by_name(LAYOUT_COLUMN)
-                .filter(|c| c.null_count() == 0)
-                .and_then(|c| {
-                    datafusion::arrow::compute::min(
-                        c.as_primitive::<datafusion::arrow::datatypes::Int32Type>(),
-                    )
-                });
-            held = match (held, least) {
-                (Some(h), Some(l)) => Some(h.min(i64::from(l))),
-                _ if b.num_rows() == 0 => held,
-                _ => None,
-            };
-        }
+        // How many promoted columns of each family every row read here holds (files by
+        // their statistics).
+        let held = Family::ALL.map(|family| {
+            let mut held = crate::storage::table::team_min_layout(&table, team, family);
+            for b in &buffered {
+                let least = b
+                    .column_by_name(family.layout_column())
+                    .filter(|c| c.null_count() == 0)
+                    .and_then(|c| {
+                        datafusion::arrow::compute::min(
+                            c.as_primitive::<datafusion::arrow::datatypes::Int32Type>(),
+                        )
+                    });
+                held = match (held, least) {
+                    (Some(h), Some(l)) => Some(h.min(i64::from(l))),
+                    _ if b.num_rows() == 0 => held,
+                    _ => None,
+                };
+            }
+            held.map_or(0, |h| h.clamp(0, i64::from(u32::MAX)) as usize)
+        });
         let events = provider::EventsProvider::new(team, files, buffered)?;
-        // After the rows: the list only grows, so it names every column they hold.
-        let layout = self.meta.layouts().team(team);
+        // After the rows: the lists only grow, so they name every column the rows hold.
+        let layouts = self.meta.layouts();
         Ok(TeamCatalog {
             events: Arc::new(events),
-            layout,
-            held: held.map_or(0, |h| h.clamp(0, i64::from(u32::MAX)) as usize),
+            layout: Family::ALL.map(|family| layouts.of(family, team)),
+            held,
             meta: self.meta.clone(),
             team,
             log_since: self.clock.now() - LOG_RETENTION,
@@ -201,9 +205,10 @@ fn query_log_table(
 /// The tables of one project.
 pub(super) struct TeamCatalog {
     events: Arc<dyn TableProvider>,
-    layout: Arc<TeamLayout>,
-    /// Every row read holds at least this many of `layout`'s columns.
-    held: usize,
+    /// Per family (`Family::ALL` order): the project's promoted properties.
+    layout: [Arc<TeamLayout>; 2],
+    /// Per family: every row read holds at least this many of `layout`'s columns.
+    held: [usize; 2],
     meta: Arc<MetaStore>,
     team: TeamId,
     log_since: DateTime<Utc>,
@@ -255,12 +260,12 @@ impl Catalog for TeamCatalog {
         self.meta.property_type(self.team, kind, name)
     }
 
-    fn property_layout(&self) -> Arc<TeamLayout> {
-        self.layout.clone()
+    fn property_layout(&self, family: Family) -> Arc<TeamLayout> {
+        self.layout[family as usize].clone()
     }
 
-    fn properties_held_by_every_row(&self) -> usize {
-        self.held
+    fn properties_held_by_every_row(&self, family: Family) -> usize {
+        self.held[family as usize]
     }
 
     fn table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {

@@ -28,14 +28,85 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use serde_json::{Map, Value};
 
 use crate::model::TeamId;
-use crate::propdefs::PropertyType;
+use crate::propdefs::{PropertyKind, PropertyType};
 
-/// The Int32 column saying how many of its project's promoted properties a row holds.
+/// The Int32 column saying how many of its project's promoted event properties a row holds.
 pub(crate) const LAYOUT_COLUMN: &str = "props_layout";
 
-/// The field metadata naming the property a promoted column holds (in the Delta schema and
-/// the Arrow schema readers see).
+/// The same for the person properties stamped on the row.
+pub(crate) const PERSON_LAYOUT_COLUMN: &str = "person_props_layout";
+
+/// The field metadata naming the event property a promoted column holds (in the Delta
+/// schema and the Arrow schema readers see).
 pub(crate) const PROPERTY_KEY_METADATA: &str = "hedgerow.property";
+
+/// The same for a promoted person property.
+pub(crate) const PERSON_PROPERTY_KEY_METADATA: &str = "hedgerow.person_property";
+
+/// Which JSON column of a row a promoted property comes from: the event's `properties` or
+/// the `person_properties` stamped on it. Each has its own list per project, its own layout
+/// column and its own column names (`p_…`, `pp_…`); the rules are the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    Event,
+    Person,
+}
+
+impl Family {
+    pub const ALL: [Family; 2] = [Family::Event, Family::Person];
+
+    /// The residual JSON column.
+    pub fn json_column(self) -> &'static str {
+        match self {
+            Family::Event => "properties",
+            Family::Person => "person_properties",
+        }
+    }
+
+    /// The Int32 column saying how many of the family's promoted properties a row holds.
+    pub fn layout_column(self) -> &'static str {
+        match self {
+            Family::Event => LAYOUT_COLUMN,
+            Family::Person => PERSON_LAYOUT_COLUMN,
+        }
+    }
+
+    /// The field metadata key naming a promoted column's property.
+    pub fn metadata_key(self) -> &'static str {
+        match self {
+            Family::Event => PROPERTY_KEY_METADATA,
+            Family::Person => PERSON_PROPERTY_KEY_METADATA,
+        }
+    }
+
+    /// Whose property definitions type the family's properties.
+    pub fn kind(self) -> PropertyKind {
+        match self {
+            Family::Event => PropertyKind::Event,
+            Family::Person => PropertyKind::Person,
+        }
+    }
+
+    /// The family by its residual JSON column.
+    pub fn of_json_column(name: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.json_column() == name)
+    }
+
+    /// Its name in the metadata store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Event => "event",
+            Family::Person => "person",
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            Family::Event => "p_",
+            Family::Person => "pp_",
+        }
+    }
+}
 
 /// Keys never promoted: their values already have columns of their own.
 pub(crate) const NEVER_PROMOTED: &[&str] = &["$session_id", "$window_id", "$elements_chain"];
@@ -43,6 +114,7 @@ pub(crate) const NEVER_PROMOTED: &[&str] = &["$session_id", "$window_id", "$elem
 /// One promoted property of a project.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PropertyColumn {
+    pub family: Family,
     pub key: String,
     pub ty: PropertyType,
     /// The table column holding it.
@@ -50,11 +122,18 @@ pub struct PropertyColumn {
 }
 
 impl PropertyColumn {
+    /// A promoted event property.
+    #[cfg(test)]
     pub(crate) fn new(key: &str, ty: PropertyType) -> Self {
+        Self::of(Family::Event, key, ty)
+    }
+
+    pub(crate) fn of(family: Family, key: &str, ty: PropertyType) -> Self {
         PropertyColumn {
+            family,
             key: key.to_owned(),
             ty,
-            column: column_name(key, ty),
+            column: column_name(family, key, ty),
         }
     }
 }
@@ -72,26 +151,66 @@ impl TeamLayout {
     }
 }
 
-/// Every project's layout and the table-wide columns in first-promoted order.
+/// A promoted column of the table (of any project).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableColumn {
+    pub name: String,
+    pub ty: DataType,
+    pub key: String,
+    pub family: Family,
+}
+
+impl TableColumn {
+    /// Its Arrow field, with the metadata naming its property.
+    pub(crate) fn field(&self) -> Field {
+        Field::new(&self.name, self.ty.clone(), true).with_metadata(HashMap::from([(
+            self.family.metadata_key().to_string(),
+            self.key.clone(),
+        )]))
+    }
+}
+
+/// Every project's layouts and the table-wide columns in first-promoted order.
 #[derive(Debug, Clone, Default)]
 pub struct Layouts {
+    /// Event properties, per project.
     pub teams: HashMap<TeamId, Arc<TeamLayout>>,
-    /// Column name, Arrow type and property key, each column once.
-    pub columns: Vec<(String, DataType, String)>,
+    /// Person properties, per project.
+    pub persons: HashMap<TeamId, Arc<TeamLayout>>,
+    /// Each column once.
+    pub columns: Vec<TableColumn>,
 }
 
 impl Layouts {
+    /// `team`'s promoted event properties.
     pub(crate) fn team(&self, team: TeamId) -> Arc<TeamLayout> {
-        self.teams.get(&team).cloned().unwrap_or_default()
+        self.of(Family::Event, team)
     }
 
-    /// Adds `col` to `team`'s list (and to the table's columns when new).
+    /// `team`'s promoted properties of `family`.
+    pub(crate) fn of(&self, family: Family, team: TeamId) -> Arc<TeamLayout> {
+        let map = match family {
+            Family::Event => &self.teams,
+            Family::Person => &self.persons,
+        };
+        map.get(&team).cloned().unwrap_or_default()
+    }
+
+    /// Adds `col` to `team`'s list of its family (and to the table's columns when new).
     pub(crate) fn push(&mut self, team: TeamId, col: PropertyColumn) {
-        let ty = arrow_type(col.ty);
-        if !self.columns.iter().any(|(n, _, _)| *n == col.column) {
-            self.columns.push((col.column.clone(), ty, col.key.clone()));
+        if !self.columns.iter().any(|c| c.name == col.column) {
+            self.columns.push(TableColumn {
+                name: col.column.clone(),
+                ty: arrow_type(col.ty),
+                key: col.key.clone(),
+                family: col.family,
+            });
         }
-        Arc::make_mut(self.teams.entry(team).or_default())
+        let map = match col.family {
+            Family::Event => &mut self.teams,
+            Family::Person => &mut self.persons,
+        };
+        Arc::make_mut(map.entry(team).or_default())
             .columns
             .push(col);
     }
@@ -107,11 +226,12 @@ pub(crate) fn arrow_type(ty: PropertyType) -> DataType {
     }
 }
 
-/// The column of `key` read as `ty`: `p_<key>` for text, `p_<key>__num`, `p_<key>__bool`.
-/// Keys with characters other than `[a-z0-9_$]` (Delta compares names case-insensitively)
-/// or longer than 64 characters get a stable 64-bit hash suffix after a sanitized prefix.
-/// The key itself is in the column's metadata ([`PROPERTY_KEY_METADATA`]).
-pub(crate) fn column_name(key: &str, ty: PropertyType) -> String {
+/// The column of `key` read as `ty`: `p_<key>` for text, `p_<key>__num`, `p_<key>__bool`
+/// (`pp_…` for person properties). Keys with characters other than `[a-z0-9_$]` (Delta
+/// compares names case-insensitively) or longer than 64 characters get a stable 64-bit hash
+/// suffix after a sanitized prefix. The key itself is in the column's metadata
+/// ([`Family::metadata_key`]).
+pub(crate) fn column_name(family: Family, key: &str, ty: PropertyType) -> String {
     let clean: String = key
         .chars()
         .take(64)
@@ -120,7 +240,7 @@ pub(crate) fn column_name(key: &str, ty: PropertyType) -> String {
             _ => '_',
         })
         .collect();
-    let mut name = format!("p_{clean}");
+    let mut name = format!("{}{clean}", family.prefix());
     if clean != key {
         // FNV-1a: stable across builds and platforms.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -474,9 +594,10 @@ impl TypedBuilder {
 pub(crate) trait LayoutSource: Send + Sync {
     /// Every project's promoted columns, as of now.
     fn layouts(&self) -> Arc<Layouts>;
-    /// Counts the keys of a project's rows that have no layout (written before storage v2),
-    /// so an upgraded table's frequent properties are promoted without waiting for new events.
-    fn observe_rows(&self, team: TeamId, rows: &[Map<String, Value>]);
+    /// Counts the keys of a project's rows that have no layout of `family` (written before
+    /// storage v2), so an upgraded table's frequent properties are promoted without waiting
+    /// for new events.
+    fn observe_rows(&self, team: TeamId, family: Family, rows: &[Map<String, Value>]);
 }
 
 /// Fixed layouts, for tests of the table alone.
@@ -488,15 +609,17 @@ impl LayoutSource for FixedLayouts {
     fn layouts(&self) -> Arc<Layouts> {
         Arc::new(self.0.clone())
     }
-    fn observe_rows(&self, _: TeamId, _: &[Map<String, Value>]) {}
+    fn observe_rows(&self, _: TeamId, _: Family, _: &[Map<String, Value>]) {}
 }
 
-/// Rewrites the rows of `batch` (one project's, `team`) that hold fewer promoted columns than
-/// `team` has now into its current layout: the newly promoted keys move from the residual
-/// JSON into their columns. The result has [`batch_schema`]`(layouts)` (columns `batch`
-/// lacks are NULL, other columns of `batch` are dropped).
+/// Rewrites the rows of `batch` (one project's) that hold fewer promoted columns of
+/// `family` than `team` (the project's list of that family) has now into its current
+/// layout: the newly promoted keys move from the residual JSON into their columns. The
+/// result has [`batch_schema`]`(layouts)` (columns `batch` lacks are NULL, other columns of
+/// `batch` are dropped).
 pub(crate) fn relayout(
     batch: &RecordBatch,
+    family: Family,
     team: &TeamLayout,
     layouts: &Layouts,
 ) -> Result<RecordBatch, arrow::error::ArrowError> {
@@ -506,7 +629,7 @@ pub(crate) fn relayout(
     let n = batch.num_rows();
     let target = team.columns.len();
     let layout = batch
-        .column_by_name(LAYOUT_COLUMN)
+        .column_by_name(family.layout_column())
         .expect("conformed")
         .as_primitive::<arrow::datatypes::Int32Type>()
         .clone();
@@ -514,7 +637,7 @@ pub(crate) fn relayout(
         return Ok(batch);
     }
     let residual = batch
-        .column_by_name("properties")
+        .column_by_name(family.json_column())
         .expect("conformed")
         .as_string::<i32>()
         .clone();
@@ -556,8 +679,9 @@ pub(crate) fn relayout(
         *cells = std::iter::repeat_n(None, held).chain(moved).collect();
     }
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns[schema.index_of("properties")?] = Arc::new(new_residual.finish());
-    columns[schema.index_of(LAYOUT_COLUMN)?] = Arc::new(Int32Array::from(vec![target as i32; n]));
+    columns[schema.index_of(family.json_column())?] = Arc::new(new_residual.finish());
+    columns[schema.index_of(family.layout_column())?] =
+        Arc::new(Int32Array::from(vec![target as i32; n]));
     for (k, &g) in global.iter().enumerate() {
         let old = batch.column(g);
         // A row that moved keys takes the new cell; one that held this column keeps its own.
@@ -684,17 +808,20 @@ mod tests {
 
     #[test]
     fn names_are_stable_and_delta_safe() {
-        assert_eq!(column_name("$browser", PropertyType::String), "p_$browser");
-        assert_eq!(
-            column_name("revenue", PropertyType::Numeric),
-            "p_revenue__num"
-        );
-        assert_eq!(column_name("ok", PropertyType::Boolean), "p_ok__bool");
-        assert_eq!(column_name("when", PropertyType::DateTime), "p_when");
-        let odd = column_name("Plan Name", PropertyType::String);
+        let name = |k: &str, t| column_name(Family::Event, k, t);
+        assert_eq!(name("$browser", PropertyType::String), "p_$browser");
+        assert_eq!(name("revenue", PropertyType::Numeric), "p_revenue__num");
+        assert_eq!(name("ok", PropertyType::Boolean), "p_ok__bool");
+        assert_eq!(name("when", PropertyType::DateTime), "p_when");
+        let odd = name("Plan Name", PropertyType::String);
         assert!(odd.starts_with("p__lan__ame__"), "{odd}");
-        assert_ne!(odd, column_name("plan name", PropertyType::String));
-        assert_eq!(odd, column_name("Plan Name", PropertyType::String));
+        assert_ne!(odd, name("plan name", PropertyType::String));
+        assert_eq!(odd, name("Plan Name", PropertyType::String));
+        assert_eq!(
+            column_name(Family::Person, "plan", PropertyType::String),
+            "pp_plan",
+            "person properties have columns of their own"
+        );
     }
 
     /// Every value, in every type, comes back exactly: the rebuilt text equals the text the
@@ -789,7 +916,7 @@ mod tests {
         let build = |l: &Layouts| events_to_batch(events.iter().map(|e| (t, e)), |_, _| None, l);
         let want = build(&three);
         for from in [build(&Layouts::default()), build(&one), want.clone()] {
-            let got = relayout(&from, &three.team(t), &three).unwrap();
+            let got = relayout(&from, Family::Event, &three.team(t), &three).unwrap();
             assert_eq!(got.schema(), want.schema());
             for (i, f) in want.schema().fields().iter().enumerate() {
                 assert_eq!(
@@ -806,7 +933,7 @@ mod tests {
         let at = v1.schema().index_of(LAYOUT_COLUMN).unwrap();
         cols[at] = new_null_array(&DataType::Int32, v1.num_rows());
         let v1 = RecordBatch::try_new(v1.schema(), cols).unwrap();
-        let got = relayout(&v1, &three.team(t), &three).unwrap();
+        let got = relayout(&v1, Family::Event, &three.team(t), &three).unwrap();
         let p = want.schema().index_of("properties").unwrap();
         assert_eq!(got.column(p).as_ref(), want.column(p).as_ref());
         assert_eq!(got.column(at).as_ref(), want.column(at).as_ref());

@@ -17,7 +17,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
 
 use super::layout::{
-    Cell, LAYOUT_COLUMN, Layouts, PROPERTY_KEY_METADATA, TeamLayout, TypedBuilder,
+    Cell, LAYOUT_COLUMN, Layouts, PERSON_LAYOUT_COLUMN, TableColumn, TeamLayout, TypedBuilder,
     property_as_string, split,
 };
 use crate::model::person_uuid;
@@ -52,8 +52,10 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     for i in 0..5 {
         fields.push(s(&format!("$group_{i}"), true));
     }
-    // How many of the project's promoted properties the row holds (storage::layout).
+    // How many of the project's promoted event and person properties the row holds
+    // (storage::layout).
     fields.push(Field::new(LAYOUT_COLUMN, DataType::Int32, true));
+    fields.push(Field::new(PERSON_LAYOUT_COLUMN, DataType::Int32, true));
     // UTC date of `timestamp`; a partition column, so it lives in the path, not the file.
     fields.push(Field::new("event_date", DataType::Date32, false));
     Arc::new(Schema::new(fields))
@@ -143,12 +145,7 @@ pub(crate) fn batch_schema(layouts: &Layouts) -> SchemaRef {
         return events_schema();
     }
     let mut fields: Vec<Field> = SCHEMA.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.extend(layouts.columns.iter().map(|(name, ty, key)| {
-        Field::new(name, ty.clone(), true).with_metadata(HashMap::from([(
-            PROPERTY_KEY_METADATA.to_string(),
-            key.clone(),
-        )]))
-    }));
+    fields.extend(layouts.columns.iter().map(TableColumn::field));
     Arc::new(Schema::new(fields))
 }
 
@@ -179,11 +176,13 @@ pub fn events_to_batch<'a>(
     let mut chain = str_builder();
     let mut groups: Vec<StringBuilder> = (0..5).map(|_| str_builder()).collect();
     let mut layout = Int32Builder::with_capacity(n);
+    // Person properties and their columns are stamped after persons are processed.
+    let mut person_layout = Int32Builder::with_capacity(n);
     let mut event_date = Date32Builder::with_capacity(n);
     let mut typed: Vec<TypedBuilder> = layouts
         .columns
         .iter()
-        .map(|(_, ty, _)| TypedBuilder::new(ty, n))
+        .map(|c| TypedBuilder::new(&c.ty, n))
         .collect();
     // Per project: the table column of each of its promoted properties.
     let mut positions: HashMap<TeamId, (Arc<TeamLayout>, Vec<usize>)> = HashMap::new();
@@ -200,7 +199,7 @@ pub fn events_to_batch<'a>(
                     layouts
                         .columns
                         .iter()
-                        .position(|(name, _, _)| *name == c.column)
+                        .position(|t| t.name == c.column)
                         .expect("a project's columns are the table's")
                 })
                 .collect();
@@ -245,6 +244,7 @@ pub fn events_to_batch<'a>(
         }
         layout.append_value(team_layout.columns.len() as i32);
         person_properties.append_null();
+        person_layout.append_null();
         session_id.append_option(str_prop(props, "$session_id"));
         window_id.append_option(str_prop(props, "$window_id"));
         let mut group_keys: [Option<String>; 5] = Default::default();
@@ -277,6 +277,7 @@ pub fn events_to_batch<'a>(
     ];
     columns.extend(groups.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
     columns.push(Arc::new(layout.finish()));
+    columns.push(Arc::new(person_layout.finish()));
     columns.push(Arc::new(event_date.finish()));
     columns.extend(typed.iter_mut().map(TypedBuilder::finish));
     RecordBatch::try_new(batch_schema(layouts), columns).expect("columns match the batch schema")
@@ -302,7 +303,7 @@ pub fn schema_json() -> Value {
         "partition_columns": PARTITION_COLUMNS,
         "sort_within_file": SORT_COLUMNS,
         "columns": cols,
-        "promoted_columns": "after these, each project's frequent event properties: p_<key> (Utf8), p_<key>__num (Float64), p_<key>__bool (Boolean); props_layout says how many of its project's a row holds (docs/architecture.md, Storage)",
+        "promoted_columns": "after these, each project's frequent event properties: p_<key> (Utf8), p_<key>__num (Float64), p_<key>__bool (Boolean), and its frequent person properties: pp_<key>, pp_<key>__num, pp_<key>__bool; props_layout and person_props_layout say how many of its project's a row holds (docs/architecture.md, Storage)",
     })
 }
 

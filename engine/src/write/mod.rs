@@ -16,8 +16,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use arrow::array::{ArrayRef, RecordBatch, StringBuilder};
+use std::collections::HashMap;
+
+use arrow::array::{Int32Array, RecordBatch, StringBuilder};
 use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
 
 use crate::ingest::wal::Wal;
 use crate::meta::MetaStore;
@@ -27,7 +30,10 @@ use crate::model::{IngestBatch, TeamId};
 use crate::persons::process::{Persons, RecordCtx, Stamp};
 use crate::persons::{PersonInput, person_input};
 use crate::storage::buffer::{EventBuffer, Part};
-use crate::storage::schema::events_to_batch;
+use crate::storage::layout::{
+    Cell, Family, PERSON_LAYOUT_COLUMN, TypedBuilder, arrow_type, conform, split,
+};
+use crate::storage::schema::{batch_schema, events_to_batch};
 use crate::storage::table::{AppendStats, EventsTable, StorageError};
 
 /// When the buffer is written out. Any one condition triggers a flush.
@@ -172,27 +178,85 @@ pub(crate) fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
     out
 }
 
-/// Puts each event's person id and person-properties snapshot into its row.
-fn stamp(batch: &RecordBatch, stamps: &[Stamp]) -> Result<RecordBatch, arrow::error::ArrowError> {
+/// Puts each event's person id and person-properties snapshot into its row. The snapshot is
+/// split as capture splits event properties: the project's promoted person properties into
+/// their columns, the rest into the residual `person_properties`. Its keys are counted for
+/// promotion first, so a key promoted now is a column of these rows already.
+fn stamp(
+    meta: &MetaStore,
+    team: TeamId,
+    batch: &RecordBatch,
+    stamps: &[Stamp],
+) -> Result<RecordBatch, arrow::error::ArrowError> {
     let n = batch.num_rows();
+    // Each distinct snapshot is parsed once: a person's events in a record share it.
+    let mut seen: HashMap<*const u8, usize> = HashMap::new();
+    let mut maps: Vec<Option<Map<String, Value>>> = Vec::new();
+    let row_map: Vec<Option<usize>> = stamps
+        .iter()
+        .map(|s| {
+            let p = s.properties.as_ref()?;
+            Some(*seen.entry(p.as_ptr()).or_insert_with(|| {
+                maps.push(match serde_json::from_str(p) {
+                    Ok(Value::Object(m)) => Some(m),
+                    _ => None,
+                });
+                maps.len() - 1
+            }))
+        })
+        .collect();
+    let counted: Vec<&Map<String, Value>> = row_map
+        .iter()
+        .filter_map(|i| maps[(*i)?].as_ref())
+        .collect();
+    if !counted.is_empty()
+        && let Err(e) =
+            meta.observe_person_property_columns(team, counted.into_iter(), chrono::Utc::now())
+    {
+        error!(error = %e, team_id = team.0, "cannot store promoted person property columns; they stay in the JSON");
+    }
+    let layouts = meta.layouts();
+    let team_layout = layouts.of(Family::Person, team);
+    let splits: Vec<Option<(String, Vec<Option<Cell>>)>> = maps
+        .iter()
+        .map(|m| m.as_ref().map(|m| split(m, &team_layout)))
+        .collect();
+
     let mut ids = StringBuilder::with_capacity(n, n * 36);
     let mut props = StringBuilder::with_capacity(n, n * 64);
+    let mut typed: Vec<TypedBuilder> = team_layout
+        .columns
+        .iter()
+        .map(|c| TypedBuilder::new(&arrow_type(c.ty), n))
+        .collect();
     let mut buf = uuid::Uuid::encode_buffer();
-    for s in stamps {
+    for (s, m) in stamps.iter().zip(&row_map) {
         ids.append_value(s.person_id.as_uuid().hyphenated().encode_lower(&mut buf));
-        match &s.properties {
-            Some(p) => props.append_value(p),
-            None => props.append_null(),
+        match (&s.properties, m.and_then(|i| splits[i].as_ref())) {
+            (Some(_), Some((residual, cells))) => {
+                props.append_value(residual);
+                for (b, c) in typed.iter_mut().zip(cells) {
+                    b.append(c.clone());
+                }
+            }
+            (p, _) => {
+                // Personless, or not an object: the text as it is, no columns.
+                props.append_option(p.as_deref());
+                for b in &mut typed {
+                    b.append(None);
+                }
+            }
         }
     }
-    let schema = batch.schema();
+    let schema = batch_schema(&layouts);
+    let batch = conform(batch, &schema)?;
     let mut cols = batch.columns().to_vec();
-    let (ids, props): (ArrayRef, ArrayRef) = (Arc::new(ids.finish()), Arc::new(props.finish()));
-    if let Ok(i) = schema.index_of("person_id") {
-        cols[i] = ids;
-    }
-    if let Ok(i) = schema.index_of("person_properties") {
-        cols[i] = props;
+    cols[schema.index_of("person_id")?] = Arc::new(ids.finish());
+    cols[schema.index_of("person_properties")?] = Arc::new(props.finish());
+    cols[schema.index_of(PERSON_LAYOUT_COLUMN)?] =
+        Arc::new(Int32Array::from(vec![team_layout.columns.len() as i32; n]));
+    for (c, b) in team_layout.columns.iter().zip(&mut typed) {
+        cols[schema.index_of(&c.column)?] = b.finish();
     }
     RecordBatch::try_new(schema, cols)
 }
@@ -201,6 +265,7 @@ fn stamp(batch: &RecordBatch, stamps: &[Stamp]) -> Result<RecordBatch, arrow::er
 /// `in_table`: the table already holds this record's rows (a replay after a crash between
 /// the table's commit and the person store's), so only persons are processed.
 pub(crate) fn apply(
+    meta: &MetaStore,
     buffer: &EventBuffer,
     persons: &mut Persons,
     metrics: &Metrics,
@@ -232,7 +297,8 @@ pub(crate) fn apply(
         event_names: &rec.names,
     };
     let rb = match persons.process(seq, &ctx, &rec.persons) {
-        Ok(stamps) if stamps.len() == rb.num_rows() => match stamp(&rb, &stamps) {
+        Ok(stamps) if stamps.len() == rb.num_rows() => match stamp(meta, rec.team_id, &rb, &stamps)
+        {
             Ok(b) => b,
             Err(e) => {
                 error!(error = %e, seq, "cannot stamp persons on events; they keep their distinct-id person ids");
@@ -376,7 +442,7 @@ impl Pipeline {
                 rec = rx.recv(), if !full => match rec {
                     Some((seq, batch)) => {
                         let rec_is_command = batch.command.is_some();
-                        apply(&self.buffer, &mut self.persons, &self.metrics, seq, batch, false);
+                        apply(&self.meta, &self.buffer, &mut self.persons, &self.metrics, seq, batch, false);
                         self.applied = seq;
                         // Write-behind: one person-store transaction per burst of records.
                         let interval = self.cfg.persons_commit_interval;
@@ -437,6 +503,7 @@ impl Pipeline {
         // Shutdown: take what is already durable, then write it all.
         while let Ok((seq, batch)) = rx.try_recv() {
             apply(
+                &self.meta,
                 &self.buffer,
                 &mut self.persons,
                 &self.metrics,

@@ -34,6 +34,13 @@ impl Planner<'_> {
                 rest[1..].to_vec(),
             )));
         }
+        // The events' `person_properties` as a whole (with its promoted columns put back).
+        if rel.events && rest.len() == 1 && rest[0] == "person_properties" {
+            return Ok(Some((
+                Expr::Column(Column::new(q, "person_properties")),
+                vec![],
+            )));
+        }
         Ok(None)
     }
 
@@ -70,27 +77,27 @@ impl Planner<'_> {
             "properties" => rel.and_then(|r| r.props),
             _ => None,
         };
-        // A promoted property: its column where the row holds it (`props_layout` > its
-        // position), the residual JSON where it does not (rows written before).
-        if let ([key], Some(r)) = (path, rel)
+        // A promoted property: its column where the row holds it (`props_layout`, or
+        // `person_props_layout`, > its position), the residual JSON where it does not (rows
+        // written before).
+        if let ([key], Some(r), Some(family)) = (path, rel, Family::of_json_column(&c.name))
             && r.events
-            && c.name == "properties"
         {
-            let layout = self.ctx.catalog.property_layout();
+            let layout = self.ctx.catalog.property_layout(family);
             if let Some((idx, pc)) = layout.find(key)
                 && r.columns.contains(&pc.column)
-                && r.columns.contains(LAYOUT_COLUMN)
-                && self.ctx.catalog.property_type(PropertyKind::Event, key) == Some(pc.ty)
+                && r.columns.contains(family.layout_column())
+                && self.ctx.catalog.property_type(family.kind(), key) == Some(pc.ty)
             {
                 let column = Expr::Column(Column::new(c.relation.clone(), pc.column.clone()));
                 let column = match pc.ty {
                     PropertyType::DateTime => self.typed_property(column, kind, path, scope)?,
                     _ => column,
                 };
-                if idx < self.ctx.catalog.properties_held_by_every_row() {
+                if idx < self.ctx.catalog.properties_held_by_every_row(family) {
                     return Ok(column);
                 }
-                let held = Expr::Column(Column::new(c.relation.clone(), LAYOUT_COLUMN))
+                let held = Expr::Column(Column::new(c.relation.clone(), family.layout_column()))
                     .gt(lit(idx as i32));
                 let from_json = self.typed_property(
                     crate::hogql::property::property(json, path),
@@ -109,8 +116,9 @@ impl Planner<'_> {
         )
     }
 
-    /// `json` as a whole: for the events table's `properties`, the residual JSON with the
-    /// promoted columns put back (`storage::layout::rebuild`), the text as it was captured.
+    /// `json` as a whole: for the events table's `properties` and `person_properties`, the
+    /// residual JSON with the promoted columns put back (`storage::layout::rebuild`), the
+    /// text as it was written.
     pub(super) fn whole_properties(&self, json: Expr, scope: &Scope<'_>) -> Expr {
         let Expr::Column(c) = &json else {
             return json;
@@ -119,11 +127,13 @@ impl Planner<'_> {
             .relation
             .as_ref()
             .and_then(|q| scope.relations.iter().find(|r| r.alias == q.table()));
-        if c.name != "properties" || !rel.is_some_and(|r| r.events) {
+        let (Some(rel), Some(family)) = (rel, Family::of_json_column(&c.name)) else {
+            return json;
+        };
+        if !rel.events {
             return json;
         }
-        let rel = rel.expect("checked");
-        let layout = self.ctx.catalog.property_layout();
+        let layout = self.ctx.catalog.property_layout(family);
         let cols: Vec<(String, Expr)> = layout
             .columns
             .iter()

@@ -10,7 +10,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::write::sort_for_write;
 use super::*;
-use crate::storage::layout::{LAYOUT_COLUMN, LayoutSource, concat_conformed, relayout};
+use crate::storage::layout::{Family, LayoutSource, Layouts, concat_conformed, relayout};
 use crate::storage::schema::{batch_schema, date32_of_micros};
 
 /// Bytes of files in an older layout rewritten per compaction run (small-file compactions
@@ -29,7 +29,35 @@ pub(super) struct DataFile {
     /// The least `props_layout` of its rows; `None` when some row has none (a file from
     /// before storage v2, or one whose statistics do not say).
     pub(super) layout: Option<i64>,
+    /// The same for `person_props_layout`.
+    pub(super) person_layout: Option<i64>,
     remove: Action,
+}
+
+impl DataFile {
+    /// The file's least layout of `family`.
+    fn layout_of(&self, family: Family) -> Option<i64> {
+        match family {
+            Family::Event => self.layout,
+            Family::Person => self.person_layout,
+        }
+    }
+
+    /// Whether some row holds fewer of `team`'s promoted properties than it has now. Event
+    /// layouts are missing only in files from before storage v2, which are rewritten even
+    /// when nothing is promoted (once: rewritten rows have a layout). Person layouts are
+    /// missing wherever persons were not processed, so only columns to fill make a file
+    /// stale.
+    fn stale(&self, layouts: &Layouts, team: TeamId) -> bool {
+        Family::ALL.into_iter().any(|family| {
+            let target = layouts.of(family, team).columns.len() as i64;
+            match (family, self.layout_of(family)) {
+                (_, Some(l)) => l < target,
+                (Family::Event, None) => true,
+                (Family::Person, None) => target > 0,
+            }
+        })
+    }
 }
 
 /// The files of one (project, date) partition.
@@ -40,31 +68,34 @@ pub(super) fn partition_files(
     for f in table.snapshot()?.log_data().iter() {
         let pv = f.partition_values_map();
         let get = |k: &str| pv.get(k).cloned().flatten().unwrap_or_default();
-        let layout = file_layout(&f);
+        let layout = file_layout(&f, Family::Event);
+        let person_layout = file_layout(&f, Family::Person);
         out.entry((get("team_id"), get("event_date")))
             .or_default()
             .push(DataFile {
                 path: f.object_store_path(),
                 size: f.size(),
                 layout,
+                person_layout,
                 remove: Action::Remove(f.remove_action(false)),
             });
     }
     Ok(out)
 }
 
-/// The least `props_layout` of a data file's rows, by its Delta statistics; `None` when
+/// The least layout of `family` of a data file's rows, by its Delta statistics; `None` when
 /// some row has none or the statistics do not say.
-fn file_layout(f: &deltalake::kernel::LogicalFileView) -> Option<i64> {
+fn file_layout(f: &deltalake::kernel::LogicalFileView, family: Family) -> Option<i64> {
     let v: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
-    let nulls = v.get("nullCount")?.get(LAYOUT_COLUMN)?.as_i64()?;
-    (nulls == 0).then(|| v.get("minValues")?.get(LAYOUT_COLUMN)?.as_i64())?
+    let column = family.layout_column();
+    let nulls = v.get("nullCount")?.get(column)?.as_i64()?;
+    (nulls == 0).then(|| v.get("minValues")?.get(column)?.as_i64())?
 }
 
-/// The least number of promoted columns any of `team`'s rows in `table` holds: `None` when
-/// some row holds none or a file's statistics do not say (a file from before storage v2).
-/// Queries read a property's column alone when this covers it.
-pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId) -> Option<i64> {
+/// The least number of promoted columns of `family` any of `team`'s rows in `table` holds:
+/// `None` when some row holds none or a file's statistics do not say (a file from before
+/// storage v2). Queries read a property's column alone when this covers it.
+pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId, family: Family) -> Option<i64> {
     let team = team.0.to_string();
     let mut min: Option<i64> = None;
     let snapshot = table.snapshot().ok()?;
@@ -78,7 +109,7 @@ pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId) -> Option<i64> {
         {
             continue;
         }
-        let l = file_layout(&f)?;
+        let l = file_layout(&f, family)?;
         min = Some(min.map_or(l, |m: i64| m.min(l)));
     }
     // No file: nothing to read, every column is "held".
@@ -105,17 +136,16 @@ impl EventsTable {
             let mut budget = RELAYOUT_BYTES_PER_RUN;
             let mut picked = Vec::new();
             for ((team, date), files) in partition_files(&guard)?.into_iter().rev() {
-                let target = team
-                    .parse()
-                    .map(|t| current.team(TeamId(t)).columns.len() as i64)
-                    .unwrap_or(0);
+                let Ok(team_id) = team.parse::<i64>().map(TeamId) else {
+                    continue;
+                };
                 let small = files
                     .iter()
                     .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
                     .count();
                 let stale: i64 = files
                     .iter()
-                    .filter(|f| f.layout.is_none_or(|l| l < target))
+                    .filter(|f| f.stale(&current, team_id))
                     .map(|f| f.size)
                     .sum();
                 if small >= min_files.max(2) {
@@ -142,15 +172,18 @@ impl EventsTable {
             let Some(files) = partition_files(&guard)?.remove(&(team.clone(), date.clone())) else {
                 continue;
             };
-            // A table from before storage v2: its rows' keys decide what becomes a column.
-            if files.iter().any(|f| f.layout.is_none())
-                && layouts.layouts().team(team_id).columns.is_empty()
-            {
-                self.sample_keys(&guard, team_id, &files, layouts).await?;
+            // Rows from before their family's columns existed (a table from before storage
+            // v2, or before person properties had columns): their keys decide what becomes
+            // a column.
+            for family in Family::ALL {
+                if files.iter().any(|f| f.layout_of(family).is_none())
+                    && layouts.layouts().of(family, team_id).columns.is_empty()
+                {
+                    self.sample_keys(&guard, team_id, family, &files, layouts)
+                        .await?;
+                }
             }
             let current = layouts.layouts();
-            let team_layout = current.team(team_id);
-            let target = team_layout.columns.len() as i64;
             let small: Vec<&DataFile> = files
                 .iter()
                 .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
@@ -158,14 +191,12 @@ impl EventsTable {
             let rewrite: Vec<&DataFile> = files
                 .iter()
                 .filter(|f| {
-                    f.layout.is_none_or(|l| l < target)
+                    f.stale(&current, team_id)
                         || (small.len() >= min_files.max(2)
                             && (f.size as u64) < self.cfg.target_file_bytes / 2)
                 })
                 .collect();
-            if rewrite.is_empty()
-                || (rewrite.len() == 1 && rewrite[0].layout.is_some_and(|l| l >= target))
-            {
+            if rewrite.is_empty() || (rewrite.len() == 1 && !rewrite[0].stale(&current, team_id)) {
                 continue;
             }
             // The columns the rewritten rows need exist before the writer starts.
@@ -205,11 +236,13 @@ impl EventsTable {
             for f in &rewrite {
                 let bytes = fetch(&store, &f.path).await?;
                 let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(2);
-                let (team_layout, current, path) =
-                    (team_layout.clone(), current.clone(), f.path.clone());
+                let (current, path) = (current.clone(), f.path.clone());
                 let task = tokio::task::spawn_blocking(move || -> Result<(), StorageError> {
                     for b in decode(bytes, &path, team_id.0, date32)? {
-                        let b = relayout(&b?, &team_layout, &current)?;
+                        let mut b = b?;
+                        for family in Family::ALL {
+                            b = relayout(&b, family, &current.of(family, team_id), &current)?;
+                        }
                         if tx.blocking_send(b).is_err() {
                             break;
                         }
@@ -276,23 +309,24 @@ impl EventsTable {
         Ok(stats)
     }
 
-    /// Counts the keys of up to a few thousand rows of `files` (the `properties` column
+    /// Counts the keys of up to a few thousand rows of `files` (the JSON column of `family`
     /// only) for `team`'s promotion decision.
     async fn sample_keys(
         &self,
         guard: &DeltaTable,
         team: TeamId,
+        family: Family,
         files: &[DataFile],
         layouts: &dyn LayoutSource,
     ) -> Result<(), StorageError> {
         const SAMPLE_ROWS: usize = 10_000;
         let store = guard.log_store().object_store(None);
         let mut rows: Vec<serde_json::Map<String, serde_json::Value>> = Vec::new();
-        for f in files.iter().filter(|f| f.layout.is_none()) {
+        for f in files.iter().filter(|f| f.layout_of(family).is_none()) {
             let bytes = fetch(&store, &f.path).await?;
             for b in decode(bytes, &f.path, team.0, 0)? {
                 let b = b?;
-                let Some(p) = b.column_by_name("properties") else {
+                let Some(p) = b.column_by_name(family.json_column()) else {
                     continue;
                 };
                 let p = arrow::compute::cast(p, &arrow::datatypes::DataType::Utf8)?;
@@ -309,7 +343,7 @@ impl EventsTable {
                 break;
             }
         }
-        layouts.observe_rows(team, &rows);
+        layouts.observe_rows(team, family, &rows);
         Ok(())
     }
 
