@@ -168,7 +168,7 @@ fn persons(c: &mut Criterion) {
             .properties
             .as_deref()
             .unwrap()
-            .contains("$initial_os")
+            .contains_key("$initial_os")
     );
     p.commit(1).unwrap();
     let mut seq = 1;

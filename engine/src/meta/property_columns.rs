@@ -126,31 +126,31 @@ impl MetaStore {
         self.count_keys(
             team,
             Family::Event,
-            events.iter().map(|e| &e.properties),
+            events.iter().map(|e| (&e.properties, 1)),
             now,
             false,
         )
     }
 
-    /// Counts the keys of the person properties stamped on a batch of `team`'s events (one
-    /// map per event; personless events have none) and, when enough events were counted,
-    /// promotes the frequent typed ones.
+    /// Counts the keys of the person properties stamped on a batch of `team`'s events
+    /// (each distinct snapshot with the number of events carrying it; personless events
+    /// have none) and, when enough events were counted, promotes the frequent typed ones.
     pub(crate) fn observe_person_property_columns<'r>(
         &self,
         team: TeamId,
-        rows: impl ExactSizeIterator<Item = &'r Map<String, Value>>,
+        snapshots: impl Iterator<Item = (&'r Map<String, Value>, u64)>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<()> {
-        self.count_keys(team, Family::Person, rows, now, false)
+        self.count_keys(team, Family::Person, snapshots, now, false)
     }
 
-    /// Counts the keys of `rows` (one project's properties of `family`) and decides when
-    /// due, or at once with `decide_now`.
+    /// Counts the keys of `rows` (one project's properties of `family`, each with the
+    /// number of events it stands for) and decides when due, or at once with `decide_now`.
     fn count_keys<'r>(
         &self,
         team: TeamId,
         family: Family,
-        rows: impl ExactSizeIterator<Item = &'r Map<String, Value>>,
+        rows: impl Iterator<Item = (&'r Map<String, Value>, u64)>,
         now: chrono::DateTime<chrono::Utc>,
         decide_now: bool,
     ) -> Result<()> {
@@ -160,13 +160,13 @@ impl MetaStore {
         }
         let mut counts = self.key_counts.lock().unwrap_or_else(|e| e.into_inner());
         let c = counts.entry((team, family)).or_default();
-        c.events += rows.len() as u64;
-        for props in rows {
+        for (props, events) in rows {
+            c.events += events;
             for k in props.keys() {
                 if let Some(n) = c.keys.get_mut(k) {
-                    *n += 1;
+                    *n += events;
                 } else if c.keys.len() < MAX_COUNTED_KEYS {
-                    c.keys.insert(k.clone(), 1);
+                    c.keys.insert(k.clone(), events);
                 }
             }
         }
@@ -251,7 +251,13 @@ impl LayoutSource for MetaStore {
 
     fn observe_rows(&self, team: TeamId, family: Family, rows: &[Map<String, Value>]) {
         // A sample of stored rows: decide on it at once, however few.
-        if let Err(e) = self.count_keys(team, family, rows.iter(), chrono::Utc::now(), true) {
+        if let Err(e) = self.count_keys(
+            team,
+            family,
+            rows.iter().map(|r| (r, 1)),
+            chrono::Utc::now(),
+            true,
+        ) {
             tracing::error!(error = %e, team_id = team.0, "cannot store promoted property columns; the properties stay in the JSON");
         }
     }
@@ -347,7 +353,7 @@ mod tests {
             .unwrap();
         let person = json!({"plan": "pro", "age": 30, "untyped": 1});
         let rows = vec![person.as_object().unwrap().clone(); 2];
-        s.observe_person_property_columns(t, rows.iter(), Utc::now())
+        s.observe_person_property_columns(t, rows.iter().map(|r| (r, 1)), Utc::now())
             .unwrap();
         let l = s.layouts();
         let keys = |f: Family| -> Vec<(String, String)> {

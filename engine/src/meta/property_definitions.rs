@@ -63,8 +63,8 @@ pub(super) fn load(conn: &Connection) -> Result<PropDefs> {
 
 impl MetaStore {
     /// Records the property types a batch of a project's events suggests (see
-    /// `crate::propdefs`): event properties, person properties from `$set`/`$set_once`,
-    /// and group properties from `$groupidentify`'s `$group_set`. A name whose type is known
+    /// `crate::propdefs`): event properties, person properties from `$set`/`$set_once` and
+    /// the event properties persons take on their own, and group properties from `$groupidentify`'s `$group_set`. A name whose type is known
     /// costs one hash lookup; only new names, or names whose values were all null so far,
     /// reach SQLite. The first type seen wins, also across concurrent batches.
     pub fn observe_properties<'e>(&self, team: TeamId, events: &'e [Event]) -> Result<()> {
@@ -123,6 +123,15 @@ impl MetaStore {
                         for (k, v) in m {
                             consider(PropertyKind::Person, k, v, e.created_at);
                         }
+                    }
+                }
+                // The event properties persons take on their own (`$browser` and
+                // `$initial_browser`, …) are person properties too, as in PostHog, whose
+                // ingestion adds them to the event's `$set` and `$set_once`.
+                for (key, initial) in crate::persons::AUTO_PERSON_PROPERTY_NAMES.iter() {
+                    if let Some(v) = e.properties.get(*key) {
+                        consider(PropertyKind::Person, key, v, e.created_at);
+                        consider(PropertyKind::Person, initial, v, e.created_at);
                     }
                 }
             }
@@ -225,6 +234,25 @@ mod tests {
             created_at: "2024-06-15T12:00:00Z".parse().unwrap(),
             properties: props.as_object().unwrap().clone(),
         }
+    }
+
+    #[test]
+    fn the_event_properties_persons_take_are_person_properties() {
+        use serde_json::json;
+        let (_dir, s) = test_store();
+        let t = TeamId(1);
+        s.observe_properties(
+            t,
+            &[event(
+                "$pageview",
+                json!({"$browser": "Chrome", "$screen_height": 800}),
+            )],
+        )
+        .unwrap();
+        let ty = |n| s.property_type(t, PropertyKind::Person, n);
+        assert_eq!(ty("$browser"), Some(PropertyType::String));
+        assert_eq!(ty("$initial_browser"), Some(PropertyType::String));
+        assert_eq!(ty("$screen_height"), None, "not one persons take");
     }
 
     #[test]

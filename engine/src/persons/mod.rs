@@ -169,6 +169,15 @@ fn merge_target(props: &Map<String, Value>, key: &str) -> Option<DistinctId> {
     }
 }
 
+/// Each of [`AUTO_PERSON_PROPERTIES`] with the name it is set once as (`$initial_<name>`).
+pub static AUTO_PERSON_PROPERTY_NAMES: std::sync::LazyLock<Vec<(&'static str, String)>> =
+    std::sync::LazyLock::new(|| {
+        AUTO_PERSON_PROPERTIES
+            .iter()
+            .map(|k| (*k, format!("$initial_{}", k.trim_start_matches('$'))))
+            .collect()
+    });
+
 /// Reads what an event asks of persons. `group_index` gives (and, for a new group type,
 /// assigns) the project's index of a group type.
 pub fn person_input(e: &Event, mut group_index: impl FnMut(&str) -> Option<u8>) -> PersonInput {
@@ -185,11 +194,10 @@ pub fn person_input(e: &Event, mut group_index: impl FnMut(&str) -> Option<u8>) 
     input.explicit = explicit_set.is_some_and(|m| !m.is_empty())
         || explicit_once.is_some_and(|m| !m.is_empty())
         || !explicit_unset.is_empty();
-    for &key in AUTO_PERSON_PROPERTIES {
-        if let Some(v) = props.get(key) {
-            input.set.insert(key.to_owned(), v.clone());
-            let name = format!("$initial_{}", key.trim_start_matches('$'));
-            input.set_once.insert(name, v.clone());
+    for (key, initial) in AUTO_PERSON_PROPERTY_NAMES.iter() {
+        if let Some(v) = props.get(*key) {
+            input.set.insert((*key).to_owned(), v.clone());
+            input.set_once.insert(initial.clone(), v.clone());
         }
     }
     // What the event says itself wins over what is derived from it.

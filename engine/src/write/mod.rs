@@ -180,7 +180,8 @@ pub(crate) fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
 
 /// Puts each event's person id and person-properties snapshot into its row. The snapshot is
 /// split as capture splits event properties: the project's promoted person properties into
-/// their columns, the rest into the residual `person_properties`. Its keys are counted for
+/// their columns, the rest into the residual `person_properties` (serde_json's compact text,
+/// keys sorted, as the whole snapshot was written before). Its keys are counted for
 /// promotion first, so a key promoted now is a column of these rows already.
 fn stamp(
     meta: &MetaStore,
@@ -189,38 +190,31 @@ fn stamp(
     stamps: &[Stamp],
 ) -> Result<RecordBatch, arrow::error::ArrowError> {
     let n = batch.num_rows();
-    // Each distinct snapshot is parsed once: a person's events in a record share it.
-    let mut seen: HashMap<*const u8, usize> = HashMap::new();
-    let mut maps: Vec<Option<Map<String, Value>>> = Vec::new();
+    // Each distinct snapshot once: a person's events in a record share it until it changes.
+    let mut seen: HashMap<*const Map<String, Value>, usize> = HashMap::new();
+    let mut maps: Vec<(&Map<String, Value>, u64)> = Vec::new();
     let row_map: Vec<Option<usize>> = stamps
         .iter()
         .map(|s| {
             let p = s.properties.as_ref()?;
-            Some(*seen.entry(p.as_ptr()).or_insert_with(|| {
-                maps.push(match serde_json::from_str(p) {
-                    Ok(Value::Object(m)) => Some(m),
-                    _ => None,
-                });
+            let at = *seen.entry(Arc::as_ptr(p)).or_insert_with(|| {
+                maps.push((p, 0));
                 maps.len() - 1
-            }))
+            });
+            maps[at].1 += 1;
+            Some(at)
         })
         .collect();
-    let counted: Vec<&Map<String, Value>> = row_map
-        .iter()
-        .filter_map(|i| maps[(*i)?].as_ref())
-        .collect();
-    if !counted.is_empty()
+    if !maps.is_empty()
         && let Err(e) =
-            meta.observe_person_property_columns(team, counted.into_iter(), chrono::Utc::now())
+            meta.observe_person_property_columns(team, maps.iter().copied(), chrono::Utc::now())
     {
         error!(error = %e, team_id = team.0, "cannot store promoted person property columns; they stay in the JSON");
     }
     let layouts = meta.layouts();
     let team_layout = layouts.of(Family::Person, team);
-    let splits: Vec<Option<(String, Vec<Option<Cell>>)>> = maps
-        .iter()
-        .map(|m| m.as_ref().map(|m| split(m, &team_layout)))
-        .collect();
+    let splits: Vec<(String, Vec<Option<Cell>>)> =
+        maps.iter().map(|(m, _)| split(m, &team_layout)).collect();
 
     let mut ids = StringBuilder::with_capacity(n, n * 36);
     let mut props = StringBuilder::with_capacity(n, n * 64);
@@ -232,16 +226,16 @@ fn stamp(
     let mut buf = uuid::Uuid::encode_buffer();
     for (s, m) in stamps.iter().zip(&row_map) {
         ids.append_value(s.person_id.as_uuid().hyphenated().encode_lower(&mut buf));
-        match (&s.properties, m.and_then(|i| splits[i].as_ref())) {
-            (Some(_), Some((residual, cells))) => {
+        match m.map(|i| &splits[i]) {
+            Some((residual, cells)) => {
                 props.append_value(residual);
                 for (b, c) in typed.iter_mut().zip(cells) {
                     b.append(c.clone());
                 }
             }
-            (p, _) => {
-                // Personless, or not an object: the text as it is, no columns.
-                props.append_option(p.as_deref());
+            None => {
+                // Personless.
+                props.append_null();
                 for b in &mut typed {
                     b.append(None);
                 }
