@@ -112,6 +112,8 @@ impl MetaStore {
                     }
                 }
             };
+            // The auto person properties already given a type in this batch.
+            let mut auto_done = vec![false; crate::persons::AUTO_PERSON_PROPERTY_NAMES.len()];
             for e in events {
                 for (k, v) in &e.properties {
                     if !NOT_EVENT_PROPERTIES.contains(&k.as_str()) {
@@ -128,10 +130,15 @@ impl MetaStore {
                 // The event properties persons take on their own (`$browser` and
                 // `$initial_browser`, …) are person properties too, as in PostHog, whose
                 // ingestion adds them to the event's `$set` and `$set_once`.
-                for (key, initial) in crate::persons::AUTO_PERSON_PROPERTY_NAMES.iter() {
-                    if let Some(v) = e.properties.get(*key) {
+                for (done, (key, initial)) in auto_done
+                    .iter_mut()
+                    .zip(crate::persons::AUTO_PERSON_PROPERTY_NAMES.iter())
+                {
+                    if !*done && let Some(v) = e.properties.get(*key) {
                         consider(PropertyKind::Person, key, v, e.created_at);
                         consider(PropertyKind::Person, initial, v, e.created_at);
+                        // A null decides nothing: later events may.
+                        *done = !v.is_null();
                     }
                 }
             }

@@ -377,11 +377,17 @@ pub(crate) fn split(
     let residual = if drop.is_empty() {
         serde_json::to_string(props).unwrap_or_default()
     } else {
+        // `props` iterates in key order (serde_json's map is sorted), so the sorted `drop`
+        // is walked alongside: one comparison per key, where a search of `drop` for every
+        // key was an eighth of the ingest CPU with 50 promoted properties.
+        drop.sort_unstable();
+        let mut drop = drop.into_iter().peekable();
         let mut out = Vec::with_capacity(256);
         out.push(b'{');
         let mut first = true;
         for (k, v) in props {
-            if drop.contains(&k.as_str()) {
+            while drop.next_if(|d| *d < k.as_str()).is_some() {}
+            if drop.next_if(|d| *d == k.as_str()).is_some() {
                 continue;
             }
             if !first {
@@ -569,6 +575,17 @@ impl TypedBuilder {
             DataType::Float64 => TypedBuilder::Num(Float64Builder::with_capacity(n)),
             DataType::Boolean => TypedBuilder::Bool(BooleanBuilder::with_capacity(n)),
             _ => TypedBuilder::Str(StringBuilder::with_capacity(n, 0)),
+        }
+    }
+    /// Appends a copy of `cell` (a cell several rows share).
+    pub(crate) fn append_ref(&mut self, cell: Option<&Cell>) {
+        match (self, cell) {
+            (TypedBuilder::Str(b), Some(Cell::Str(s))) => b.append_value(s),
+            (TypedBuilder::Num(b), Some(Cell::Num(x))) => b.append_value(*x),
+            (TypedBuilder::Bool(b), Some(Cell::Bool(x))) => b.append_value(*x),
+            (TypedBuilder::Str(b), _) => b.append_null(),
+            (TypedBuilder::Num(b), _) => b.append_null(),
+            (TypedBuilder::Bool(b), _) => b.append_null(),
         }
     }
     pub(crate) fn append(&mut self, cell: Option<Cell>) {

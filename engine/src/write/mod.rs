@@ -230,7 +230,7 @@ fn stamp(
             Some((residual, cells)) => {
                 props.append_value(residual);
                 for (b, c) in typed.iter_mut().zip(cells) {
-                    b.append(c.clone());
+                    b.append_ref(c.as_ref());
                 }
             }
             None => {

@@ -85,37 +85,77 @@ impl EventsTable {
 
     /// Writes `batch` (any order) as sorted Parquet files, one per (team, date) partition,
     /// in one commit that records `last_seq` as the WAL position it covers.
+    ///
+    /// Partitions are written one after the other, each by a writer of its own that is
+    /// closed before the next starts: a writer holds a row group's encoded pages and a
+    /// dictionary per column until it closes, and delta-rs's write kept one open for every
+    /// partition of the batch at once (a flush of events over 90 days, with 100 columns,
+    /// held 90 × 100 of them; at 1M events that was ~650 MiB of the ingest's peak RSS).
     pub async fn append(
         &self,
         batch: RecordBatch,
         last_seq: u64,
     ) -> Result<AppendStats, StorageError> {
+        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+        use deltalake::kernel::Action;
+        use deltalake::kernel::transaction::CommitBuilder;
+        use deltalake::protocol::DeltaOperation;
+        use deltalake::table::config::TablePropertiesExt;
+
         let rows = batch.num_rows() as u64;
         let sorted = sort_for_write(&batch)?;
         let mut guard = self.table.lock().await;
         self.ensure_columns(&mut guard, &sorted.schema()).await?;
-        let sorted = conform(&sorted, &guard.snapshot()?.snapshot().arrow_schema())?;
-        let before: BTreeMap<String, i64> = file_sizes(&guard)?;
+        let table_schema = guard.snapshot()?.snapshot().arrow_schema();
+        let sorted = conform(&sorted, &table_schema)?;
         let started = Instant::now();
-        let table = guard
-            .clone()
-            .write(vec![sorted])
-            .with_save_mode(SaveMode::Append)
-            .with_partition_columns(PARTITION_COLUMNS.iter().copied())
-            .with_writer_properties(self.writer_properties())
-            .with_target_file_size(NonZeroU64::new(self.cfg.target_file_bytes))
-            .with_commit_properties(
-                CommitProperties::default()
-                    .with_application_transaction(Transaction::new(WAL_APP_ID, last_seq as i64)),
-            )
-            .await?;
-        let after = file_sizes(&table)?;
-        let new: Vec<(&String, i64)> = after
+        let store = guard.log_store().object_store(None);
+        let indexed = guard
+            .snapshot()?
+            .snapshot()
+            .table_properties()
+            .num_indexed_cols();
+        // Rows are sorted by partition: each run of one (team, date) is a partition's.
+        let keys: Vec<arrow::array::ArrayRef> = PARTITION_COLUMNS
             .iter()
-            .filter(|(p, _)| !before.contains_key(*p))
-            .map(|(p, s)| (p, *s))
+            .map(|c| sorted.column_by_name(c).expect("partition column").clone())
             .collect();
-        let version = table.version().map_or(-1, |v| v as i64);
+        let mut adds = Vec::new();
+        for range in arrow::compute::partition(&keys)?.ranges() {
+            let config = WriterConfig::new(
+                table_schema.clone(),
+                PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
+                Some(self.writer_properties()),
+                NonZeroU64::new(self.cfg.target_file_bytes),
+                None,
+                indexed,
+                None,
+            );
+            let mut writer = DeltaWriter::new(store.clone(), config);
+            writer
+                .write(&sorted.slice(range.start, range.end - range.start))
+                .await?;
+            adds.extend(writer.close().await?);
+        }
+        let new: Vec<(String, i64)> = adds.iter().map(|a| (a.path.clone(), a.size)).collect();
+        let commit = CommitBuilder::from(
+            CommitProperties::default()
+                .with_application_transaction(Transaction::new(WAL_APP_ID, last_seq as i64)),
+        )
+        .with_actions(adds.into_iter().map(Action::Add).collect())
+        .build(
+            Some(guard.snapshot()?),
+            guard.log_store(),
+            DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: Some(PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect()),
+                predicate: None,
+            },
+        )
+        .await?;
+        let version = commit.version() as i64;
+        let mut table = guard.clone();
+        table.update_incremental(None).await?;
         self.sync_local(new.iter().map(|(p, _)| p.as_str()), version)
             .await?;
         let stats = AppendStats {
