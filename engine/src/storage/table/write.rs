@@ -104,6 +104,8 @@ impl EventsTable {
 
         let rows = batch.num_rows() as u64;
         let sorted = sort_for_write(&batch)?;
+        // The unsorted copy is not needed any more (the buffer keeps its parts for a retry).
+        drop(batch);
         let mut guard = self.table.lock().await;
         self.ensure_columns(&mut guard, &sorted.schema()).await?;
         let table_schema = guard.snapshot()?.snapshot().arrow_schema();
