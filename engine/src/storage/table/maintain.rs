@@ -1,11 +1,10 @@
 //! Keeping the table in shape: compaction of small files and of files in an older property
 //! layout, and vacuum of replaced ones.
 
-use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+use deltalake::datafile::writer::DeltaWriter;
 use deltalake::kernel::Action;
 use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::protocol::DeltaOperation;
-use deltalake::table::config::TablePropertiesExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::write::sort_for_write;
@@ -214,19 +213,7 @@ impl EventsTable {
                     )
                 })
                 .map_err(|e| StorageError::Invariant(format!("bad partition date {date}: {e}")))?;
-            let config = WriterConfig::new(
-                table_schema.clone(),
-                PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
-                Some(self.writer_properties()),
-                NonZeroU64::new(self.cfg.target_file_bytes),
-                None,
-                guard
-                    .snapshot()?
-                    .snapshot()
-                    .table_properties()
-                    .num_indexed_cols(),
-                None,
-            );
+            let config = self.writer_config(&guard, table_schema.clone())?;
             let mut writer = DeltaWriter::new(store.clone(), config);
             let whole = rewrite.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
             let mut held: Vec<RecordBatch> = Vec::new();

@@ -83,6 +83,29 @@ impl EventsTable {
         b.build()
     }
 
+    /// How delta-rs's writer writes this table's files: `schema` (the table's), partitioned,
+    /// with our writer properties, target size and the table's statistics columns.
+    pub(super) fn writer_config(
+        &self,
+        table: &DeltaTable,
+        schema: arrow::datatypes::SchemaRef,
+    ) -> Result<deltalake::datafile::writer::WriterConfig, StorageError> {
+        use deltalake::table::config::TablePropertiesExt;
+        Ok(deltalake::datafile::writer::WriterConfig::new(
+            schema,
+            PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
+            Some(self.writer_properties()),
+            NonZeroU64::new(self.cfg.target_file_bytes),
+            None,
+            table
+                .snapshot()?
+                .snapshot()
+                .table_properties()
+                .num_indexed_cols(),
+            None,
+        ))
+    }
+
     /// Writes `batch` (any order) as sorted Parquet files, one per (team, date) partition,
     /// in one commit that records `last_seq` as the WAL position it covers.
     ///
@@ -96,11 +119,10 @@ impl EventsTable {
         batch: RecordBatch,
         last_seq: u64,
     ) -> Result<AppendStats, StorageError> {
-        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+        use deltalake::datafile::writer::DeltaWriter;
         use deltalake::kernel::Action;
         use deltalake::kernel::transaction::CommitBuilder;
         use deltalake::protocol::DeltaOperation;
-        use deltalake::table::config::TablePropertiesExt;
 
         let rows = batch.num_rows() as u64;
         let sorted = sort_for_write(&batch)?;
@@ -112,11 +134,6 @@ impl EventsTable {
         let sorted = conform(&sorted, &table_schema)?;
         let started = Instant::now();
         let store = guard.log_store().object_store(None);
-        let indexed = guard
-            .snapshot()?
-            .snapshot()
-            .table_properties()
-            .num_indexed_cols();
         // Rows are sorted by partition: each run of one (team, date) is a partition's.
         let keys: Vec<arrow::array::ArrayRef> = PARTITION_COLUMNS
             .iter()
@@ -124,15 +141,7 @@ impl EventsTable {
             .collect();
         let mut adds = Vec::new();
         for range in arrow::compute::partition(&keys)?.ranges() {
-            let config = WriterConfig::new(
-                table_schema.clone(),
-                PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
-                Some(self.writer_properties()),
-                NonZeroU64::new(self.cfg.target_file_bytes),
-                None,
-                indexed,
-                None,
-            );
+            let config = self.writer_config(&guard, table_schema.clone())?;
             let mut writer = DeltaWriter::new(store.clone(), config);
             writer
                 .write(&sorted.slice(range.start, range.end - range.start))
