@@ -173,10 +173,17 @@ impl EventsTable {
             };
             // Rows from before their family's columns existed (a table from before storage
             // v2, or before person properties had columns): their keys decide what becomes
-            // a column.
+            // a column. Person keys once per project and process: files without person
+            // layouts keep coming when persons are not processed.
             for family in Family::ALL {
                 if files.iter().any(|f| f.layout_of(family).is_none())
                     && layouts.layouts().of(family, team_id).columns.is_empty()
+                    && (family == Family::Event
+                        || self
+                            .sampled
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert((team_id, family)))
                 {
                     self.sample_keys(&guard, team_id, family, &files, layouts)
                         .await?;
