@@ -589,14 +589,7 @@ impl TypedBuilder {
         }
     }
     pub(crate) fn append(&mut self, cell: Option<Cell>) {
-        match (self, cell) {
-            (TypedBuilder::Str(b), Some(Cell::Str(s))) => b.append_value(s),
-            (TypedBuilder::Num(b), Some(Cell::Num(x))) => b.append_value(x),
-            (TypedBuilder::Bool(b), Some(Cell::Bool(x))) => b.append_value(x),
-            (TypedBuilder::Str(b), _) => b.append_null(),
-            (TypedBuilder::Num(b), _) => b.append_null(),
-            (TypedBuilder::Bool(b), _) => b.append_null(),
-        }
+        self.append_ref(cell.as_ref());
     }
     pub(crate) fn finish(&mut self) -> ArrayRef {
         match self {

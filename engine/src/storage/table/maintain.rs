@@ -180,10 +180,10 @@ impl EventsTable {
                     && layouts.layouts().of(family, team_id).columns.is_empty()
                     && (family == Family::Event
                         || self
-                            .sampled
+                            .person_keys_sampled
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
-                            .insert((team_id, family)))
+                            .insert(team_id))
                 {
                     self.sample_keys(&guard, team_id, family, &files, layouts)
                         .await?;

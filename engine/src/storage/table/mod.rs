@@ -210,10 +210,10 @@ pub struct EventsTable {
     /// The same snapshot for readers, published after each commit: a query never waits
     /// for a compaction, a fold or an erasure that holds the commit lock.
     latest: std::sync::RwLock<DeltaTable>,
-    /// (project, family) whose stored person properties compaction already counted keys of
-    /// in this process: a table ingested without person processing has no person layouts in
-    /// any new file, and must not be sampled again at every compaction.
-    sampled: std::sync::Mutex<std::collections::HashSet<(TeamId, crate::storage::layout::Family)>>,
+    /// Projects whose stored person properties compaction already counted keys of in this
+    /// process: a table ingested without person processing has no person layouts in any new
+    /// file, and must not be sampled again at every compaction.
+    person_keys_sampled: std::sync::Mutex<std::collections::HashSet<TeamId>>,
 }
 
 impl EventsTable {
@@ -264,7 +264,7 @@ impl EventsTable {
         Ok(Self {
             cfg,
             latest: std::sync::RwLock::new(table.clone()),
-            sampled: Default::default(),
+            person_keys_sampled: Default::default(),
             table: Mutex::new(table),
         })
     }
