@@ -18,6 +18,13 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("'{s}' is not a size like 64MiB: {e}"))
 }
 
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a share between 0 and 1")),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration like 10s: {e}"))
 }
@@ -186,10 +193,16 @@ pub struct ServeArgs {
     /// it short; it exists for tests and tuning.
     #[arg(long, env = "HEDGEROW_PERSONS_COMMIT_INTERVAL", default_value = "0s", value_parser = parse_duration)]
     pub persons_commit_interval: Duration,
-    /// How often merged persons' ids are rewritten in the files (then their overrides are
-    /// forgotten). Until then queries map them at read time.
+    /// How often the files are swept for merged persons' old ids: files where they are at
+    /// least --override-fold-share of the rows are rewritten with the merged-into id, and
+    /// overrides no file holds any more are forgotten. Elsewhere queries map them at read
+    /// time, and compaction folds them when it rewrites a file anyway.
     #[arg(long, env = "HEDGEROW_OVERRIDE_FOLD_INTERVAL", default_value = "24h", value_parser = parse_duration)]
     pub override_fold_interval: Duration,
+    /// The share (0–1) of a file's rows holding merged-away person ids above which the fold
+    /// sweep rewrites the file.
+    #[arg(long, env = "HEDGEROW_OVERRIDE_FOLD_SHARE", default_value_t = 0.1, value_parser = parse_share)]
+    pub override_fold_share: f64,
     /// Buffered bytes above which ingestion waits for a flush (back-pressure).
     #[arg(long, env = "HEDGEROW_BUFFER_LIMIT", default_value = "1GiB", value_parser = parse_size)]
     pub buffer_limit: u64,
@@ -387,6 +400,7 @@ impl ServeArgs {
             compaction_min_files: self.compaction_min_files,
             vacuum_retention: self.vacuum_retention,
             override_fold_interval: self.override_fold_interval,
+            override_fold_share: self.override_fold_share,
         };
         Ok(cfg)
     }

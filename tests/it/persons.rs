@@ -760,6 +760,25 @@ async fn merges_override_old_events_in_queries() {
     let rows = api.hogql(q, json!({})).await;
     assert!(rows.iter().all(|r| r[1] == uuid));
     assert_eq!(rows[0][2], "free", "snapshots are untouched by folding");
+    // No file holds the merged-away id any more: the sweep forgets the override.
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("meta.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    loop {
+        let left: i64 = db
+            .query_row("SELECT count(*) FROM person_overrides", [], |r| r.get(0))
+            .unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{left} overrides were not forgotten after folding"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 }
 
 /// Generated data with sign-ups and second devices: every event's person must be the one

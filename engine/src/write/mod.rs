@@ -34,7 +34,7 @@ use crate::storage::layout::{
     Cell, Family, PERSON_LAYOUT_COLUMN, TypedBuilder, arrow_type, conform, split,
 };
 use crate::storage::schema::{batch_schema, events_to_batch};
-use crate::storage::table::{AppendStats, EventsTable, StorageError};
+use crate::storage::table::{AppendStats, EventsTable, PersonMaps, StorageError};
 
 /// When the buffer is written out. Any one condition triggers a flush.
 #[derive(Debug, Clone)]
@@ -70,10 +70,13 @@ pub struct MaintenanceConfig {
     pub compaction_min_files: usize,
     /// Files removed by compaction are deleted once no snapshot this young needs them.
     pub vacuum_retention: Duration,
-    /// Person-id overrides are folded into the files at most this often (with a compaction
-    /// tick). A fold rewrites every file holding a merged person's events, which after a
-    /// busy day is most of the table, and the replaced files wait for the vacuum.
+    /// How often the fold sweep runs (with a compaction tick): it reads every file's
+    /// `person_id` and rewrites the files where merged-away ids are dense.
     pub override_fold_interval: Duration,
+    /// The share of a file's rows holding merged-away person ids above which the sweep
+    /// rewrites it; below it the ids are mapped at read time (and folded when compaction
+    /// rewrites the file anyway).
+    pub override_fold_share: f64,
 }
 
 impl Default for MaintenanceConfig {
@@ -83,7 +86,67 @@ impl Default for MaintenanceConfig {
             compaction_min_files: 8,
             vacuum_retention: Duration::from_secs(3600),
             override_fold_interval: Duration::from_secs(24 * 3600),
+            override_fold_share: 0.1,
         }
+    }
+}
+
+/// The fold sweep: folds each project's overrides into the files where they are dense
+/// (at least `share` of a file's rows), then forgets the overrides no file holds any more
+/// and whose events the table holds all of (made at or before the WAL position it covers:
+/// later records are stamped with the merged-into id already).
+async fn fold_overrides(
+    table: &EventsTable,
+    store: &dyn crate::persons::store::PersonStore,
+    layouts: &MetaStore,
+    share: f64,
+) {
+    let committed = match table.committed_seq().await {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(error = %e, "cannot read the table's WAL position");
+            return;
+        }
+    };
+    let (all, covered) = match (
+        store.overrides_through(u64::MAX),
+        store.overrides_through(committed),
+    ) {
+        (Ok(all), Ok(covered)) => (all, covered),
+        (Err(e), _) | (_, Err(e)) => {
+            warn!(error = %e, "cannot read person-id overrides");
+            return;
+        }
+    };
+    let covered: HashMap<TeamId, HashMap<String, String>> = covered.into_iter().collect();
+    for (team, map) in all {
+        let stats = match table.fold_overrides(team, &map, share, layouts).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "folding person-id overrides failed; will try again");
+                continue;
+            }
+        };
+        let gone: HashMap<String, String> = covered
+            .get(&team)
+            .into_iter()
+            .flatten()
+            .filter(|(old, _)| !stats.still_present.contains(*old))
+            .map(|(old, new)| (old.clone(), new.clone()))
+            .collect();
+        if let Err(e) = store.forget_overrides(team, &gone) {
+            warn!(error = %e, "cannot forget folded person-id overrides; they stay (harmless)");
+        }
+        info!(
+            team_id = team.0,
+            overrides = map.len(),
+            forgotten = gone.len(),
+            files_read = stats.files_read,
+            rows_overridden = stats.rows_overridden,
+            files_rewritten = stats.files_rewritten,
+            rows_folded = stats.rows_folded,
+            "folded person-id overrides"
+        );
     }
 }
 
@@ -536,9 +599,22 @@ impl Pipeline {
         let metrics = self.metrics.clone();
         let min_files = self.maintenance.compaction_min_files;
         let retention = self.maintenance.vacuum_retention;
+        let share = self.maintenance.override_fold_share;
         let store = self.persons.store().clone();
         tokio::spawn(async move {
-            match table.compact(min_files, meta.as_ref()).await {
+            // Every override the store holds: rows compaction rewrites anyway get the
+            // merged-into person's id (right whenever the merge was).
+            let persons: PersonMaps = match store.overrides_through(u64::MAX) {
+                Ok(teams) => teams
+                    .into_iter()
+                    .map(|(team, map)| (team, Arc::new(map)))
+                    .collect(),
+                Err(e) => {
+                    warn!(error = %e, "cannot read person-id overrides; compaction does not fold them this time");
+                    PersonMaps::new()
+                }
+            };
+            match table.compact(min_files, meta.as_ref(), &persons).await {
                 Ok(s) if s.partitions > 0 => {
                     metrics
                         .compactions
@@ -550,40 +626,15 @@ impl Pipeline {
                         partitions = s.partitions,
                         removed = s.files_removed,
                         added = s.files_added,
+                        person_ids_folded = s.rows_folded,
                         "compacted"
                     );
                 }
                 Ok(_) => {}
                 Err(e) => warn!(error = %e, "compaction failed; will try again"),
             }
-            // Merged persons: once the table holds every event stored under an old person
-            // id, rewrite those ids in the files and forget the override.
-            match table.committed_seq().await {
-                Ok(_) if !fold => {}
-                Ok(committed) => match store.overrides_through(committed) {
-                    Ok(teams) => {
-                        for (team, map) in teams {
-                            match table.rewrite_person_ids(team, &map).await {
-                                Ok(stats) => {
-                                    if let Err(e) = store.forget_overrides(team, &map) {
-                                        warn!(error = %e, "cannot forget folded person-id overrides; they stay (harmless)");
-                                    }
-                                    info!(
-                                        team_id = team.0,
-                                        overrides = map.len(),
-                                        ?stats,
-                                        "folded person-id overrides into the files"
-                                    );
-                                }
-                                Err(e) => {
-                                    warn!(error = %e, "folding person-id overrides failed; will try again")
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => warn!(error = %e, "cannot read person-id overrides"),
-                },
-                Err(e) => warn!(error = %e, "cannot read the table's WAL position"),
+            if fold {
+                fold_overrides(&table, store.as_ref(), meta.as_ref(), share).await;
             }
             let retention =
                 chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::hours(1));

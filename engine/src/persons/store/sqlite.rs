@@ -551,7 +551,9 @@ impl PersonStore for SqliteStore {
         let mut stmt = conn.prepare_cached(
             "SELECT team_id, old_person_id, override_person_id FROM person_overrides WHERE seq <= ?1 ORDER BY team_id",
         )?;
-        let rows = stmt.query_map(params![seq as i64], |r| {
+        // Sequences are stored as SQLite integers: u64::MAX (every override) is i64::MAX.
+        let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![seq], |r| {
             Ok((
                 r.get::<_, i64>(0)?,
                 r.get::<_, String>(1)?,
@@ -1058,6 +1060,13 @@ mod tests {
         let o = s.overrides(TeamId(1)).unwrap();
         assert_eq!(o.get(&u(10).to_string()), Some(&u(12).to_string()));
         assert_eq!(o.get(&u(11).to_string()), Some(&u(12).to_string()));
+        // Made at seq 8: not covered through 7, covered through 8 and through "everything".
+        assert!(s.overrides_through(7).unwrap().is_empty());
+        for seq in [8, u64::MAX] {
+            let through = s.overrides_through(seq).unwrap();
+            assert_eq!(through.len(), 1, "{seq}");
+            assert_eq!(through[0].1, o, "{seq}");
+        }
         let mut c = ChangeSet::default();
         c.ops.push(Op::ClearOverride {
             team: TeamId(1),

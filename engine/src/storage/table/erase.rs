@@ -50,7 +50,7 @@ impl EventsTable {
                 .clone()
                 .delete()
                 .with_predicate(predicate)
-                .with_writer_properties(self.writer_properties())
+                .with_writer_properties(self.writer_properties(true))
                 .await?;
             *guard = table;
             self.publish(&guard);

@@ -21,10 +21,49 @@ const RELAYOUT_BYTES_PER_RUN: i64 = 2 << 30;
 /// bigger ones are rewritten file by file (each file stays sorted, and memory bounded).
 const SORT_WHOLE_BYTES: i64 = 64 << 20;
 
+/// One project's person-id overrides, old id → the id it went into (chains followed).
+pub(crate) type PersonMap = HashMap<String, String>;
+/// Every project's [`PersonMap`] (projects without overrides are absent).
+pub(crate) type PersonMaps = HashMap<TeamId, Arc<PersonMap>>;
+
+/// What [`EventsTable::rewrite_files`] wrote.
+pub(super) struct Rewritten {
+    pub(super) added: usize,
+    pub(super) rows_folded: u64,
+}
+
+/// `batch` with every `person_id` that `map` holds replaced by its value, and how many
+/// rows changed; `None` when none did.
+pub(super) fn fold_person_ids(
+    batch: &RecordBatch,
+    map: &PersonMap,
+) -> Result<Option<(RecordBatch, u64)>, arrow::error::ArrowError> {
+    use arrow::array::{Array, AsArray, StringBuilder};
+    let Some(idx) = batch.schema().index_of("person_id").ok() else {
+        return Ok(None);
+    };
+    let ids = arrow::compute::cast(batch.column(idx), &arrow::datatypes::DataType::Utf8)?;
+    let ids = ids.as_string::<i32>();
+    let hits = ids
+        .iter()
+        .filter(|id| id.is_some_and(|id| map.contains_key(id)))
+        .count() as u64;
+    if hits == 0 {
+        return Ok(None);
+    }
+    let mut out = StringBuilder::with_capacity(ids.len(), ids.value_data().len());
+    for id in ids.iter() {
+        out.append_option(id.map(|id| map.get(id).map_or(id, String::as_str)));
+    }
+    let mut cols = batch.columns().to_vec();
+    cols[idx] = arrow::compute::cast(&out.finish(), batch.column(idx).data_type())?;
+    Ok(Some((RecordBatch::try_new(batch.schema(), cols)?, hits)))
+}
+
 /// One data file as compaction sees it.
 pub(super) struct DataFile {
     pub(super) path: Path,
-    size: i64,
+    pub(super) size: i64,
     /// The least `props_layout` of its rows; `None` when some row has none (a file from
     /// before storage v2, or one whose statistics do not say).
     pub(super) layout: Option<i64>,
@@ -124,10 +163,16 @@ impl EventsTable {
     /// current layout. Rows of a v1 table are counted for promotion first. Readers see
     /// either the old files or the new ones, never both and never none: the removes and
     /// the adds are one Delta commit.
+    ///
+    /// Rewritten rows of merged persons get the id they went into (`persons`: each
+    /// project's overrides): a merge is folded into a file when the file is rewritten
+    /// anyway, and [`EventsTable::fold_overrides`] folds the rest only where a file's share
+    /// of them makes it worth a rewrite.
     pub(crate) async fn compact(
         &self,
         min_files: usize,
         layouts: &dyn LayoutSource,
+        persons: &PersonMaps,
     ) -> Result<CompactStats, StorageError> {
         let candidates: Vec<(String, String)> = {
             let guard = self.table.lock().await;
@@ -205,102 +250,141 @@ impl EventsTable {
             if rewrite.is_empty() || (rewrite.len() == 1 && !rewrite[0].stale(&current, team_id)) {
                 continue;
             }
-            // The columns the rewritten rows need exist before the writer starts.
-            self.ensure_columns(&mut guard, &batch_schema(&current))
-                .await?;
-            let table_schema = guard.snapshot()?.snapshot().arrow_schema();
-            let store = guard.log_store().object_store(None);
-            let date32 = chrono::NaiveDate::parse_from_str(&date, "%Y-%m-%d")
-                .map(|d| {
-                    date32_of_micros(
-                        d.and_hms_opt(0, 0, 0)
-                            .expect("midnight")
-                            .and_utc()
-                            .timestamp_micros(),
-                    )
-                })
-                .map_err(|e| StorageError::Invariant(format!("bad partition date {date}: {e}")))?;
-            let config = self.writer_config(&guard, table_schema.clone())?;
-            let mut writer = DeltaWriter::new(store.clone(), config);
-            let whole = rewrite.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
-            let mut held: Vec<RecordBatch> = Vec::new();
-            // Decoding, moving keys and sorting run on the blocking pool, a file at a time,
-            // handing batches over a short channel: the async workers stay free for capture
-            // and queries, and memory holds a file's bytes and a few batches.
-            for f in &rewrite {
-                let bytes = fetch(&store, &f.path).await?;
-                let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(2);
-                let (current, path) = (current.clone(), f.path.clone());
-                let task = tokio::task::spawn_blocking(move || -> Result<(), StorageError> {
-                    for b in decode(bytes, &path, team_id.0, date32)? {
-                        let mut b = b?;
-                        for family in Family::ALL {
-                            b = relayout(&b, family, &current.of(family, team_id), &current)?;
-                        }
-                        if tx.blocking_send(b).is_err() {
-                            break;
-                        }
-                    }
-                    Ok(())
-                });
-                while let Some(b) = rx.recv().await {
-                    if whole {
-                        held.push(b);
-                    } else {
-                        // Rows come in the file's order, which is sorted.
-                        writer.write(&conform(&b, &table_schema)?).await?;
-                    }
-                }
-                task.await.map_err(|source| StorageError::Task {
-                    what: "compaction",
-                    source,
-                })??;
-            }
-            if whole && !held.is_empty() {
-                let schema = table_schema.clone();
-                let all =
-                    tokio::task::spawn_blocking(move || -> Result<RecordBatch, StorageError> {
-                        let all = concat_conformed(held.iter())?;
-                        drop(held);
-                        Ok(conform(&sort_for_write(&all)?, &schema)?)
-                    })
-                    .await
-                    .map_err(|source| StorageError::Task {
-                        what: "compaction",
-                        source,
-                    })??;
-                writer.write(&all).await?;
-            }
-            let adds = writer.close().await?;
-            let added: Vec<String> = adds.iter().map(|a| a.path.clone()).collect();
-            let mut actions: Vec<Action> = rewrite.iter().map(|f| f.remove.clone()).collect();
-            actions.extend(adds.into_iter().map(|mut a| {
-                a.data_change = false;
-                Action::Add(a)
-            }));
-            let commit = CommitBuilder::default()
-                .with_actions(actions)
-                .build(
-                    Some(guard.snapshot()?),
-                    guard.log_store(),
-                    DeltaOperation::Optimize {
-                        predicate: Some(format!("team_id = {team} AND event_date = '{date}'")),
-                        target_size: self.cfg.target_file_bytes as i64,
-                    },
+            let written = self
+                .rewrite_files(
+                    &mut guard,
+                    team_id,
+                    &date,
+                    &rewrite,
+                    &current,
+                    persons.get(&team_id),
                 )
                 .await?;
-            let version = commit.version() as i64;
-            let mut table = guard.clone();
-            table.update_incremental(None).await?;
-            self.sync_local(added.iter().map(String::as_str), version)
-                .await?;
-            *guard = table;
-            self.publish(&guard);
+            stats.rows_folded += written.rows_folded;
+            let added = written.added;
             stats.partitions += 1;
             stats.files_removed += rewrite.len() as u64;
-            stats.files_added += added.len() as u64;
+            stats.files_added += added as u64;
         }
         Ok(stats)
+    }
+
+    /// Replaces `files` of `team`'s partition `date` with rewritten copies in one commit:
+    /// rows moved to the current property layout (`current`) and, when `persons` is given,
+    /// merged persons' ids replaced by the id they went into (old → current, chains
+    /// followed). A partition of at most [`SORT_WHOLE_BYTES`] is sorted whole; a bigger one
+    /// is rewritten file by file, each keeping its order, so its files do not claim a sort
+    /// order they no longer have.
+    pub(super) async fn rewrite_files(
+        &self,
+        guard: &mut DeltaTable,
+        team_id: TeamId,
+        date: &str,
+        files: &[&DataFile],
+        current: &Arc<Layouts>,
+        persons: Option<&Arc<PersonMap>>,
+    ) -> Result<Rewritten, StorageError> {
+        // The columns the rewritten rows need exist before the writer starts.
+        self.ensure_columns(guard, &batch_schema(current)).await?;
+        let table_schema = guard.snapshot()?.snapshot().arrow_schema();
+        let store = guard.log_store().object_store(None);
+        let date32 = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d")
+            .map(|d| {
+                date32_of_micros(
+                    d.and_hms_opt(0, 0, 0)
+                        .expect("midnight")
+                        .and_utc()
+                        .timestamp_micros(),
+                )
+            })
+            .map_err(|e| StorageError::Invariant(format!("bad partition date {date}: {e}")))?;
+        let whole = files.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
+        let config = self.writer_config(guard, table_schema.clone(), whole)?;
+        let mut writer = DeltaWriter::new(store.clone(), config);
+        let mut held: Vec<RecordBatch> = Vec::new();
+        let mut rows_folded = 0u64;
+        // Decoding, moving keys, folding ids and sorting run on the blocking pool, a file at
+        // a time, handing batches over a short channel: the async workers stay free for
+        // capture and queries, and memory holds a file's bytes and a few batches.
+        for f in files {
+            let bytes = fetch(&store, &f.path).await?;
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<(RecordBatch, u64)>(2);
+            let (current, path, persons) = (current.clone(), f.path.clone(), persons.cloned());
+            let task = tokio::task::spawn_blocking(move || -> Result<(), StorageError> {
+                for b in decode(bytes, &path, team_id.0, date32)? {
+                    let mut b = b?;
+                    for family in Family::ALL {
+                        b = relayout(&b, family, &current.of(family, team_id), &current)?;
+                    }
+                    let mut folded = 0;
+                    if let Some(map) = &persons
+                        && let Some((changed, n)) = fold_person_ids(&b, map)?
+                    {
+                        (b, folded) = (sort_for_write(&changed)?, n);
+                    }
+                    if tx.blocking_send((b, folded)).is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            });
+            while let Some((b, folded)) = rx.recv().await {
+                rows_folded += folded;
+                if whole {
+                    held.push(b);
+                } else {
+                    writer.write(&conform(&b, &table_schema)?).await?;
+                }
+            }
+            task.await.map_err(|source| StorageError::Task {
+                what: "compaction",
+                source,
+            })??;
+        }
+        if whole && !held.is_empty() {
+            let schema = table_schema.clone();
+            let all = tokio::task::spawn_blocking(move || -> Result<RecordBatch, StorageError> {
+                let all = concat_conformed(held.iter())?;
+                drop(held);
+                Ok(conform(&sort_for_write(&all)?, &schema)?)
+            })
+            .await
+            .map_err(|source| StorageError::Task {
+                what: "compaction",
+                source,
+            })??;
+            writer.write(&all).await?;
+        }
+        let adds = writer.close().await?;
+        let added: Vec<String> = adds.iter().map(|a| a.path.clone()).collect();
+        let mut actions: Vec<Action> = files.iter().map(|f| f.remove.clone()).collect();
+        actions.extend(adds.into_iter().map(|mut a| {
+            a.data_change = false;
+            Action::Add(a)
+        }));
+        let team = team_id.0;
+        let commit = CommitBuilder::default()
+            .with_actions(actions)
+            .build(
+                Some(guard.snapshot()?),
+                guard.log_store(),
+                DeltaOperation::Optimize {
+                    predicate: Some(format!("team_id = {team} AND event_date = '{date}'")),
+                    target_size: self.cfg.target_file_bytes as i64,
+                },
+            )
+            .await?;
+        let version = commit.version() as i64;
+        let mut table = guard.clone();
+        table.update_incremental(None).await?;
+        self.sync_local(added.iter().map(String::as_str), version)
+            .await?;
+        *guard = table;
+        self.publish(guard);
+        Ok(Rewritten {
+            added: added.len(),
+            rows_folded,
+        })
     }
 
     /// Counts the keys of up to a few thousand rows of `files` (the JSON column of `family`

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use arrow::array::RecordBatch;
 use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take_record_batch};
-use datafusion::logical_expr::{Case, Expr, col, lit};
+use datafusion::logical_expr::{col, lit};
 use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::logstore::{
@@ -42,7 +42,7 @@ use crate::model::TeamId;
 
 mod erase;
 mod maintain;
-pub(crate) use maintain::team_min_layout;
+pub(crate) use maintain::{PersonMaps, team_min_layout};
 #[cfg(test)]
 use maintain::{decode, fetch, partition_files};
 mod rewrite;
@@ -131,6 +131,8 @@ pub(crate) struct CompactStats {
     pub partitions: u64,
     pub files_removed: u64,
     pub files_added: u64,
+    /// Rows whose merged-away person id was replaced by the one it went into.
+    pub rows_folded: u64,
 }
 
 /// What erasing people's events did ([`EventsTable::delete_person_events`]).
@@ -146,18 +148,7 @@ pub struct EraseStats {
     pub log_files_removed: u64,
 }
 
-/// What folding person ids did ([`EventsTable::rewrite_person_ids`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RewriteStats {
-    pub rows_rewritten: u64,
-    /// Files replaced by rewritten copies.
-    pub files_rewritten: u64,
-    pub files_written: u64,
-    /// Commits made (one per chunk of the map that matched rows).
-    pub commits: u64,
-}
-
-/// Person ids per delete or update commit: bounds the predicate's size.
+/// Person ids per delete commit: bounds the predicate's size.
 const IDS_PER_COMMIT: usize = 1000;
 
 struct S3Factory;

@@ -1,3 +1,4 @@
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, StringArray};
@@ -125,7 +126,7 @@ async fn erasing_people_leaves_no_trace_in_files_or_log() {
     // Compaction replaces the small files; the replaced ones, victim rows and all, stay
     // on disk (and in the log) until a vacuum.
     let compacted = table
-        .compact(2, &FixedLayouts(Layouts::default()))
+        .compact(2, &FixedLayouts(Layouts::default()), &PersonMaps::new())
         .await
         .unwrap();
     assert!(compacted.files_removed >= 8, "{compacted:?}");
@@ -212,7 +213,7 @@ async fn erasing_people_leaves_no_trace_in_files_or_log() {
     table.append(batch(&more), 7).await.unwrap();
     assert_eq!(table.committed_seq().await.unwrap(), 7);
     table
-        .compact(2, &FixedLayouts(Layouts::default()))
+        .compact(2, &FixedLayouts(Layouts::default()), &PersonMaps::new())
         .await
         .unwrap();
     assert_eq!(rows(&table).await.len(), after.len() + 1);
@@ -237,8 +238,11 @@ async fn erasing_people_leaves_no_trace_in_files_or_log() {
     assert_eq!(grep_dir(&root, &needles), vec![]);
 }
 
+/// The fold sweep rewrites only the files where merged-away ids are at least the given
+/// share of the rows, reports the ids the other files still hold, and leaves other
+/// projects' rows alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rewriting_person_ids_folds_merged_people() {
+async fn fold_sweep_rewrites_only_files_dense_in_merged_ids() {
     let dir = tempfile::tempdir().unwrap();
     let table = open(dir.path()).await;
     let p = json!({});
@@ -265,38 +269,70 @@ async fn rewriting_person_ids_folds_merged_people() {
         (pa.clone(), pc.clone()),
         (pd.clone(), pd.clone()),
     ]);
+    let layouts = FixedLayouts(Layouts::default());
+    // Day 1 has 4 merged-away rows of 6, day 2 one of 3: at a half only day 1 is rewritten.
     let stats = table
-        .rewrite_person_ids_chunked(TeamId(1), &map, 1)
+        .fold_overrides(TeamId(1), &map, 0.5, &layouts)
         .await
         .unwrap();
-    assert_eq!(stats.rows_rewritten, 5, "{stats:?}");
-    assert_eq!(stats.commits, 2, "{stats:?}");
-    assert!(stats.files_rewritten >= 2 && stats.files_written >= 2);
-    let got = rows(&table).await;
-    assert_eq!(got.len(), 10);
-    for (t, d, person) in &got {
-        let want = match (*t, d.as_str()) {
-            (1, "a" | "b" | "c") => &pc,
-            (1, "d") => &pd,
-            (2, _) => &pa,
-            other => panic!("unexpected row {other:?}"),
-        };
-        assert_eq!(person, want, "{t} {d}");
-    }
+    assert_eq!(
+        (stats.files_read, stats.rows_read, stats.rows_overridden),
+        (2, 9, 5),
+        "{stats:?}"
+    );
+    assert_eq!(
+        (stats.files_rewritten, stats.rows_folded),
+        (1, 4),
+        "{stats:?}"
+    );
+    assert_eq!(stats.still_present, HashSet::from([pa.clone()]));
+    // Day 2's "a" row keeps a's id until its file is folded.
+    let check = |got: Vec<(i64, String, String)>, unfolded: usize| {
+        assert_eq!(got.len(), 10);
+        let mut left = 0;
+        for (t, d, person) in &got {
+            let want = match (*t, d.as_str()) {
+                (1, "a") if *person == pa => {
+                    left += 1;
+                    continue;
+                }
+                (1, "a" | "b" | "c") => &pc,
+                (1, "d") => &pd,
+                (2, _) => &pa,
+                other => panic!("unexpected row {other:?}"),
+            };
+            assert_eq!(person, want, "{t} {d}");
+        }
+        assert_eq!(left, unfolded);
+    };
+    check(rows(&table).await, 1);
     assert_eq!(table.committed_seq().await.unwrap(), 3);
 
-    // Nothing matching: no commit.
-    let version = table.current().await.version();
-    let none = table
-        .rewrite_person_ids(TeamId(1), &HashMap::from([(pb.clone(), pd.clone())]))
+    // Any merged-away row: day 2 too; then no file holds one.
+    let stats = table
+        .fold_overrides(TeamId(1), &map, 0.0, &layouts)
         .await
         .unwrap();
-    assert_eq!(none.rows_rewritten, 0);
+    assert_eq!(
+        (stats.files_rewritten, stats.rows_folded),
+        (1, 1),
+        "{stats:?}"
+    );
+    assert!(stats.still_present.is_empty());
+    check(rows(&table).await, 0);
+
+    // Nothing left: no commit.
+    let version = table.current().await.version();
+    let none = table
+        .fold_overrides(TeamId(1), &map, 0.0, &layouts)
+        .await
+        .unwrap();
+    assert_eq!((none.rows_overridden, none.files_rewritten), (0, 0));
     assert_eq!(table.current().await.version(), version);
     // A cycle is refused.
     let cycle = HashMap::from([(pa.clone(), pd.clone()), (pd.clone(), pa.clone())]);
     assert!(matches!(
-        table.rewrite_person_ids(TeamId(1), &cycle).await,
+        table.fold_overrides(TeamId(1), &cycle, 0.0, &layouts).await,
         Err(StorageError::Config(_))
     ));
     // The table still takes appends.
@@ -305,6 +341,38 @@ async fn rewriting_person_ids_folds_merged_people() {
         .await
         .unwrap();
     assert_eq!(rows(&table).await.len(), 11);
+    assert_eq!(table.committed_seq().await.unwrap(), 4);
+}
+
+/// Compaction folds the overrides it is given into the rows it rewrites anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_folds_merged_ids_of_the_rows_it_rewrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let p = json!({});
+    for (seq, d) in [(1, "a"), (2, "b"), (3, "a")] {
+        table
+            .append(batch(&[(1, event(d, 1, seq as usize, &p))]), seq)
+            .await
+            .unwrap();
+    }
+    let (pa, pb) = (pid(1, "a"), pid(1, "b"));
+    let persons: PersonMaps = HashMap::from([(
+        TeamId(1),
+        Arc::new(HashMap::from([(pa.clone(), pb.clone())])),
+    )]);
+    let stats = table
+        .compact(2, &FixedLayouts(Layouts::default()), &persons)
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.files_removed, stats.rows_folded),
+        (3, 2),
+        "{stats:?}"
+    );
+    let got = rows(&table).await;
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|(_, _, person)| *person == pb), "{got:?}");
 }
 
 /// Files written before a property was promoted are rewritten by compaction into the
@@ -328,7 +396,7 @@ async fn compaction_moves_older_rows_into_the_current_layout() {
     assert!(before.values().flatten().all(|f| f.layout == Some(0)));
     // One file per partition: no small-file compaction, only the layout moves them.
     let stats = table
-        .compact(8, &FixedLayouts(layouts.clone()))
+        .compact(8, &FixedLayouts(layouts.clone()), &PersonMaps::new())
         .await
         .unwrap();
     assert_eq!((stats.partitions, stats.files_removed), (2, 2), "{stats:?}");
@@ -357,6 +425,9 @@ async fn compaction_moves_older_rows_into_the_current_layout() {
     }
     assert_eq!(rows, 6);
     // Nothing left to do.
-    let again = table.compact(8, &FixedLayouts(layouts)).await.unwrap();
+    let again = table
+        .compact(8, &FixedLayouts(layouts), &PersonMaps::new())
+        .await
+        .unwrap();
     assert_eq!(again.partitions, 0);
 }

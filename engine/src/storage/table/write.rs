@@ -28,7 +28,9 @@ pub struct AppendStats {
     pub bytes: u64,
 }
 impl EventsTable {
-    pub(super) fn writer_properties(&self) -> WriterProperties {
+    /// The Parquet settings of every data file; `sorted`: the file's rows are in the
+    /// table's sort order, which its metadata then claims.
+    pub(super) fn writer_properties(&self, sorted: bool) -> WriterProperties {
         let schema = events_schema();
         let file_cols: Vec<&str> = schema
             .fields()
@@ -51,7 +53,7 @@ impl EventsTable {
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(self.cfg.row_group_rows.max(1)))
             .set_data_page_row_count_limit(self.cfg.page_rows.max(1))
-            .set_sorting_columns(Some(sorting))
+            .set_sorting_columns(sorted.then_some(sorting))
             // A bloom filter on distinct_id: files are sorted by event first, so min/max
             // statistics skip little for a person's events; the filter lets a point lookup
             // skip every row group the id is not in. Sized for one distinct id
@@ -89,12 +91,13 @@ impl EventsTable {
         &self,
         table: &DeltaTable,
         schema: arrow::datatypes::SchemaRef,
+        sorted: bool,
     ) -> Result<deltalake::datafile::writer::WriterConfig, StorageError> {
         use deltalake::table::config::TablePropertiesExt;
         Ok(deltalake::datafile::writer::WriterConfig::new(
             schema,
             PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
-            Some(self.writer_properties()),
+            Some(self.writer_properties(sorted)),
             NonZeroU64::new(self.cfg.target_file_bytes),
             None,
             table
@@ -140,7 +143,7 @@ impl EventsTable {
             .iter()
             .map(|c| sorted.column_by_name(c).expect("partition column").clone())
             .collect();
-        let config = self.writer_config(&guard, table_schema.clone())?;
+        let config = self.writer_config(&guard, table_schema.clone(), true)?;
         let mut adds = Vec::new();
         for range in arrow::compute::partition(&keys)?.ranges() {
             let mut writer = DeltaWriter::new(store.clone(), config.clone());
