@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use arrow::array::{AsArray, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 
-use super::layout::concat_conformed;
+use super::layout::{concat_conformed, conform, union_schema};
 use crate::model::TeamId;
 
 /// Small batches are merged once a project has this many, to bound per-batch overhead.
@@ -30,8 +30,16 @@ pub struct Part {
 
 impl Part {
     /// Every project's rows as one batch (unsorted).
+    #[cfg(test)]
     pub fn concat(&self) -> Result<RecordBatch, arrow::error::ArrowError> {
         concat_conformed(self.teams.values().flatten())
+    }
+
+    /// Every project's rows (unsorted), as batches of one schema, without copying them.
+    pub fn conformed(&self) -> Result<Vec<RecordBatch>, arrow::error::ArrowError> {
+        let batches: Vec<&RecordBatch> = self.teams.values().flatten().collect();
+        let schema = union_schema(batches.iter().map(|b| b.schema_ref().as_ref()));
+        batches.into_iter().map(|b| conform(b, &schema)).collect()
     }
 }
 

@@ -403,8 +403,8 @@ impl Pipeline {
         let part = self.buffer.freeze(committed)?;
         let table = self.table.clone();
         Some(tokio::spawn(async move {
-            let res = match part.concat() {
-                Ok(batch) => table.append(batch, part.last_seq).await,
+            let res = match part.conformed() {
+                Ok(batches) => table.append_batches(batches, part.last_seq).await,
                 Err(e) => Err(e.into()),
             };
             (part, res)

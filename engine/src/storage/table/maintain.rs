@@ -7,9 +7,9 @@ use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::protocol::DeltaOperation;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::write::sort_for_write;
+use super::write::{SortedRows, WRITE_CHUNK_ROWS, sort_for_write};
 use super::*;
-use crate::storage::layout::{Family, LayoutSource, Layouts, concat_conformed, relayout};
+use crate::storage::layout::{Family, LayoutSource, Layouts, relayout};
 use crate::storage::schema::{batch_schema, date32_of_micros};
 
 /// Bytes of files in an older layout rewritten per compaction run (small-file compactions
@@ -320,7 +320,13 @@ impl EventsTable {
                     if let Some(map) = &persons
                         && let Some((changed, n)) = fold_person_ids(&b, map)?
                     {
-                        (b, folded) = (sort_for_write(&changed)?, n);
+                        // A partition sorted whole is sorted once, at the end.
+                        b = if whole {
+                            changed
+                        } else {
+                            sort_for_write(&changed)?
+                        };
+                        folded = n;
                     }
                     if tx.blocking_send((b, folded)).is_err() {
                         break;
@@ -342,18 +348,19 @@ impl EventsTable {
             })??;
         }
         if whole && !held.is_empty() {
-            let schema = table_schema.clone();
-            let all = tokio::task::spawn_blocking(move || -> Result<RecordBatch, StorageError> {
-                let all = concat_conformed(held.iter())?;
-                drop(held);
-                Ok(conform(&sort_for_write(&all)?, &schema)?)
-            })
-            .await
-            .map_err(|source| StorageError::Task {
-                what: "compaction",
-                source,
-            })??;
-            writer.write(&all).await?;
+            // Sorted without a concatenated copy: rows are copied out a chunk at a time.
+            let sorted = tokio::task::spawn_blocking(move || SortedRows::new(held))
+                .await
+                .map_err(|source| StorageError::Task {
+                    what: "compaction",
+                    source,
+                })??;
+            for start in (0..sorted.len()).step_by(WRITE_CHUNK_ROWS) {
+                let end = (start + WRITE_CHUNK_ROWS).min(sorted.len());
+                writer
+                    .write(&conform(&sorted.rows(start..end)?, &table_schema)?)
+                    .await?;
+            }
         }
         let adds = writer.close().await?;
         let added: Vec<String> = adds.iter().map(|a| a.path.clone()).collect();

@@ -431,3 +431,41 @@ async fn compaction_moves_older_rows_into_the_current_layout() {
         .unwrap();
     assert_eq!(again.partitions, 0);
 }
+
+/// Rows copied out of `SortedRows` a range at a time are the rows of the batches, sorted as
+/// `sort_for_write` sorts their concatenation, and its partitions are the (team, date) runs.
+#[test]
+fn sorted_rows_sort_across_batches_like_one_sort() {
+    use super::write::{SortedRows, sort_for_write};
+    let p = json!({"k": 1});
+    let part = |team: i64, names: &[(&str, u32)]| {
+        batch(
+            &names
+                .iter()
+                .enumerate()
+                .map(|(i, (d, day))| (team, event(d, *day, i * 7 % 5, &p)))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let batches = vec![
+        part(2, &[("z", 3), ("a", 1), ("m", 3)]),
+        part(1, &[("q", 2), ("b", 2), ("b", 1), ("c", 3)]),
+        RecordBatch::new_empty(batch(&[]).schema()),
+        part(1, &[("a", 3), ("y", 1)]),
+    ];
+    let refs: Vec<&RecordBatch> = batches.iter().collect();
+    let want = sort_for_write(&arrow::compute::concat_batches(&batches[0].schema(), refs).unwrap())
+        .unwrap();
+    let sorted = SortedRows::new(batches).unwrap();
+    assert_eq!(sorted.len(), 9);
+    let mut got = Vec::new();
+    for start in (0..sorted.len()).step_by(4) {
+        got.push(sorted.rows(start..(start + 4).min(sorted.len())).unwrap());
+    }
+    let got = arrow::compute::concat_batches(&want.schema(), &got).unwrap();
+    assert_eq!(got, want);
+    // Partitions: (1, day 1), (1, day 2), (1, day 3), (2, day 1), (2, day 3).
+    let sizes: Vec<usize> = sorted.partitions().iter().map(|r| r.len()).collect();
+    assert_eq!(sizes, vec![2, 2, 2, 1, 2]);
+    assert_eq!(SortedRows::new(Vec::new()).unwrap().len(), 0);
+}

@@ -18,6 +18,10 @@ pub(super) const LZ4_COLUMNS: &[&str] = &[
     "props_layout",
 ];
 
+/// Rows copied out of a [`SortedRows`] at a time when writing: the writer encodes them into
+/// its row group, so memory holds the unsorted rows, the encoded row group and this much.
+pub(super) const WRITE_CHUNK_ROWS: usize = 16 * 1024;
+
 /// What one append wrote.
 #[derive(Debug, Clone, Default)]
 pub struct AppendStats {
@@ -123,33 +127,42 @@ impl EventsTable {
         batch: RecordBatch,
         last_seq: u64,
     ) -> Result<AppendStats, StorageError> {
+        self.append_batches(vec![batch], last_seq).await
+    }
+
+    /// [`EventsTable::append`] of the rows of `batches` (one schema), which are not copied
+    /// but for a chunk at a time.
+    pub async fn append_batches(
+        &self,
+        batches: Vec<RecordBatch>,
+        last_seq: u64,
+    ) -> Result<AppendStats, StorageError> {
         use deltalake::datafile::writer::DeltaWriter;
         use deltalake::kernel::Action;
         use deltalake::kernel::transaction::CommitBuilder;
         use deltalake::protocol::DeltaOperation;
 
-        let rows = batch.num_rows() as u64;
-        let sorted = sort_for_write(&batch)?;
-        // The unsorted copy is not needed any more (the buffer keeps its parts for a retry).
-        drop(batch);
+        // The unsorted rows are kept (the buffer keeps its parts for a retry anyway) and
+        // copied out sorted a chunk at a time.
+        let sorted = SortedRows::new(batches)?;
+        let rows = sorted.len() as u64;
         let mut guard = self.table.lock().await;
-        self.ensure_columns(&mut guard, &sorted.schema()).await?;
+        if let Some(b) = sorted.batches.first() {
+            self.ensure_columns(&mut guard, &b.schema()).await?;
+        }
         let table_schema = guard.snapshot()?.snapshot().arrow_schema();
-        let sorted = conform(&sorted, &table_schema)?;
         let started = Instant::now();
         let store = guard.log_store().object_store(None);
-        // Rows are sorted by partition: each run of one (team, date) is a partition's.
-        let keys: Vec<arrow::array::ArrayRef> = PARTITION_COLUMNS
-            .iter()
-            .map(|c| sorted.column_by_name(c).expect("partition column").clone())
-            .collect();
         let config = self.writer_config(&guard, table_schema.clone(), true)?;
         let mut adds = Vec::new();
-        for range in arrow::compute::partition(&keys)?.ranges() {
+        for range in sorted.partitions() {
             let mut writer = DeltaWriter::new(store.clone(), config.clone());
-            writer
-                .write(&sorted.slice(range.start, range.end - range.start))
-                .await?;
+            for start in range.clone().step_by(WRITE_CHUNK_ROWS) {
+                let end = (start + WRITE_CHUNK_ROWS).min(range.end);
+                writer
+                    .write(&conform(&sorted.rows(start..end)?, &table_schema)?)
+                    .await?;
+            }
             adds.extend(writer.close().await?);
         }
         let new: Vec<(String, i64)> = adds.iter().map(|a| (a.path.clone(), a.size)).collect();
@@ -300,6 +313,92 @@ impl EventsTable {
             source,
         })?
         .map_err(StorageError::Fsync)
+    }
+}
+
+/// Rows of a run of batches (one schema) in the table's order, to be copied out a chunk at
+/// a time: only the sort columns are concatenated to sort, so sorting `n` bytes of rows
+/// costs `n` plus a chunk, not `2n` (a concatenated copy) plus `n` (the sorted copy).
+pub(crate) struct SortedRows {
+    batches: Vec<RecordBatch>,
+    /// (batch, row) in sorted order.
+    order: Vec<(usize, usize)>,
+    /// Where each (team, date) partition's rows start and end in `order`.
+    partitions: Vec<std::ops::Range<usize>>,
+}
+
+impl SortedRows {
+    pub(crate) fn new(batches: Vec<RecordBatch>) -> Result<Self, arrow::error::ArrowError> {
+        let batches: Vec<RecordBatch> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
+        let column = |name: &str| -> Result<arrow::array::ArrayRef, arrow::error::ArrowError> {
+            let parts: Vec<&dyn arrow::array::Array> = batches
+                .iter()
+                .map(|b| b.column_by_name(name).expect("events column").as_ref())
+                .collect();
+            arrow::compute::concat(&parts)
+        };
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut total = 0;
+        for b in &batches {
+            starts.push(total);
+            total += b.num_rows();
+        }
+        if total == 0 {
+            return Ok(Self {
+                batches,
+                order: Vec::new(),
+                partitions: Vec::new(),
+            });
+        }
+        let keys: Vec<SortColumn> = PARTITION_COLUMNS
+            .iter()
+            .chain(SORT_COLUMNS)
+            .map(|name| {
+                Ok(SortColumn {
+                    values: column(name)?,
+                    options: Some(SortOptions::default()),
+                })
+            })
+            .collect::<Result<_, arrow::error::ArrowError>>()?;
+        let idx = lexsort_to_indices(&keys, None)?;
+        let partition_keys: Vec<arrow::array::ArrayRef> = keys[..PARTITION_COLUMNS.len()]
+            .iter()
+            .map(|k| arrow::compute::take(&k.values, &idx, None))
+            .collect::<Result<_, _>>()?;
+        drop(keys);
+        let partitions = arrow::compute::partition(&partition_keys)?.ranges();
+        let order = idx
+            .values()
+            .iter()
+            .map(|&i| {
+                let i = i as usize;
+                let b = starts.partition_point(|&s| s <= i) - 1;
+                (b, i - starts[b])
+            })
+            .collect();
+        Ok(Self {
+            batches,
+            order,
+            partitions,
+        })
+    }
+
+    /// Each (team, date) partition's range of sorted positions, in order.
+    pub(crate) fn partitions(&self) -> &[std::ops::Range<usize>] {
+        &self.partitions
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The sorted rows in `range`, copied out.
+    pub(crate) fn rows(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> Result<RecordBatch, arrow::error::ArrowError> {
+        let refs: Vec<&RecordBatch> = self.batches.iter().collect();
+        arrow::compute::interleave_record_batch(&refs, &self.order[range])
     }
 }
 
