@@ -77,6 +77,8 @@ pub struct Engine {
     tokens: RwLock<api::TokenCache>,
     /// Memory for capture requests being decoded (`CaptureLimits::decode_memory`).
     budget: DecodeBudget,
+    /// Memory for records between the WAL and the pipeline.
+    queue: write::QueueBudget,
     shutdown: watch::Sender<bool>,
     pipeline: tokio::sync::Mutex<Option<JoinHandle<()>>>,
     _dir_lock: File,

@@ -25,7 +25,7 @@ use crate::storage::buffer::EventBuffer;
 use crate::storage::lease::WriterLease;
 use crate::storage::table::StorageError;
 use crate::storage::table::{EventsTable, TableConfig};
-use crate::write::{Pipeline, apply, to_arrow};
+use crate::write::{Pipeline, QueueBudget, apply, to_arrow};
 use crate::{Engine, EngineConfig};
 
 /// What opening the engine, or its own background work, can fail with.
@@ -245,6 +245,8 @@ impl Engine {
         )?);
         query.prune_log();
         let budget = DecodeBudget::new(cfg.capture.decode_memory, cfg.capture.budget_wait);
+        // A quarter of the buffer's hard limit for records waiting for the pipeline.
+        let queue = QueueBudget::new(cfg.flush.hard_limit_bytes / 4);
         Ok(Self {
             query,
             cfg: EngineConfig { data_dir, ..cfg },
@@ -261,6 +263,7 @@ impl Engine {
             deletion_lock: tokio::sync::Mutex::new(()),
             tokens: RwLock::default(),
             budget,
+            queue,
             shutdown,
             pipeline: tokio::sync::Mutex::new(Some(handle)),
             _dir_lock: lock,
@@ -271,6 +274,7 @@ impl Engine {
     pub async fn shutdown(&self) {
         // Closing joins the WAL writer thread after it drains: keep it off the runtime.
         let wal = self.wal.clone();
+        self.queue.close();
         let _ = tokio::task::spawn_blocking(move || wal.close()).await;
         let _ = self.shutdown.send(true);
         if let Some(h) = self.pipeline.lock().await.take() {

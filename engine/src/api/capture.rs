@@ -260,7 +260,16 @@ impl Engine {
         })
     }
 
-    async fn append_record(&self, r: WalRecord) -> Result<u64, CaptureError> {
+    async fn append_record(&self, mut r: WalRecord) -> Result<u64, CaptureError> {
+        let cost = r.bytes.len()
+            + r.ingested
+                .batch
+                .as_ref()
+                .map_or(0, |b| b.get_array_memory_size());
+        r.ingested.queued = Some(self.queue.hold(cost).await.ok_or_else(|| {
+            self.metrics.reject("unavailable", r.events);
+            CaptureError::Unavailable("the server is shutting down".into())
+        })?);
         self.wal
             .append(r.bytes, r.ingested)
             .await

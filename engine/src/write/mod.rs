@@ -153,7 +153,7 @@ async fn fold_overrides(
 /// A WAL record's events, already in Arrow form, with what they ask of persons: capture
 /// builds it on the request's own thread, so the single pipeline only processes persons and
 /// appends (the conversion is the costly part).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Ingested {
     pub team_id: TeamId,
     /// `None` for a record with no events.
@@ -164,9 +164,52 @@ pub(crate) struct Ingested {
     pub command: Option<CommandRecord>,
     pub actor: Option<String>,
     pub received: DateTime<Utc>,
+    /// Its share of the [`QueueBudget`] while it waits for the pipeline (none in a replay).
+    pub queued: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 pub(crate) type Record = (u64, Ingested);
+
+/// Memory for records made durable in the WAL but not yet applied by the pipeline (their
+/// Arrow rows and person inputs). Capture takes a record's share before the WAL append and
+/// the pipeline gives it back once it has applied the record, so when the pipeline falls
+/// behind (a flush, a compaction, a slow disk) capture waits, as it waits for the WAL.
+/// Without it the queue was bounded only by its 1 024 records: at 500 events a record, half
+/// a million events' rows and person inputs, which made most of a 2M-event ingest's peak
+/// heap (heaptrack).
+#[derive(Debug, Clone)]
+pub(crate) struct QueueBudget {
+    sem: Arc<tokio::sync::Semaphore>,
+    total: usize,
+}
+
+impl QueueBudget {
+    pub(crate) fn new(total: usize) -> Self {
+        let total = total.clamp(1 << 20, u32::MAX as usize);
+        Self {
+            sem: Arc::new(tokio::sync::Semaphore::new(total)),
+            total,
+        }
+    }
+
+    /// Waits for `bytes` (at most the whole budget, so any record passes alone); `None`
+    /// once the budget is closed (shutdown).
+    pub(crate) async fn hold(&self, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let n = bytes.clamp(1, self.total) as u32;
+        self.sem.clone().acquire_many_owned(n).await.ok()
+    }
+
+    /// Refuses every later `hold` and wakes the waiting ones.
+    pub(crate) fn close(&self) {
+        self.sem.close();
+    }
+
+    /// Bytes held now.
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
+        self.total - self.sem.available_permits()
+    }
+}
 
 /// A running flush: the part being written and how the write went.
 type FlushTask = JoinHandle<(Arc<Part>, Result<AppendStats, StorageError>)>;
@@ -209,6 +252,7 @@ pub(crate) fn to_arrow(meta: &MetaStore, batch: &IngestBatch) -> Ingested {
         command: batch.command.clone(),
         actor: batch.actor.clone(),
         received,
+        queued: None,
     };
     if batch.events.is_empty() {
         return out;
@@ -642,5 +686,45 @@ impl Pipeline {
                 warn!(error = %e, "vacuum failed; will try again");
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod queue_tests {
+    use std::time::Duration;
+
+    use super::QueueBudget;
+
+    /// A record waits while the records ahead of it hold the budget, goes once one is
+    /// applied (its permit dropped), passes alone when bigger than the whole budget, and is
+    /// refused once the budget is closed.
+    #[tokio::test]
+    async fn records_wait_for_the_pipeline_by_bytes() {
+        let q = QueueBudget::new(4 << 20);
+        let a = q.hold(3 << 20).await.unwrap();
+        assert_eq!(q.used(), 3 << 20);
+        let waiting = tokio::time::timeout(Duration::from_millis(50), q.hold(2 << 20)).await;
+        assert!(waiting.is_err(), "over the budget: waits");
+        let next = tokio::spawn({
+            let q = q.clone();
+            async move { q.hold(2 << 20).await }
+        });
+        drop(a);
+        let b = next.await.unwrap().unwrap();
+        assert_eq!(q.used(), 2 << 20);
+        drop(b);
+        let huge = q.hold(64 << 20).await.unwrap();
+        assert_eq!(q.used(), 4 << 20, "capped at the whole budget");
+        let blocked = tokio::spawn({
+            let q = q.clone();
+            async move { q.hold(1).await }
+        });
+        q.close();
+        assert!(
+            blocked.await.unwrap().is_none(),
+            "closing wakes and refuses waiters"
+        );
+        drop(huge);
+        assert!(q.hold(1).await.is_none());
     }
 }
