@@ -54,7 +54,7 @@ impl Persons {
                         detail: json!({"distinct_ids_count": dids.len(), "delete_events": delete_events}),
                         at,
                     }));
-                    self.persons.remove(&id);
+                    self.uncache(id);
                     self.dirty.remove(&id);
                     self.deleted.insert(id);
                 }

@@ -370,8 +370,13 @@ impl Real {
     }
 }
 
-fn run(ops: &[Op]) -> (Vec<Seen>, Vec<Seen>) {
+/// Runs `ops` through the real processor (with its cache dropped after every commit when
+/// `drop_cache`, as a full cache is) and through the model.
+fn run(ops: &[Op], drop_cache: bool) -> (Vec<Seen>, Vec<Seen>) {
     let mut real = Real::new();
+    if drop_cache {
+        real.h.p.set_cache_limit(0);
+    }
     let mut model = Model::default();
     for (step, op) in ops.iter().enumerate() {
         let at = START + step as i64;
@@ -432,7 +437,9 @@ proptest! {
 
     #[test]
     fn merges_match_the_reference_model(ops in ops()) {
-        let (real, model) = run(&ops);
+        let (real, model) = run(&ops, false);
+        prop_assert_eq!(real, model);
+        let (real, model) = run(&ops, true);
         prop_assert_eq!(real, model);
     }
 }

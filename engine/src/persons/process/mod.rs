@@ -32,6 +32,23 @@ pub struct Stamp {
 struct Cached {
     row: PersonRow,
     snapshot: Option<Arc<Map<String, Value>>>,
+    /// What the cache counts for it ([`approx_bytes`] of its properties when it was loaded
+    /// or last stored).
+    bytes: usize,
+}
+
+/// About what a person's properties take in memory: a map entry, its key and its value
+/// (strings by their length, nested values by their parts).
+fn approx_bytes(map: &Map<String, Value>) -> usize {
+    fn value(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(|v| 32 + value(v)).sum(),
+            Value::Object(m) => approx_bytes(m),
+            _ => 0,
+        }
+    }
+    map.iter().map(|(k, v)| 96 + k.len() + value(v)).sum()
 }
 
 impl Cached {
@@ -49,8 +66,10 @@ impl Cached {
     }
 }
 
-/// Beyond this many cached persons the cache is dropped after a commit.
-const CACHE_PERSONS: usize = 500_000;
+/// Beyond about this many bytes of cached persons ([`approx_bytes`]) the cache is dropped
+/// after a commit. It was 500 000 persons: a 10M-event ingest (400 000 persons of ~30
+/// properties each) never dropped it and kept them all.
+const CACHE_BYTES: usize = 192 << 20;
 /// How many distinct warnings are remembered for deduplication.
 const MAX_DISTINCT_WARNINGS: usize = 100_000;
 
@@ -72,6 +91,9 @@ pub struct Persons {
     /// False: every event is personless (the service's person processing is off).
     enabled: bool,
     warned: HashSet<(TeamId, String, String)>,
+    /// [`Cached::bytes`] of every cached person, and the most kept after a commit.
+    cached_bytes: usize,
+    cache_limit: usize,
     /// Persons whose properties snapshot the current record's stamps share; dropped from
     /// the cache when the record is done (kept for every cached person, the snapshots took
     /// a 10M-event ingest to 7.6 GiB of peak RSS; 6.0 GiB without).
@@ -105,8 +127,16 @@ impl Persons {
             records_pending: 0,
             enabled: true,
             warned: HashSet::new(),
+            cached_bytes: 0,
+            cache_limit: CACHE_BYTES,
             snapshotted: Vec::new(),
         })
+    }
+
+    /// Sets the cache's limit (tests drop it after every commit with 0).
+    #[cfg(test)]
+    pub(crate) fn set_cache_limit(&mut self, bytes: usize) {
+        self.cache_limit = bytes;
     }
 
     /// Turns person processing off (every event personless, groups still kept) or on.
@@ -162,11 +192,14 @@ impl Persons {
         if !self.persons.contains_key(&id) {
             match self.store.person(team, id)? {
                 Some(row) => {
+                    let bytes = approx_bytes(&row.properties);
+                    self.cached_bytes += bytes;
                     self.persons.insert(
                         id,
                         Cached {
                             row,
                             snapshot: None,
+                            bytes,
                         },
                     );
                 }
@@ -174,6 +207,13 @@ impl Persons {
             }
         }
         Ok(self.persons.get_mut(&id))
+    }
+
+    /// Drops a person from the cache (merged away or deleted).
+    fn uncache(&mut self, id: i64) {
+        if let Some(p) = self.persons.remove(&id) {
+            self.cached_bytes = self.cached_bytes.saturating_sub(p.bytes);
+        }
     }
 
     fn set_distinct(&mut self, team: TeamId, did: &DistinctId, person_id: i64) {
@@ -210,6 +250,7 @@ impl Persons {
                     version: 0,
                 },
                 snapshot: None,
+                bytes: 0,
             },
         );
         self.dirty.insert(id);
@@ -351,7 +392,7 @@ impl Persons {
                 let target_uuid = target.row.uuid;
                 self.dirty.insert(t);
                 self.dirty.remove(&o);
-                self.persons.remove(&o);
+                self.uncache(o);
                 self.moved.insert(o, t);
                 self.ops.push(Op::MergePerson {
                     team,
@@ -578,6 +619,9 @@ impl Persons {
         for id in std::mem::take(&mut self.dirty) {
             if let Some(p) = self.persons.get_mut(&id) {
                 let properties = p.json();
+                let bytes = approx_bytes(&p.row.properties);
+                self.cached_bytes = self.cached_bytes.saturating_sub(p.bytes) + bytes;
+                p.bytes = bytes;
                 let r = &p.row;
                 changes.persons.insert(
                     id,
@@ -615,7 +659,8 @@ impl Persons {
             return Err(e);
         }
         self.records_pending = 0;
-        if self.persons.len() > CACHE_PERSONS {
+        if self.cached_bytes > self.cache_limit {
+            self.cached_bytes = 0;
             self.distinct.clear();
             self.persons.clear();
             self.groups.clear();
