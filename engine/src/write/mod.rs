@@ -659,7 +659,7 @@ impl Pipeline {
                 }
             };
             match table.compact(min_files, meta.as_ref(), &persons).await {
-                Ok(s) if s.partitions > 0 => {
+                Ok(s) if s.partitions > 0 || s.partitions_abandoned > 0 => {
                     metrics
                         .compactions
                         .fetch_add(s.partitions, Ordering::Relaxed);
@@ -671,6 +671,7 @@ impl Pipeline {
                         removed = s.files_removed,
                         added = s.files_added,
                         person_ids_folded = s.rows_folded,
+                        abandoned = s.partitions_abandoned,
                         "compacted"
                     );
                 }

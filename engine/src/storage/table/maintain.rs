@@ -26,7 +26,13 @@ pub(crate) type PersonMap = HashMap<String, String>;
 /// Every project's [`PersonMap`] (projects without overrides are absent).
 pub(crate) type PersonMaps = HashMap<TeamId, Arc<PersonMap>>;
 
-/// What [`EventsTable::rewrite_files`] wrote.
+/// The files [`EventsTable::write_rewrite`] wrote, not yet committed.
+pub(super) struct Written {
+    pub(super) adds: Vec<deltalake::kernel::Add>,
+    rows_folded: u64,
+}
+
+/// What [`EventsTable::rewrite_files`] committed.
 pub(super) struct Rewritten {
     pub(super) added: usize,
     pub(super) rows_folded: u64,
@@ -212,28 +218,32 @@ impl EventsTable {
             let Ok(team_id) = team.parse::<i64>().map(TeamId) else {
                 continue;
             };
-            let mut guard = self.table.lock().await;
-            let Some(files) = partition_files(&guard)?.remove(&(team.clone(), date.clone())) else {
-                continue;
-            };
-            // Rows from before their family's columns existed (a table from before storage
-            // v2, or before person properties had columns): their keys decide what becomes
-            // a column. Person keys once per project and process: files without person
-            // layouts keep coming when persons are not processed.
-            for family in Family::ALL {
-                if files.iter().any(|f| f.layout_of(family).is_none())
-                    && layouts.layouts().of(family, team_id).columns.is_empty()
-                    && (family == Family::Event
-                        || self
-                            .person_keys_sampled
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(team_id))
-                {
-                    self.sample_keys(&guard, team_id, family, &files, layouts)
-                        .await?;
+            let files = {
+                let guard = self.table.lock().await;
+                let Some(files) = partition_files(&guard)?.remove(&(team.clone(), date.clone()))
+                else {
+                    continue;
+                };
+                // Rows from before their family's columns existed (a table from before
+                // storage v2, or before person properties had columns): their keys decide
+                // what becomes a column. Person keys once per project and process: files
+                // without person layouts keep coming when persons are not processed.
+                for family in Family::ALL {
+                    if files.iter().any(|f| f.layout_of(family).is_none())
+                        && layouts.layouts().of(family, team_id).columns.is_empty()
+                        && (family == Family::Event
+                            || self
+                                .person_keys_sampled
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(team_id))
+                    {
+                        self.sample_keys(&guard, team_id, family, &files, layouts)
+                            .await?;
+                    }
                 }
-            }
+                files
+            };
             let current = layouts.layouts();
             let small: Vec<&DataFile> = files
                 .iter()
@@ -250,21 +260,17 @@ impl EventsTable {
             if rewrite.is_empty() || (rewrite.len() == 1 && !rewrite[0].stale(&current, team_id)) {
                 continue;
             }
-            let written = self
-                .rewrite_files(
-                    &mut guard,
-                    team_id,
-                    &date,
-                    &rewrite,
-                    &current,
-                    persons.get(&team_id),
-                )
-                .await?;
+            let Some(written) = self
+                .rewrite_files(team_id, &date, &rewrite, &current, persons.get(&team_id))
+                .await?
+            else {
+                stats.partitions_abandoned += 1;
+                continue;
+            };
             stats.rows_folded += written.rows_folded;
-            let added = written.added;
             stats.partitions += 1;
             stats.files_removed += rewrite.len() as u64;
-            stats.files_added += added as u64;
+            stats.files_added += written.added as u64;
         }
         Ok(stats)
     }
@@ -275,19 +281,45 @@ impl EventsTable {
     /// followed). A partition of at most [`SORT_WHOLE_BYTES`] is sorted whole; a bigger one
     /// is rewritten file by file, each keeping its order, so its files do not claim a sort
     /// order they no longer have.
+    ///
+    /// The table lock is held only to add columns and to commit, not while the files are
+    /// read and written: appends (and so ingestion, whose buffer waits for them) go on
+    /// meanwhile. `None` when one of `files` went in the meantime (erased, or folded by
+    /// another rewrite): the copies are deleted, since committing them would bring back
+    /// what replaced the file had dropped.
     pub(super) async fn rewrite_files(
         &self,
-        guard: &mut DeltaTable,
         team_id: TeamId,
         date: &str,
         files: &[&DataFile],
         current: &Arc<Layouts>,
         persons: Option<&Arc<PersonMap>>,
-    ) -> Result<Rewritten, StorageError> {
-        // The columns the rewritten rows need exist before the writer starts.
-        self.ensure_columns(guard, &batch_schema(current)).await?;
-        let table_schema = guard.snapshot()?.snapshot().arrow_schema();
-        let store = guard.log_store().object_store(None);
+    ) -> Result<Option<Rewritten>, StorageError> {
+        let written = self
+            .write_rewrite(team_id, date, files, current, persons)
+            .await?;
+        self.commit_rewrite(team_id, date, files, written).await
+    }
+
+    /// The writing half of [`EventsTable::rewrite_files`]: the new files, not committed.
+    pub(super) async fn write_rewrite(
+        &self,
+        team_id: TeamId,
+        date: &str,
+        files: &[&DataFile],
+        current: &Arc<Layouts>,
+        persons: Option<&Arc<PersonMap>>,
+    ) -> Result<Written, StorageError> {
+        let whole = files.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
+        let (table_schema, store, config) = {
+            let mut guard = self.table.lock().await;
+            // The columns the rewritten rows need exist before the writer starts.
+            self.ensure_columns(&mut guard, &batch_schema(current))
+                .await?;
+            let table_schema = guard.snapshot()?.snapshot().arrow_schema();
+            let config = self.writer_config(&guard, table_schema.clone(), whole)?;
+            (table_schema, guard.log_store().object_store(None), config)
+        };
         let date32 = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d")
             .map(|d| {
                 date32_of_micros(
@@ -298,8 +330,6 @@ impl EventsTable {
                 )
             })
             .map_err(|e| StorageError::Invariant(format!("bad partition date {date}: {e}")))?;
-        let whole = files.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
-        let config = self.writer_config(guard, table_schema.clone(), whole)?;
         let mut writer = DeltaWriter::new(store.clone(), config);
         let mut held: Vec<RecordBatch> = Vec::new();
         let mut rows_folded = 0u64;
@@ -362,10 +392,45 @@ impl EventsTable {
                     .await?;
             }
         }
-        let adds = writer.close().await?;
-        let added: Vec<String> = adds.iter().map(|a| a.path.clone()).collect();
+        Ok(Written {
+            adds: writer.close().await?,
+            rows_folded,
+        })
+    }
+
+    /// The committing half of [`EventsTable::rewrite_files`].
+    pub(super) async fn commit_rewrite(
+        &self,
+        team_id: TeamId,
+        date: &str,
+        files: &[&DataFile],
+        written: Written,
+    ) -> Result<Option<Rewritten>, StorageError> {
+        let mut guard = self.table.lock().await;
+        let store = guard.log_store().object_store(None);
+        let added: Vec<String> = written.adds.iter().map(|a| a.path.clone()).collect();
+        let now: std::collections::HashSet<Path> = partition_files(&guard)?
+            .remove(&(team_id.0.to_string(), date.to_owned()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        if files.iter().any(|f| !now.contains(&f.path)) {
+            drop(guard);
+            for path in &added {
+                if let Err(e) = store.delete(&Path::from(path.as_str())).await {
+                    // Unreferenced, so vacuum deletes it later.
+                    tracing::warn!(path, error = %e, "cannot delete an abandoned rewrite's file");
+                }
+            }
+            debug!(
+                team = team_id.0,
+                date, "a rewritten file went meanwhile; rewrite abandoned"
+            );
+            return Ok(None);
+        }
         let mut actions: Vec<Action> = files.iter().map(|f| f.remove.clone()).collect();
-        actions.extend(adds.into_iter().map(|mut a| {
+        actions.extend(written.adds.into_iter().map(|mut a| {
             a.data_change = false;
             Action::Add(a)
         }));
@@ -387,11 +452,11 @@ impl EventsTable {
         self.sync_local(added.iter().map(String::as_str), version)
             .await?;
         *guard = table;
-        self.publish(guard);
-        Ok(Rewritten {
+        self.publish(&guard);
+        Ok(Some(Rewritten {
             added: added.len(),
-            rows_folded,
-        })
+            rows_folded: written.rows_folded,
+        }))
     }
 
     /// Counts the keys of up to a few thousand rows of `files` (the JSON column of `family`

@@ -133,6 +133,8 @@ pub(crate) struct CompactStats {
     pub files_added: u64,
     /// Rows whose merged-away person id was replaced by the one it went into.
     pub rows_folded: u64,
+    /// Partitions whose rewrite was dropped because a file it replaced went meanwhile.
+    pub partitions_abandoned: u64,
 }
 
 /// What erasing people's events did ([`EventsTable::delete_person_events`]).

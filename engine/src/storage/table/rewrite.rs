@@ -94,14 +94,20 @@ impl EventsTable {
             }
         }
         for (date, mut paths) in chosen {
-            let mut guard = self.table.lock().await;
-            let now = partition_files(&guard)?
-                .remove(&(key.clone(), date.clone()))
-                .unwrap_or_default();
-            let rewrite: Vec<&DataFile> = now
-                .iter()
-                .filter(|f| paths.remove(&f.path).is_some())
-                .collect();
+            let now = {
+                let guard = self.table.lock().await;
+                partition_files(&guard)?
+                    .remove(&(key.clone(), date.clone()))
+                    .unwrap_or_default()
+            };
+            let mut rewrite: Vec<&DataFile> = Vec::new();
+            let mut rewritten_ids: Vec<HashSet<String>> = Vec::new();
+            for f in &now {
+                if let Some(ids) = paths.remove(&f.path) {
+                    rewrite.push(f);
+                    rewritten_ids.push(ids);
+                }
+            }
             // Files that went meanwhile (compacted or erased): whatever replaced them may
             // hold their ids still.
             for (_, ids) in paths {
@@ -111,9 +117,16 @@ impl EventsTable {
                 continue;
             }
             let current = layouts.layouts();
-            let written = self
-                .rewrite_files(&mut guard, team, &date, &rewrite, &current, Some(&resolved))
-                .await?;
+            let Some(written) = self
+                .rewrite_files(team, &date, &rewrite, &current, Some(&resolved))
+                .await?
+            else {
+                // A file went while it was rewritten: its ids may be anywhere now.
+                stats
+                    .still_present
+                    .extend(rewritten_ids.into_iter().flatten());
+                continue;
+            };
             stats.files_rewritten += rewrite.len() as u64;
             stats.files_written += written.added as u64;
             stats.rows_folded += written.rows_folded;

@@ -7,6 +7,7 @@ use chrono::{TimeZone, Utc};
 use datafusion::prelude::SessionContext;
 use serde_json::json;
 
+use super::maintain::DataFile;
 use super::*;
 use crate::model::Event;
 use crate::model::person_uuid;
@@ -373,6 +374,71 @@ async fn compaction_folds_merged_ids_of_the_rows_it_rewrites() {
     let got = rows(&table).await;
     assert_eq!(got.len(), 3);
     assert!(got.iter().all(|(_, _, person)| *person == pb), "{got:?}");
+}
+
+/// A rewrite reads and writes without holding the table: appends commit meanwhile, and a
+/// rewrite whose files were erased meanwhile is dropped (its copies deleted) rather than
+/// bringing the erased rows back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_whose_files_went_meanwhile_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("events");
+    let table = open(dir.path()).await;
+    let secret = json!({"note": SECRET});
+    for seq in 1..=3u64 {
+        let evs = [
+            (1, event(VICTIM, 1, seq as usize, &secret)),
+            (1, event("user", 1, seq as usize, &json!({}))),
+        ];
+        table.append(batch(&evs), seq).await.unwrap();
+    }
+    let files = partition_files(&table.table.lock().await.clone())
+        .unwrap()
+        .remove(&("1".to_owned(), "2024-03-01".to_owned()))
+        .unwrap();
+    let refs: Vec<&DataFile> = files.iter().collect();
+    let current = Arc::new(Layouts::default());
+    let written = table
+        .write_rewrite(TeamId(1), "2024-03-01", &refs, &current, None)
+        .await
+        .unwrap();
+    let copies: Vec<String> = written.adds.iter().map(|a| a.path.clone()).collect();
+    assert_eq!(copies.len(), 1);
+    assert!(root.join(&copies[0]).exists());
+    // Meanwhile: an append commits (the rewrite does not hold the table) and the victim's
+    // rows are erased (their files replaced).
+    table
+        .append(batch(&[(1, event("late", 1, 9, &json!({})))]), 4)
+        .await
+        .unwrap();
+    let erased = table
+        .delete_person_events(TeamId(1), &[pid(1, VICTIM)])
+        .await
+        .unwrap();
+    assert_eq!(erased.rows_deleted, 3);
+    let committed = table
+        .commit_rewrite(TeamId(1), "2024-03-01", &refs, written)
+        .await
+        .unwrap();
+    assert!(committed.is_none());
+    assert!(
+        !root.join(&copies[0]).exists(),
+        "the dropped copy is deleted"
+    );
+    let got = rows(&table).await;
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(got.iter().all(|(_, d, _)| d != VICTIM), "{got:?}");
+    // With nothing gone meanwhile, the same rewrite commits.
+    let stats = table
+        .compact(2, &FixedLayouts(Layouts::default()), &PersonMaps::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.partitions, stats.partitions_abandoned),
+        (1, 0),
+        "{stats:?}"
+    );
+    assert_eq!(rows(&table).await, got);
 }
 
 /// Files written before a property was promoted are rewritten by compaction into the
