@@ -15,6 +15,7 @@ use crate::ingest::payload::{CapturePayload, parse_payload};
 use crate::ingest::scan::{JsonShape, scan};
 use crate::ingest::wal::WalError;
 use crate::model::IngestBatch;
+use crate::write::QueueFull;
 use crate::write::{Ingested, to_arrow};
 
 /// What a capture call accepted.
@@ -266,9 +267,15 @@ impl Engine {
                 .batch
                 .as_ref()
                 .map_or(0, |b| b.get_array_memory_size());
-        r.ingested.queued = Some(self.queue.hold(cost).await.ok_or_else(|| {
+        r.ingested.queued = Some(self.queue.hold(cost).await.map_err(|e| {
             self.metrics.reject("unavailable", r.events);
-            CaptureError::Unavailable("the server is shutting down".into())
+            match e {
+                QueueFull::Closed => CaptureError::Unavailable("the server is shutting down".into()),
+                QueueFull::Waited(w) => CaptureError::Overloaded(format!(
+                    "the write pipeline took no records for {} s (a slow or failing flush); nothing of this request was stored, retry later",
+                    w.as_secs()
+                )),
+            }
         })?);
         self.wal
             .append(r.bytes, r.ingested)

@@ -170,15 +170,30 @@ pub(crate) struct Ingested {
 
 pub(crate) type Record = (u64, Ingested);
 
+/// How long a capture waits for the pipeline to take records before a 503: long enough for
+/// a flush of the whole buffer on a slow disk, short of a client's timeout.
+pub(crate) const QUEUE_WAIT: Duration = Duration::from_secs(30);
+
+/// Why [`QueueBudget::hold`] gave no share.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum QueueFull {
+    /// Shutting down.
+    Closed,
+    /// The pipeline took nothing for this long.
+    Waited(Duration),
+}
+
 /// Memory for records made durable in the WAL but not yet applied by the pipeline (their
 /// Arrow rows and person inputs). Capture takes a record's share before the WAL append and
 /// the pipeline gives it back once it has applied the record, so when the pipeline falls
-/// behind (a flush, a compaction, a slow disk) capture waits, as it waits for the WAL.
+/// behind (a flush, a slow disk) capture waits, up to [`QUEUE_WAIT`]; past it the request
+/// is refused with a 503 before anything was written, so the client's retry loses nothing.
 /// Without it the queue was bounded only by its 1 024 records: at 500 events a record, half
 /// a million events' rows and person inputs, which made most of a 2M-event ingest's peak
 /// heap (heaptrack).
 #[derive(Debug, Clone)]
 pub(crate) struct QueueBudget {
+    wait: Duration,
     sem: Arc<tokio::sync::Semaphore>,
     total: usize,
 }
@@ -187,16 +202,23 @@ impl QueueBudget {
     pub(crate) fn new(total: usize) -> Self {
         let total = total.clamp(1 << 20, u32::MAX as usize);
         Self {
+            wait: QUEUE_WAIT,
             sem: Arc::new(tokio::sync::Semaphore::new(total)),
             total,
         }
     }
 
-    /// Waits for `bytes` (at most the whole budget, so any record passes alone); `None`
-    /// once the budget is closed (shutdown).
-    pub(crate) async fn hold(&self, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    /// Waits for `bytes` (at most the whole budget, so any record passes alone).
+    pub(crate) async fn hold(
+        &self,
+        bytes: usize,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, QueueFull> {
         let n = bytes.clamp(1, self.total) as u32;
-        self.sem.clone().acquire_many_owned(n).await.ok()
+        match tokio::time::timeout(self.wait, self.sem.clone().acquire_many_owned(n)).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => Err(QueueFull::Closed),
+            Err(_) => Err(QueueFull::Waited(self.wait)),
+        }
     }
 
     /// Refuses every later `hold` and wakes the waiting ones.
@@ -694,7 +716,7 @@ impl Pipeline {
 mod queue_tests {
     use std::time::Duration;
 
-    use super::QueueBudget;
+    use super::{QueueBudget, QueueFull};
 
     /// A record waits while the records ahead of it hold the budget, goes once one is
     /// applied (its permit dropped), passes alone when bigger than the whole budget, and is
@@ -721,11 +743,24 @@ mod queue_tests {
             async move { q.hold(1).await }
         });
         q.close();
-        assert!(
-            blocked.await.unwrap().is_none(),
+        assert_eq!(
+            blocked.await.unwrap().unwrap_err(),
+            QueueFull::Closed,
             "closing wakes and refuses waiters"
         );
         drop(huge);
-        assert!(q.hold(1).await.is_none());
+        assert_eq!(q.hold(1).await.unwrap_err(), QueueFull::Closed);
+    }
+
+    /// A pipeline that takes nothing gets its capture a refusal after the wait, not a hang.
+    #[tokio::test]
+    async fn a_stalled_pipeline_refuses_after_the_wait() {
+        let mut q = QueueBudget::new(1 << 20);
+        q.wait = Duration::from_millis(20);
+        let _held = q.hold(1 << 20).await.unwrap();
+        assert_eq!(
+            q.hold(1).await.unwrap_err(),
+            QueueFull::Waited(Duration::from_millis(20))
+        );
     }
 }
