@@ -7,9 +7,9 @@ use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::protocol::DeltaOperation;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::write::{SortedRows, WRITE_CHUNK_ROWS, sort_for_write};
+use super::merge::{Input, Prepare, merge_sorted};
 use super::*;
-use crate::storage::layout::{Family, LayoutSource, Layouts, relayout};
+use crate::storage::layout::{Family, LayoutSource, Layouts};
 use crate::storage::schema::{batch_schema, date32_of_micros};
 
 /// Bytes of files in an older layout rewritten per compaction run (small-file compactions
@@ -17,9 +17,10 @@ use crate::storage::schema::{batch_schema, date32_of_micros};
 /// proceeds over several runs instead of all at once.
 const RELAYOUT_BYTES_PER_RUN: i64 = 2 << 30;
 
-/// A partition whose files together are at most this big is sorted whole when rewritten;
-/// bigger ones are rewritten file by file (each file stays sorted, and memory bounded).
-const SORT_WHOLE_BYTES: i64 = 64 << 20;
+/// Most bytes of files merged into one sorted run by a rewrite: their compressed bytes are
+/// held while they are merged (decoded rows are not, see `merge`). A partition with more
+/// files to rewrite is written as several runs.
+const MERGE_BYTES: i64 = 512 << 20;
 
 /// One project's person-id overrides, old id → the id it went into (chains followed).
 pub(crate) type PersonMap = HashMap<String, String>;
@@ -278,9 +279,8 @@ impl EventsTable {
     /// Replaces `files` of `team`'s partition `date` with rewritten copies in one commit:
     /// rows moved to the current property layout (`current`) and, when `persons` is given,
     /// merged persons' ids replaced by the id they went into (old → current, chains
-    /// followed). A partition of at most [`SORT_WHOLE_BYTES`] is sorted whole; a bigger one
-    /// is rewritten file by file, each keeping its order, so its files do not claim a sort
-    /// order they no longer have.
+    /// followed). The files are merged by their sort order (`merge`), in runs of at most
+    /// [`MERGE_BYTES`]; the new files claim the order when there was one run.
     ///
     /// The table lock is held only to add columns and to commit, not while the files are
     /// read and written: appends (and so ingestion, whose buffer waits for them) go on
@@ -310,14 +310,25 @@ impl EventsTable {
         current: &Arc<Layouts>,
         persons: Option<&Arc<PersonMap>>,
     ) -> Result<Written, StorageError> {
-        let whole = files.iter().map(|f| f.size).sum::<i64>() <= SORT_WHOLE_BYTES;
+        // Files merged together, in groups of at most MERGE_BYTES: each group is one
+        // sorted run; the output claims the order only when there is one group.
+        let mut groups: Vec<Vec<&DataFile>> = vec![Vec::new()];
+        let mut group_bytes = 0i64;
+        for f in files {
+            if group_bytes > 0 && group_bytes + f.size > MERGE_BYTES {
+                groups.push(Vec::new());
+                group_bytes = 0;
+            }
+            group_bytes += f.size;
+            groups.last_mut().expect("one group").push(f);
+        }
         let (table_schema, store, config) = {
             let mut guard = self.table.lock().await;
             // The columns the rewritten rows need exist before the writer starts.
             self.ensure_columns(&mut guard, &batch_schema(current))
                 .await?;
             let table_schema = guard.snapshot()?.snapshot().arrow_schema();
-            let config = self.writer_config(&guard, table_schema.clone(), whole)?;
+            let config = self.writer_config(&guard, table_schema.clone(), groups.len() == 1)?;
             (table_schema, guard.log_store().object_store(None), config)
         };
         let date32 = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d")
@@ -331,66 +342,38 @@ impl EventsTable {
             })
             .map_err(|e| StorageError::Invariant(format!("bad partition date {date}: {e}")))?;
         let mut writer = DeltaWriter::new(store.clone(), config);
-        let mut held: Vec<RecordBatch> = Vec::new();
         let mut rows_folded = 0u64;
-        // Decoding, moving keys, folding ids and sorting run on the blocking pool, a file at
-        // a time, handing batches over a short channel: the async workers stay free for
-        // capture and queries, and memory holds a file's bytes and a few batches.
-        for f in files {
-            let bytes = fetch(&store, &f.path).await?;
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<(RecordBatch, u64)>(2);
-            let (current, path, persons) = (current.clone(), f.path.clone(), persons.cloned());
-            let task = tokio::task::spawn_blocking(move || -> Result<(), StorageError> {
-                for b in decode(bytes, &path, team_id.0, date32)? {
-                    let mut b = b?;
-                    for family in Family::ALL {
-                        b = relayout(&b, family, &current.of(family, team_id), &current)?;
-                    }
-                    let mut folded = 0;
-                    if let Some(map) = &persons
-                        && let Some((changed, n)) = fold_person_ids(&b, map)?
-                    {
-                        // A partition sorted whole is sorted once, at the end.
-                        b = if whole {
-                            changed
-                        } else {
-                            sort_for_write(&changed)?
-                        };
-                        folded = n;
-                    }
-                    if tx.blocking_send((b, folded)).is_err() {
-                        break;
-                    }
-                }
-                Ok(())
-            });
-            while let Some((b, folded)) = rx.recv().await {
-                rows_folded += folded;
-                if whole {
-                    held.push(b);
-                } else {
-                    writer.write(&conform(&b, &table_schema)?).await?;
-                }
+        for group in groups {
+            let mut inputs = Vec::with_capacity(group.len());
+            for f in group {
+                inputs.push(Input {
+                    path: f.path.clone(),
+                    bytes: fetch(&store, &f.path).await?,
+                });
             }
-            task.await.map_err(|source| StorageError::Task {
+            // Decoding, moving keys, folding ids and merging run on the blocking pool,
+            // handing chunks over a short channel: the async workers stay free for
+            // capture and queries.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(2);
+            let (current, persons, schema) =
+                (current.clone(), persons.cloned(), table_schema.clone());
+            let task = tokio::task::spawn_blocking(move || {
+                let prep = Prepare {
+                    team: team_id,
+                    date32,
+                    layouts: &current,
+                    persons: persons.as_deref(),
+                    schema: &schema,
+                };
+                merge_sorted(inputs, &prep, |b| tx.blocking_send(b).is_ok())
+            });
+            while let Some(b) = rx.recv().await {
+                writer.write(&b).await?;
+            }
+            rows_folded += task.await.map_err(|source| StorageError::Task {
                 what: "compaction",
                 source,
             })??;
-        }
-        if whole && !held.is_empty() {
-            // Sorted without a concatenated copy: rows are copied out a chunk at a time.
-            let sorted = tokio::task::spawn_blocking(move || SortedRows::new(held))
-                .await
-                .map_err(|source| StorageError::Task {
-                    what: "compaction",
-                    source,
-                })??;
-            for start in (0..sorted.len()).step_by(WRITE_CHUNK_ROWS) {
-                let end = (start + WRITE_CHUNK_ROWS).min(sorted.len());
-                writer
-                    .write(&conform(&sorted.rows(start..end)?, &table_schema)?)
-                    .await?;
-            }
         }
         Ok(Written {
             adds: writer.close().await?,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Once};
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
-use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take_record_batch};
+use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices};
 use datafusion::logical_expr::{col, lit};
 use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::CommitProperties;
@@ -42,6 +42,7 @@ use crate::model::TeamId;
 
 mod erase;
 mod maintain;
+mod merge;
 pub(crate) use maintain::{PersonMaps, team_min_layout};
 #[cfg(test)]
 use maintain::{decode, fetch, partition_files};

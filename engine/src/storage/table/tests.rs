@@ -441,6 +441,156 @@ async fn a_rewrite_whose_files_went_meanwhile_is_dropped() {
     assert_eq!(rows(&table).await, got);
 }
 
+/// Compaction merges a partition's files by their sort order: the one file it writes holds
+/// every row once, sorted by (event, person_id, timestamp) across what were separate
+/// files, and says so in its footer; a file whose ids were folded (so its rows moved) is
+/// sorted before it joins the merge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_merges_files_into_one_sorted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let p = json!({"$browser": "Firefox"});
+    let mut n = 0;
+    for seq in 1..=5u64 {
+        // Every file holds every event name and interleaving persons and times.
+        let evs: Vec<(i64, Event)> = (0..40)
+            .map(|i| {
+                n += 1;
+                let who = format!("u{}", (i * 7 + seq as usize * 3) % 11);
+                (1, event(&who, 1, n * 13 % 60 + i, &p))
+            })
+            .collect();
+        table.append(batch(&evs), seq).await.unwrap();
+    }
+    let folded_from = pid(1, "u3");
+    let folded_to = pid(1, "u0");
+    let persons: PersonMaps = HashMap::from([(
+        TeamId(1),
+        Arc::new(HashMap::from([(folded_from.clone(), folded_to.clone())])),
+    )]);
+    let stats = table
+        .compact(2, &FixedLayouts(Layouts::default()), &persons)
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.files_removed, stats.files_added),
+        (5, 1),
+        "{stats:?}"
+    );
+    assert!(stats.rows_folded > 0, "{stats:?}");
+    let guard = table.table.lock().await.clone();
+    let files: Vec<DataFile> = partition_files(&guard)
+        .unwrap()
+        .into_values()
+        .flatten()
+        .collect();
+    assert_eq!(files.len(), 1);
+    let store = guard.log_store().object_store(None);
+    let bytes = fetch(&store, &files[0].path).await.unwrap();
+    assert!(super::merge::claims_sort_order(&bytes));
+    let mut keys: Vec<(String, String, i64)> = Vec::new();
+    for b in decode(bytes, &files[0].path, 1, 0).unwrap() {
+        let b = b.unwrap();
+        let text = |c: &str| {
+            let a = arrow::compute::cast(b.column_by_name(c).unwrap(), &DataType::Utf8).unwrap();
+            a.as_string::<i32>()
+                .iter()
+                .map(|v| v.unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let ts =
+            arrow::compute::cast(b.column_by_name("timestamp").unwrap(), &DataType::Int64).unwrap();
+        let ts = ts.as_primitive::<arrow::datatypes::Int64Type>();
+        for ((e, p), t) in text("event")
+            .into_iter()
+            .zip(text("person_id"))
+            .zip(ts.values())
+        {
+            keys.push((e, p, *t));
+        }
+    }
+    assert_eq!(keys.len(), 200);
+    assert!(
+        keys.is_sorted(),
+        "rows are in sort order across the former files"
+    );
+    assert!(keys.iter().all(|(_, p, _)| *p != folded_from));
+    assert_eq!(rows(&table).await.len(), 200);
+}
+
+/// A file whose footer does not claim the sort order (written by an older version, or by
+/// another tool) is sorted before it joins the merge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_sorts_inputs_that_do_not_claim_the_order() {
+    use super::merge::{Input, Prepare, merge_sorted};
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let p = json!({});
+    let evs: Vec<(i64, Event)> = (0..30)
+        .map(|i| (1, event(&format!("u{}", i % 7), 1, i, &p)))
+        .collect();
+    table.append(batch(&evs[..15]), 1).await.unwrap();
+    let guard = table.table.lock().await.clone();
+    let schema = guard.snapshot().unwrap().snapshot().arrow_schema();
+    let file = partition_files(&guard)
+        .unwrap()
+        .into_values()
+        .flatten()
+        .next()
+        .unwrap();
+    let store = guard.log_store().object_store(None);
+    let sorted_bytes = fetch(&store, &file.path).await.unwrap();
+    // The other half, written in reverse order by a plain Parquet writer (no
+    // `sorting_columns`), without the partition columns, as files hold them.
+    let rest = batch(&evs[15..]);
+    let rev = arrow::array::UInt32Array::from_iter_values((0..15u32).rev());
+    let rest = arrow::compute::take_record_batch(&rest, &rev).unwrap();
+    let keep: Vec<usize> = (0..rest.num_columns())
+        .filter(|&i| !["team_id", "event_date"].contains(&rest.schema().field(i).name().as_str()))
+        .collect();
+    let rest = rest.project(&keep).unwrap();
+    let mut unsorted = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut unsorted, rest.schema(), None).unwrap();
+    w.write(&rest).unwrap();
+    w.close().unwrap();
+    let unsorted = bytes::Bytes::from(unsorted);
+    assert!(super::merge::claims_sort_order(&sorted_bytes));
+    assert!(!super::merge::claims_sort_order(&unsorted));
+    let layouts = Layouts::default();
+    let date32 = crate::storage::schema::date32_of_micros(
+        Utc.with_ymd_and_hms(2024, 3, 1, 0, 0, 0)
+            .unwrap()
+            .timestamp_micros(),
+    );
+    let prep = Prepare {
+        team: TeamId(1),
+        date32,
+        layouts: &layouts,
+        persons: None,
+        schema: &schema,
+    };
+    let inputs = vec![
+        Input {
+            path: file.path.clone(),
+            bytes: sorted_bytes,
+        },
+        Input {
+            path: Path::from("unsorted.parquet"),
+            bytes: unsorted,
+        },
+    ];
+    let mut out = Vec::new();
+    merge_sorted(inputs, &prep, |b| {
+        out.push(b);
+        true
+    })
+    .unwrap();
+    let all = arrow::compute::concat_batches(&schema, &out).unwrap();
+    assert_eq!(all.num_rows(), 30);
+    let resorted = super::write::sort_for_write(&all).unwrap();
+    assert_eq!(all, resorted, "the merge's output is in sort order");
+}
+
 /// Files written before a property was promoted are rewritten by compaction into the
 /// current layout, even when they are not small-file candidates: afterwards every file's
 /// statistics say its rows hold the project's columns, and the rows hold the values.

@@ -403,6 +403,7 @@ impl SortedRows {
 }
 
 /// Sorts by partition, then by the in-file sort order, so every file is written sorted.
+#[cfg(test)]
 pub(crate) fn sort_for_write(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     let cols: Vec<SortColumn> = PARTITION_COLUMNS
         .iter()
@@ -413,5 +414,5 @@ pub(crate) fn sort_for_write(batch: &RecordBatch) -> Result<RecordBatch, arrow::
         })
         .collect();
     let idx = lexsort_to_indices(&cols, None)?;
-    take_record_batch(batch, &idx)
+    arrow::compute::take_record_batch(batch, &idx)
 }
