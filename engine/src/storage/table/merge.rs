@@ -10,8 +10,10 @@
 //! about ten times that) and rewritten file by file beyond, losing the partition's order.
 //!
 //! An input is sorted in memory first (bounded by that one file) when its footer does not
-//! claim the order (a file written by an older version), or when folding merged persons'
-//! ids changes its `person_id`s, which moves rows within it.
+//! claim the order (a file written by an older version). Rows whose `person_id` a merge
+//! folds move when it changes: an input holding such rows is read twice, once for those
+//! rows alone (they join the merge sorted, as one more input held in memory: after a
+//! day of sign-ups, a minority) and once streaming the rest, which is still in order.
 
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
@@ -45,11 +47,32 @@ pub(super) struct Prepare<'a> {
     pub(super) schema: &'a SchemaRef,
 }
 
+/// Which rows of a batch [`Prepare::batch`] keeps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    All,
+    /// Rows whose person id is not folded (they keep their place in the file's order).
+    Unfolded,
+    /// Rows whose person id is folded (they move).
+    Folded,
+}
+
 impl Prepare<'_> {
-    /// `b` in the current layout with merged persons' ids folded, conformed; and how many
-    /// ids were folded.
-    fn batch(&self, b: RecordBatch) -> Result<(RecordBatch, u64), StorageError> {
+    /// The rows of `b` that `keep` names, in the current layout with merged persons' ids
+    /// folded, conformed; and how many ids were folded.
+    fn batch(&self, b: RecordBatch, keep: Keep) -> Result<(RecordBatch, u64), StorageError> {
         let mut b = b;
+        if keep != Keep::All
+            && let Some(map) = self.persons
+        {
+            let mask = folded_mask(&b, map)?;
+            let mask = if keep == Keep::Unfolded {
+                arrow::compute::not(&mask)?
+            } else {
+                mask
+            };
+            b = arrow::compute::filter_record_batch(&b, &mask)?;
+        }
         for family in Family::ALL {
             b = relayout(
                 &b,
@@ -67,6 +90,22 @@ impl Prepare<'_> {
         }
         Ok((conform(&b, self.schema)?, folded))
     }
+}
+
+/// Which rows of `b` hold a `person_id` that `map` folds.
+fn folded_mask(
+    b: &RecordBatch,
+    map: &PersonMap,
+) -> Result<arrow::array::BooleanArray, StorageError> {
+    let Some(col) = b.column_by_name("person_id") else {
+        return Ok(arrow::array::BooleanArray::from(vec![false; b.num_rows()]));
+    };
+    let col = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)?;
+    Ok(col
+        .as_string::<i32>()
+        .iter()
+        .map(|id| Some(id.is_some_and(|id| map.contains_key(id))))
+        .collect())
 }
 
 /// Whether the file's footer says its rows are in [`SORT_COLUMNS`] order (every row
@@ -117,8 +156,8 @@ fn holds_merged_ids(input: &Input, map: &PersonMap) -> Result<bool, StorageError
 
 /// Where a cursor's batches come from.
 enum Source {
-    /// The file decoded as it is read (it is sorted, and folding moves nothing in it).
-    Stream(Box<dyn Iterator<Item = Result<RecordBatch, StorageError>> + Send>),
+    /// The file decoded as it is read (it is sorted), with the rows to keep of it.
+    Stream(Box<dyn Iterator<Item = Result<(RecordBatch, Keep), StorageError>> + Send>),
     /// The file's rows sorted in memory, copied out a chunk at a time.
     Sorted { rows: SortedRows, next: usize },
 }
@@ -167,16 +206,17 @@ pub(super) fn merge_sorted(
     let mut folded = 0u64;
     let mut arena: Vec<RecordBatch> = Vec::new();
     let mut cursors: Vec<Cursor> = Vec::with_capacity(inputs.len());
+    // Rows of every input whose person id is folded, sorted together as one more input.
+    let mut moved: Vec<RecordBatch> = Vec::new();
     for input in inputs {
-        let in_memory = !claims_sort_order(&input.bytes)
-            || prep
-                .persons
-                .is_some_and(|map| holds_merged_ids(&input, map).unwrap_or(true));
-        let batches = decode(input.bytes, &input.path, prep.team.0, prep.date32)?;
-        let source = if in_memory {
+        let sorted = claims_sort_order(&input.bytes);
+        let folds = prep
+            .persons
+            .is_some_and(|map| holds_merged_ids(&input, map).unwrap_or(true));
+        let source = if !sorted {
             let mut held = Vec::new();
-            for b in batches {
-                let (b, n) = prep.batch(b?)?;
+            for b in decode(input.bytes, &input.path, prep.team.0, prep.date32)? {
+                let (b, n) = prep.batch(b?, Keep::All)?;
                 folded += n;
                 held.push(b);
             }
@@ -185,10 +225,31 @@ pub(super) fn merge_sorted(
                 next: 0,
             }
         } else {
-            Source::Stream(Box::new(batches))
+            if folds {
+                for b in decode(input.bytes.clone(), &input.path, prep.team.0, prep.date32)? {
+                    let (b, n) = prep.batch(b?, Keep::Folded)?;
+                    folded += n;
+                    moved.push(b);
+                }
+            }
+            let keep = if folds { Keep::Unfolded } else { Keep::All };
+            let batches = decode(input.bytes, &input.path, prep.team.0, prep.date32)?;
+            Source::Stream(Box::new(batches.map(move |b| b.map(|b| (b, keep)))))
         };
         cursors.push(Cursor {
             source,
+            at: None,
+            keys: None,
+            row: 0,
+            len: 0,
+        });
+    }
+    if !moved.is_empty() {
+        cursors.push(Cursor {
+            source: Source::Sorted {
+                rows: SortedRows::new(moved)?,
+                next: 0,
+            },
             at: None,
             keys: None,
             row: 0,
@@ -207,7 +268,8 @@ pub(super) fn merge_sorted(
                 Source::Stream(it) => match it.next() {
                     None => None,
                     Some(b) => {
-                        let (b, n) = prep.batch(b?)?;
+                        let (b, keep) = b?;
+                        let (b, n) = prep.batch(b, keep)?;
                         *folded += n;
                         Some(b)
                     }
