@@ -204,7 +204,7 @@ pub struct ServeArgs {
     #[arg(long, env = "HEDGEROW_OVERRIDE_FOLD_SHARE", default_value_t = 0.1, value_parser = parse_share)]
     pub override_fold_share: f64,
     /// Buffered bytes above which ingestion waits for a flush (back-pressure).
-    #[arg(long, env = "HEDGEROW_BUFFER_LIMIT", default_value = "1GiB", value_parser = parse_size)]
+    #[arg(long, env = "HEDGEROW_BUFFER_LIMIT", default_value = "512MiB", value_parser = parse_size)]
     pub buffer_limit: u64,
     /// Size at which the write-ahead log starts a new segment file.
     #[arg(long, env = "HEDGEROW_WAL_SEGMENT_SIZE", default_value = "64MiB", value_parser = parse_size)]

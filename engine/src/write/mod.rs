@@ -56,7 +56,7 @@ impl Default for FlushConfig {
             max_rows: 500_000,
             max_bytes: 256 << 20,
             max_age: Duration::from_secs(10),
-            hard_limit_bytes: 1 << 30,
+            hard_limit_bytes: 512 << 20,
             persons_commit_interval: Duration::ZERO,
         }
     }
