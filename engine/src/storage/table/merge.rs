@@ -304,28 +304,64 @@ pub(super) fn merge_sorted(
     }
     let mut picks: Vec<(usize, usize)> = Vec::with_capacity(WRITE_CHUNK_ROWS);
     loop {
-        // The least current row; ties go to the earlier input (the merge is stable).
+        // The least current row and the runner-up; ties go to the earlier input (the
+        // merge is stable).
         let mut best: Option<usize> = None;
+        let mut second: Option<usize> = None;
+        let row_of = |i: usize| {
+            let c = &cursors[i];
+            c.keys.as_ref().expect("current").row(c.row)
+        };
         for (i, c) in cursors.iter().enumerate() {
-            let Some(keys) = &c.keys else {
+            if c.keys.is_none() {
                 continue;
-            };
-            let better = match best {
-                None => true,
-                Some(b) => {
-                    let bc = &cursors[b];
-                    keys.row(c.row) < bc.keys.as_ref().expect("current").row(bc.row)
+            }
+            match best {
+                None => best = Some(i),
+                Some(b) if row_of(i) < row_of(b) => {
+                    second = best;
+                    best = Some(i);
                 }
-            };
-            if better {
-                best = Some(i);
+                Some(_) => {
+                    if second.is_none_or(|s| row_of(i) < row_of(s)) {
+                        second = Some(i);
+                    }
+                }
             }
         }
         let done = best.is_none();
         if let Some(i) = best {
+            // The winner's rows are taken while they stay ahead of the runner-up's current
+            // row (inputs are sorted, so often a long run), up to the chunk's end or the
+            // batch's.
+            let bound = second.map(|j| {
+                (
+                    cursors[j]
+                        .keys
+                        .as_ref()
+                        .expect("current")
+                        .row(cursors[j].row)
+                        .owned(),
+                    j,
+                )
+            });
             let c = &mut cursors[i];
-            picks.push((c.at.expect("current"), c.row));
-            c.row += 1;
+            let keys = c.keys.as_ref().expect("current");
+            let at = c.at.expect("current");
+            loop {
+                picks.push((at, c.row));
+                c.row += 1;
+                if c.row == c.len || picks.len() == WRITE_CHUNK_ROWS {
+                    break;
+                }
+                let next = keys.row(c.row);
+                let ahead = bound
+                    .as_ref()
+                    .is_none_or(|(r, j)| next < r.row() || (next == r.row() && i < *j));
+                if !ahead {
+                    break;
+                }
+            }
             if c.row == c.len {
                 advance(c, &mut arena, &mut folded)?;
             }
