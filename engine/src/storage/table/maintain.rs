@@ -5,7 +5,7 @@ use deltalake::datafile::writer::DeltaWriter;
 use deltalake::kernel::Action;
 use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::protocol::DeltaOperation;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 
 use super::merge::{Input, Prepare, merge_sorted};
 use super::*;
@@ -105,25 +105,48 @@ impl DataFile {
     }
 }
 
-/// The files of one (project, date) partition.
+/// Every file, by its (project, date) partition.
 pub(super) fn partition_files(
     table: &DeltaTable,
+) -> Result<BTreeMap<(String, String), Vec<DataFile>>, StorageError> {
+    partition_files_where(table, |_, _| true)
+}
+
+/// The files of the partition of project `team` on `date`.
+pub(super) fn files_of(
+    table: &DeltaTable,
+    team: &str,
+    date: &str,
+) -> Result<Vec<DataFile>, StorageError> {
+    Ok(partition_files_where(table, |t, d| t == team && d == date)?
+        .into_values()
+        .flatten()
+        .collect())
+}
+
+/// The files of the partitions `keep(team, date)` accepts, by partition; only theirs have
+/// their statistics parsed.
+pub(super) fn partition_files_where(
+    table: &DeltaTable,
+    keep: impl Fn(&str, &str) -> bool,
 ) -> Result<BTreeMap<(String, String), Vec<DataFile>>, StorageError> {
     let mut out: BTreeMap<(String, String), Vec<DataFile>> = BTreeMap::new();
     for f in table.snapshot()?.log_data().iter() {
         let pv = f.partition_values_map();
         let get = |k: &str| pv.get(k).cloned().flatten().unwrap_or_default();
+        let (team, date) = (get("team_id"), get("event_date"));
+        if !keep(&team, &date) {
+            continue;
+        }
         let layout = file_layout(&f, Family::Event);
         let person_layout = file_layout(&f, Family::Person);
-        out.entry((get("team_id"), get("event_date")))
-            .or_default()
-            .push(DataFile {
-                path: f.object_store_path(),
-                size: f.size(),
-                layout,
-                person_layout,
-                remove: Action::Remove(f.remove_action(false)),
-            });
+        out.entry((team, date)).or_default().push(DataFile {
+            path: f.object_store_path(),
+            size: f.size(),
+            layout,
+            person_layout,
+            remove: Action::Remove(f.remove_action(false)),
+        });
     }
     Ok(out)
 }
@@ -221,10 +244,10 @@ impl EventsTable {
             };
             let files = {
                 let guard = self.table.lock().await;
-                let Some(files) = partition_files(&guard)?.remove(&(team.clone(), date.clone()))
-                else {
+                let files = files_of(&guard, &team, &date)?;
+                if files.is_empty() {
                     continue;
-                };
+                }
                 // Rows from before their family's columns existed (a table from before
                 // storage v2, or before person properties had columns): their keys decide
                 // what becomes a column. Person keys once per project and process: files
@@ -392,9 +415,7 @@ impl EventsTable {
         let mut guard = self.table.lock().await;
         let store = guard.log_store().object_store(None);
         let added: Vec<String> = written.adds.iter().map(|a| a.path.clone()).collect();
-        let now: std::collections::HashSet<Path> = partition_files(&guard)?
-            .remove(&(team_id.0.to_string(), date.to_owned()))
-            .unwrap_or_default()
+        let now: std::collections::HashSet<Path> = files_of(&guard, &team_id.0.to_string(), date)?
             .into_iter()
             .map(|f| f.path)
             .collect();
@@ -511,16 +532,30 @@ pub(super) fn decode(
     team: i64,
     date32: i32,
 ) -> Result<impl Iterator<Item = Result<RecordBatch, StorageError>> + use<>, StorageError> {
-    let bad = {
-        let what = path.to_string();
-        move |e: parquet::errors::ParquetError| {
-            StorageError::Invariant(format!("cannot read {what}: {e}"))
-        }
-    };
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(bad.clone())?
+    let meta = read_footer(&bytes, path)?;
+    decode_with(bytes, meta, path, team, date32)
+}
+
+/// A data file's footer, parsed.
+pub(super) fn read_footer(
+    bytes: &bytes::Bytes,
+    path: &Path,
+) -> Result<ArrowReaderMetadata, StorageError> {
+    ArrowReaderMetadata::load(bytes, Default::default())
+        .map_err(|e| StorageError::Invariant(format!("cannot read {path}: {e}")))
+}
+
+/// [`decode`] of a file whose footer is parsed already.
+pub(super) fn decode_with(
+    bytes: bytes::Bytes,
+    meta: ArrowReaderMetadata,
+    path: &Path,
+    team: i64,
+    date32: i32,
+) -> Result<impl Iterator<Item = Result<RecordBatch, StorageError>> + use<>, StorageError> {
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, meta)
         .build()
-        .map_err(bad)?;
+        .map_err(|e| StorageError::Invariant(format!("cannot read {path}: {e}")))?;
     Ok(reader.map(move |b| {
         let b = b?;
         let n = b.num_rows();

@@ -13,7 +13,7 @@ use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuil
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
-use super::maintain::{DataFile, PersonMap, partition_files};
+use super::maintain::{DataFile, PersonMap, files_of, partition_files_where};
 use super::*;
 use crate::storage::layout::LayoutSource;
 
@@ -70,9 +70,8 @@ impl EventsTable {
         let key = team.0.to_string();
         let (files, store) = {
             let guard = self.table.lock().await;
-            let files: Vec<(String, DataFile)> = partition_files(&guard)?
+            let files: Vec<(String, DataFile)> = partition_files_where(&guard, |t, _| t == key)?
                 .into_iter()
-                .filter(|((t, _), _)| *t == key)
                 .flat_map(|((_, date), files)| files.into_iter().map(move |f| (date.clone(), f)))
                 .collect();
             (files, guard.log_store().object_store(None))
@@ -96,9 +95,7 @@ impl EventsTable {
         for (date, mut paths) in chosen {
             let now = {
                 let guard = self.table.lock().await;
-                partition_files(&guard)?
-                    .remove(&(key.clone(), date.clone()))
-                    .unwrap_or_default()
+                files_of(&guard, &key, &date)?
             };
             let mut rewrite: Vec<&DataFile> = Vec::new();
             let mut rewritten_ids: Vec<HashSet<String>> = Vec::new();
@@ -137,6 +134,8 @@ impl EventsTable {
 }
 
 /// A data file read by ranges (its footer, then the column chunks a projection needs).
+/// parquet's own `ParquetObjectReader` does this but is deprecated in parquet 59, which
+/// asks for an `AsyncFileReader` of one's own.
 struct StoreFile {
     store: ObjectStoreRef,
     path: Path,
