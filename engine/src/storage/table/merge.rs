@@ -21,10 +21,10 @@ use arrow::row::{RowConverter, Rows, SortField};
 use bytes::Bytes;
 use object_store::path::Path;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 
 use super::StorageError;
-use super::maintain::{PersonMap, decode, fold_person_ids};
+use super::maintain::{PersonMap, decode_with, fold_person_ids, read_footer};
 use super::write::{SortedRows, WRITE_CHUNK_ROWS};
 use crate::model::TeamId;
 use crate::storage::layout::{Family, Layouts, conform, relayout};
@@ -110,11 +110,8 @@ fn folded_mask(
 
 /// Whether the file's footer says its rows are in [`SORT_COLUMNS`] order (every row
 /// group's `sorting_columns` naming exactly those columns, ascending).
-pub(super) fn claims_sort_order(bytes: &Bytes) -> bool {
-    let Ok(builder) = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()) else {
-        return false;
-    };
-    let md = builder.metadata();
+fn claims_sort_order(meta: &ArrowReaderMetadata) -> bool {
+    let md = meta.metadata();
     let schema = md.file_metadata().schema_descr();
     md.num_row_groups() > 0
         && md.row_groups().iter().all(|rg| {
@@ -129,25 +126,27 @@ pub(super) fn claims_sort_order(bytes: &Bytes) -> bool {
         })
 }
 
+/// Whether the file at `bytes` claims the sort order (for tests).
+#[cfg(test)]
+pub(super) fn file_claims_sort_order(bytes: &Bytes) -> bool {
+    ArrowReaderMetadata::load(bytes, Default::default()).is_ok_and(|m| claims_sort_order(&m))
+}
+
 /// Whether some `person_id` of the file is one `map` folds (only that column is decoded).
-fn holds_merged_ids(input: &Input, map: &PersonMap) -> Result<bool, StorageError> {
-    let bad = |e: parquet::errors::ParquetError| {
-        StorageError::Invariant(format!("cannot read {}: {e}", input.path))
-    };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(input.bytes.clone()).map_err(bad)?;
+fn holds_merged_ids(
+    input: &Input,
+    meta: &ArrowReaderMetadata,
+    map: &PersonMap,
+) -> Result<bool, StorageError> {
+    let builder =
+        ParquetRecordBatchReaderBuilder::new_with_metadata(input.bytes.clone(), meta.clone());
     let mask = ProjectionMask::columns(builder.parquet_schema(), ["person_id"]);
-    for b in builder.with_projection(mask).build().map_err(bad)? {
-        let b = b?;
-        let Some(col) = b.column_by_name("person_id") else {
-            return Ok(false);
-        };
-        let col = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)?;
-        if col
-            .as_string::<i32>()
-            .iter()
-            .flatten()
-            .any(|id| map.contains_key(id))
-        {
+    let reader = builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| StorageError::Invariant(format!("cannot read {}: {e}", input.path)))?;
+    for b in reader {
+        if folded_mask(&b?, map)?.true_count() > 0 {
             return Ok(true);
         }
     }
@@ -209,13 +208,16 @@ pub(super) fn merge_sorted(
     // Rows of every input whose person id is folded, sorted together as one more input.
     let mut moved: Vec<RecordBatch> = Vec::new();
     for input in inputs {
-        let sorted = claims_sort_order(&input.bytes);
+        // The footer is parsed once for every read of the file below.
+        let meta = read_footer(&input.bytes, &input.path)?;
+        let decode =
+            |bytes: Bytes| decode_with(bytes, meta.clone(), &input.path, prep.team.0, prep.date32);
         let folds = prep
             .persons
-            .is_some_and(|map| holds_merged_ids(&input, map).unwrap_or(true));
-        let source = if !sorted {
+            .is_some_and(|map| holds_merged_ids(&input, &meta, map).unwrap_or(true));
+        let source = if !claims_sort_order(&meta) {
             let mut held = Vec::new();
-            for b in decode(input.bytes, &input.path, prep.team.0, prep.date32)? {
+            for b in decode(input.bytes.clone())? {
                 let (b, n) = prep.batch(b?, Keep::All)?;
                 folded += n;
                 held.push(b);
@@ -226,14 +228,14 @@ pub(super) fn merge_sorted(
             }
         } else {
             if folds {
-                for b in decode(input.bytes.clone(), &input.path, prep.team.0, prep.date32)? {
+                for b in decode(input.bytes.clone())? {
                     let (b, n) = prep.batch(b?, Keep::Folded)?;
                     folded += n;
                     moved.push(b);
                 }
             }
             let keep = if folds { Keep::Unfolded } else { Keep::All };
-            let batches = decode(input.bytes, &input.path, prep.team.0, prep.date32)?;
+            let batches = decode(input.bytes.clone())?;
             Source::Stream(Box::new(batches.map(move |b| b.map(|b| (b, keep)))))
         };
         cursors.push(Cursor {

@@ -487,7 +487,7 @@ async fn compaction_merges_files_into_one_sorted_run() {
     assert_eq!(files.len(), 1);
     let store = guard.log_store().object_store(None);
     let bytes = fetch(&store, &files[0].path).await.unwrap();
-    assert!(super::merge::claims_sort_order(&bytes));
+    assert!(super::merge::file_claims_sort_order(&bytes));
     let mut keys: Vec<(String, String, i64)> = Vec::new();
     for b in decode(bytes, &files[0].path, 1, 0).unwrap() {
         let b = b.unwrap();
@@ -554,8 +554,8 @@ async fn merge_sorts_inputs_that_do_not_claim_the_order() {
     w.write(&rest).unwrap();
     w.close().unwrap();
     let unsorted = bytes::Bytes::from(unsorted);
-    assert!(super::merge::claims_sort_order(&sorted_bytes));
-    assert!(!super::merge::claims_sort_order(&unsorted));
+    assert!(super::merge::file_claims_sort_order(&sorted_bytes));
+    assert!(!super::merge::file_claims_sort_order(&unsorted));
     let layouts = Layouts::default();
     let date32 = crate::storage::schema::date32_of_micros(
         Utc.with_ymd_and_hms(2024, 3, 1, 0, 0, 0)
