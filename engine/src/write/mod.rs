@@ -95,9 +95,11 @@ impl Default for MaintenanceConfig {
 /// (at least `share` of a file's rows), then forgets the overrides no file holds any more
 /// and whose events the table holds all of (made at or before the WAL position it covers:
 /// later records are stamped with the merged-into id already).
+/// `all`: every override the store holds, as compaction read them just before.
 async fn fold_overrides(
     table: &EventsTable,
     store: &dyn crate::persons::store::PersonStore,
+    all: &PersonMaps,
     layouts: &MetaStore,
     share: f64,
 ) {
@@ -108,30 +110,29 @@ async fn fold_overrides(
             return;
         }
     };
-    let (all, covered) = match (
-        store.overrides_through(u64::MAX),
-        store.overrides_through(committed),
-    ) {
-        (Ok(all), Ok(covered)) => (all, covered),
-        (Err(e), _) | (_, Err(e)) => {
+    let covered: HashMap<TeamId, HashMap<String, String>> = match store.overrides_through(committed)
+    {
+        Ok(covered) => covered.into_iter().collect(),
+        Err(e) => {
             warn!(error = %e, "cannot read person-id overrides");
             return;
         }
     };
-    let covered: HashMap<TeamId, HashMap<String, String>> = covered.into_iter().collect();
-    for (team, map) in all {
-        let stats = match table.fold_overrides(team, &map, share, layouts).await {
+    for (&team, map) in all {
+        let stats = match table.fold_overrides(team, map, share, layouts).await {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "folding person-id overrides failed; will try again");
                 continue;
             }
         };
+        // Only overrides the sweep looked for: one made after `all` was read may be
+        // covered by now, but no file was searched for its old id.
         let gone: HashMap<String, String> = covered
             .get(&team)
             .into_iter()
             .flatten()
-            .filter(|(old, _)| !stats.still_present.contains(*old))
+            .filter(|(old, _)| map.contains_key(*old) && !stats.still_present.contains(*old))
             .map(|(old, new)| (old.clone(), new.clone()))
             .collect();
         if let Err(e) = store.forget_overrides(team, &gone) {
@@ -701,7 +702,7 @@ impl Pipeline {
                 Err(e) => warn!(error = %e, "compaction failed; will try again"),
             }
             if fold {
-                fold_overrides(&table, store.as_ref(), meta.as_ref(), share).await;
+                fold_overrides(&table, store.as_ref(), &persons, meta.as_ref(), share).await;
             }
             let retention =
                 chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::hours(1));
