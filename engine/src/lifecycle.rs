@@ -229,6 +229,7 @@ impl Engine {
         let handle = tokio::spawn(pipeline.run(rx, shutdown_rx, committed));
         let mut qcfg = cfg.query.clone();
         qcfg.spill_dir = data_dir.join(&qcfg.spill_dir);
+        qcfg.snapshot_dir = data_dir.join(&qcfg.snapshot_dir);
         // Spill files of a previous run are garbage.
         let _ = std::fs::remove_dir_all(&qcfg.spill_dir);
         let query = Arc::new(QueryService::new(

@@ -22,10 +22,15 @@ fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 /// `q`'s results in project 1, computed now (not from the cache).
 async fn results(srv: &Server, q: &str) -> serde_json::Value {
+    results_with(srv, q, json!({})).await
+}
+
+/// A query's rows, run with these query modifiers.
+async fn results_with(srv: &Server, q: &str, modifiers: serde_json::Value) -> serde_json::Value {
     let r: serde_json::Value = client()
         .post(srv.url("/api/projects/1/query/"))
         .bearer_auth(KEY)
-        .json(&json!({"query": {"kind": "HogQLQuery", "query": q}, "refresh": "force_blocking"}))
+        .json(&json!({"query": {"kind": "HogQLQuery", "query": q, "modifiers": modifiers}, "refresh": "force_blocking"}))
         .send()
         .await
         .unwrap()
@@ -388,9 +393,46 @@ async fn person_properties_read_alike_from_columns_json_and_compacted_files() {
             ]),
         ),
     ];
+    // The persons table (its snapshot's typed columns once promoted), alone and joined.
+    let joined = json!({"personsOnEventsMode": "person_id_override_properties_joined"});
+    let persons_queries = [
+        (
+            "SELECT properties.plan AS p, count() FROM persons GROUP BY p ORDER BY p",
+            json!({}),
+            json!([["free", 1], ["pro", 2]]),
+        ),
+        (
+            "SELECT sum(properties.seats) = 3, countIf(properties.vip), countIf(properties.code = '7') FROM persons",
+            json!({}),
+            json!([[true, 2, 1]]),
+        ),
+        (
+            "SELECT p.properties.plan AS plan, count() FROM events e JOIN persons p ON e.person_id = p.id GROUP BY plan ORDER BY plan",
+            json!({}),
+            json!([["free", 2], ["pro", 5]]),
+        ),
+        (
+            "SELECT person.properties.plan AS p, sum(person.properties.seats), count() FROM events GROUP BY p ORDER BY p",
+            joined.clone(),
+            json!([["free", 2.0, 2], ["pro", 4.0, 5]]),
+        ),
+    ];
     async fn check(srv: &Server, queries: &[(&str, serde_json::Value)], when: &str) {
         for (q, want) in queries {
             assert_eq!(&results(srv, q).await, want, "{when}: {q}");
+        }
+    }
+    async fn check_persons(
+        srv: &Server,
+        queries: &[(&str, serde_json::Value, serde_json::Value)],
+        when: &str,
+    ) {
+        for (q, modifiers, want) in queries {
+            assert_eq!(
+                &results_with(srv, q, modifiers.clone()).await,
+                want,
+                "{when}: {q}"
+            );
         }
     }
     // Every property promoted at once; nothing flushed while these are read.
@@ -405,6 +447,13 @@ async fn person_properties_read_alike_from_columns_json_and_compacted_files() {
         "files without columns and the buffer with them",
     )
     .await;
+    check_persons(&second, &persons_queries, "persons with columns").await;
+    let star = results(&second, "SELECT * FROM persons LIMIT 1").await;
+    assert_eq!(
+        star[0].as_array().map(Vec::len),
+        Some(5),
+        "the snapshot's typed columns stay out of *: {star}"
+    );
     second.stop();
     let third = Server::start_in(
         tmp.path(),
@@ -426,4 +475,5 @@ async fn person_properties_read_alike_from_columns_json_and_compacted_files() {
     )
     .await;
     check(&third, &queries, "after compaction").await;
+    check_persons(&third, &persons_queries, "persons after a restart").await;
 }

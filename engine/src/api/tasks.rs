@@ -114,6 +114,9 @@ impl Engine {
         for (team, terms) in &scrub {
             self.person_store.scrub(*team, terms)?;
         }
+        // The persons snapshots: the erased persons' rows leave their files.
+        let teams: Vec<TeamId> = by_team.keys().copied().collect();
+        self.query.refresh_person_snapshots(&teams).await?;
         run.rows_deleted = rows_by_team.values().sum();
         info!(?run, "deletion tasks done");
         Ok(run)

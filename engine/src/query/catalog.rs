@@ -13,6 +13,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+use super::person_snapshot::PersonSnapshots;
 use super::{LOG_RETENTION, QueryError, QueryService, persons_tables, provider};
 use crate::hogql::overrides::OverrideMap;
 use crate::hogql::schema::Catalog;
@@ -121,6 +122,8 @@ impl QueryService {
             log_since: self.clock.now() - LOG_RETENTION,
             persons: self.persons.clone(),
             overrides: self.overrides.clone(),
+            snapshots: self.snapshots.clone(),
+            person_tables: std::sync::OnceLock::new(),
         })
     }
 }
@@ -214,9 +217,28 @@ pub(super) struct TeamCatalog {
     log_since: DateTime<Utc>,
     persons: Arc<dyn PersonStore>,
     overrides: Arc<Mutex<OverrideCache>>,
+    snapshots: Arc<PersonSnapshots>,
+    /// `persons`, `person_distinct_ids`, `groups`: taken from the snapshots once per query.
+    person_tables: std::sync::OnceLock<Option<[Arc<dyn TableProvider>; 3]>>,
 }
 
 impl TeamCatalog {
+    fn snapshot_table(&self, which: usize) -> Option<Arc<dyn TableProvider>> {
+        self.person_tables
+            .get_or_init(|| {
+                let layout = &self.layout[Family::Person as usize];
+                match self.snapshots.tables(self.team, layout) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the persons snapshot");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+            .map(|t| t[which].clone())
+    }
+
     fn store_table(
         &self,
         build: fn(&dyn PersonStore, TeamId) -> Result<MemTable, QueryError>,
@@ -278,9 +300,9 @@ impl Catalog for TeamCatalog {
                     None
                 }
             },
-            "persons" => self.store_table(persons_tables::persons),
-            "person_distinct_ids" => self.store_table(persons_tables::distinct_ids),
-            "groups" => self.store_table(persons_tables::groups),
+            "persons" => self.snapshot_table(0),
+            "person_distinct_ids" => self.snapshot_table(1),
+            "groups" => self.snapshot_table(2),
             "ingestion_warnings" => self.store_table(persons_tables::warnings),
             _ => None,
         }

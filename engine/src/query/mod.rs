@@ -11,8 +11,8 @@
 //! - `catalog`: what a query sees (its session, the project's tables).
 //! - `cache`, `tasks`, `log`: the result cache, the task registry, the query log.
 //! - `draft`: draft SQL for a plain-language prompt.
-//! - `exec`: the query runtime and its admission rules; `provider`, `persons_tables`:
-//!   the tables; `result`: Arrow to JSON cells and ClickHouse types; `pool`: the memory
+//! - `exec`: the query runtime and its admission rules; `provider`, `person_snapshot`,
+//!   `persons_tables`: the tables; `result`: Arrow to JSON cells and ClickHouse types; `pool`: the memory
 //!   pool; `upgrade`: old query nodes to current ones.
 
 mod cache;
@@ -21,6 +21,7 @@ mod draft;
 mod error;
 pub(crate) mod exec;
 mod log;
+mod person_snapshot;
 pub(crate) mod persons_tables;
 pub(crate) mod pool;
 pub(crate) mod provider;
@@ -51,6 +52,8 @@ pub struct QueryConfig {
     pub memory_limit: usize,
     /// Where spill files go.
     pub spill_dir: PathBuf,
+    /// Where the persons tables' snapshots go (`person_snapshot`).
+    pub snapshot_dir: PathBuf,
     /// Parallelism of one query.
     pub target_partitions: usize,
     /// `blocking`/`async` serve a cached result younger than this even if data changed.
@@ -70,6 +73,7 @@ impl QueryConfig {
         Self {
             memory_limit: 2 << 30,
             spill_dir,
+            snapshot_dir: PathBuf::from("person_snapshots"),
             target_partitions: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),

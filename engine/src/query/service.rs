@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
@@ -47,6 +48,8 @@ pub struct QueryService {
     pub(super) persons: Arc<dyn PersonStore>,
     /// Each project's person-id overrides, with the store version they were read at.
     pub(super) overrides: Arc<Mutex<OverrideCache>>,
+    /// `persons`, `person_distinct_ids` and `groups` as columnar snapshots.
+    pub(super) snapshots: Arc<super::person_snapshot::PersonSnapshots>,
 }
 
 /// One request of the endpoint that is being answered: the project, the node, and what
@@ -108,7 +111,14 @@ impl QueryService {
                 what: "cannot start the query runtime",
                 source,
             })?;
+        // A replaced snapshot file stays while a query planned with it may still run.
+        let snapshots = Arc::new(super::person_snapshot::PersonSnapshots::new(
+            cfg.snapshot_dir.clone(),
+            persons.clone(),
+            cfg.limits.timeout + Duration::from_secs(60),
+        )?);
         Ok(Self {
+            snapshots,
             cfg,
             runtime,
             exec,
@@ -123,6 +133,32 @@ impl QueryService {
             persons,
             overrides: Default::default(),
         })
+    }
+
+    /// Rewrites the persons snapshots of `teams`, and of every project whose persons were
+    /// erased since its snapshot was written, and deletes the files they replace: no
+    /// snapshot file keeps an erased person's properties after this.
+    pub async fn refresh_person_snapshots(&self, teams: &[TeamId]) -> Result<(), QueryError> {
+        let snapshots = self.snapshots.clone();
+        let meta = self.meta.clone();
+        let mut teams = teams.to_vec();
+        tokio::task::spawn_blocking(move || {
+            teams.extend(snapshots.erased_since_base()?);
+            teams.sort();
+            teams.dedup();
+            for team in teams {
+                let layout = meta
+                    .layouts()
+                    .of(crate::storage::layout::Family::Person, team);
+                snapshots.refresh(team, &layout)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| QueryError::Io {
+            what: "the persons snapshot rewrite stopped",
+            source: std::io::Error::other(e),
+        })?
     }
 
     pub fn config(&self) -> &QueryConfig {

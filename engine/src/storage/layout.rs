@@ -258,6 +258,12 @@ pub(crate) fn column_name(family: Family, key: &str, ty: PropertyType) -> String
     name
 }
 
+/// The hidden column of a person property in the persons snapshot (`query::person_snapshot`):
+/// `__` and the property's person column name.
+pub(crate) fn snapshot_person_column(key: &str, ty: PropertyType) -> String {
+    format!("__{}", column_name(Family::Person, key, ty))
+}
+
 /// The string a property reads as: a missing key, JSON null and `""` are NULL; strings are
 /// themselves; numbers, booleans, objects and arrays are their JSON text. HogQL's property
 /// access gives the same answer, so a column and the JSON agree.

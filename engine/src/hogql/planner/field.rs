@@ -77,6 +77,20 @@ impl Planner<'_> {
             "properties" => rel.and_then(|r| r.props),
             _ => None,
         };
+        // A person property the persons snapshot holds as a typed column.
+        if let ([key], Some(r)) = (path, rel)
+            && !r.events
+            && r.props == Some(PropertyKind::Person)
+            && c.name == "properties"
+            && let Some(e) = self.snapshot_person_column(
+                c.relation.clone(),
+                key,
+                &|col| r.columns.contains(&col.name),
+                scope,
+            )?
+        {
+            return Ok(e);
+        }
         // A promoted property: its column where the row holds it (`props_layout`, or
         // `person_props_layout`, > its position), the residual JSON where it does not (rows
         // written before).
@@ -114,6 +128,35 @@ impl Planner<'_> {
             path,
             scope,
         )
+    }
+
+    /// A person property that the persons snapshot holds as a hidden typed column
+    /// (`storage::layout::snapshot_person_column`), when `has` says `table` has it: that
+    /// column, read as the JSON would be read (by the property's type).
+    fn snapshot_person_column(
+        &self,
+        table: Option<TableReference>,
+        key: &str,
+        has: &dyn Fn(&Column) -> bool,
+        scope: &Scope<'_>,
+    ) -> PResult<Option<Expr>> {
+        let Some(ty) = self.ctx.catalog.property_type(PropertyKind::Person, key) else {
+            return Ok(None);
+        };
+        let col = Column::new(
+            table,
+            crate::storage::layout::snapshot_person_column(key, ty),
+        );
+        if !has(&col) {
+            return Ok(None);
+        }
+        let e = Expr::Column(col);
+        Ok(Some(match ty {
+            PropertyType::DateTime => {
+                self.typed_property(e, Some(PropertyKind::Person), &[key.to_owned()], scope)?
+            }
+            _ => e,
+        }))
     }
 
     /// `json` as a whole: for the events table's `properties` and `person_properties`, the
@@ -238,9 +281,19 @@ impl Planner<'_> {
             };
             let jq = Some(TableReference::bare(jq.clone()));
             if sub == "properties" {
-                let json = Expr::Column(Column::new(jq, "properties"));
+                let json = Expr::Column(Column::new(jq.clone(), "properties"));
                 if rest.len() <= 2 {
                     return Ok(json);
+                }
+                if let ("person", [key]) = (name.as_str(), &rest[2..])
+                    && let Some(e) = self.snapshot_person_column(
+                        jq.clone(),
+                        key,
+                        &|col| scope.schema.has_column(col),
+                        scope,
+                    )?
+                {
+                    return Ok(e);
                 }
                 let kind = match name.as_str() {
                     "person" => Some(PropertyKind::Person),

@@ -17,7 +17,6 @@ mod sqlite;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 use super::Person;
 use crate::error::{ErrorKind, HasKind};
@@ -37,6 +36,9 @@ pub enum StoreError {
     /// A filter the store cannot run (unknown operator, missing value…).
     #[error("{0}")]
     Invalid(String),
+    /// A persons snapshot could not take the rows it was given (`SnapshotSink`).
+    #[error("persons snapshot: {0}")]
+    Snapshot(String),
     /// A `regex`/`not_regex` property filter whose pattern does not compile.
     #[error("property filter on {key:?}: bad regular expression: {source}")]
     BadRegex {
@@ -49,13 +51,41 @@ pub enum StoreError {
 impl HasKind for StoreError {
     fn kind(&self) -> ErrorKind {
         match self {
-            StoreError::Sqlite(_) => ErrorKind::Internal,
+            StoreError::Sqlite(_) | StoreError::Snapshot(_) => ErrorKind::Internal,
             StoreError::Invalid(_) | StoreError::BadRegex { .. } => ErrorKind::InvalidInput,
         }
     }
 }
 
 pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Takes the rows a persons snapshot needs as the store reads them
+/// ([`PersonStore::snapshot_changes`]); times are microseconds.
+pub trait SnapshotSink {
+    fn person(
+        &mut self,
+        uuid: &str,
+        created_at: i64,
+        properties: &str,
+        is_identified: bool,
+    ) -> Result<()>;
+    fn distinct_id(&mut self, distinct_id: &str, person_uuid: &str) -> Result<()>;
+    fn group(
+        &mut self,
+        index: i64,
+        key: &str,
+        created_at: i64,
+        updated_at: i64,
+        properties: &str,
+    ) -> Result<()>;
+    /// A person whose rows (and distinct ids) an older snapshot holds are stale: changed
+    /// (its current rows come through `person`/`distinct_id`) or removed (`erased`: deleted,
+    /// not merged away).
+    fn changed_person(&mut self, uuid: &str, erased: bool);
+    /// A group key whose rows (of any group type) an older snapshot holds are stale; the
+    /// current rows of every group with this key come through `group`.
+    fn changed_group(&mut self, key: &str);
+}
 
 pub trait PersonStore: Send + Sync {
     /// The last WAL sequence whose person changes are stored.
@@ -97,12 +127,18 @@ pub trait PersonStore: Send + Sync {
         offset: usize,
     ) -> Result<(Vec<Activity>, u64)>;
     fn warnings(&self, team: TeamId) -> Result<Vec<WarningRow>>;
-    /// The project's persons as the `persons` table shows them: (uuid, created_at in
-    /// microseconds, properties JSON text, is_identified).
-    fn persons_rows(&self, team: TeamId) -> Result<Vec<(String, i64, String, bool)>>;
-    /// The project's distinct ids as the `person_distinct_ids` table shows them:
-    /// (distinct_id, person uuid).
-    fn distinct_id_rows(&self, team: TeamId) -> Result<Vec<(String, Uuid)>>;
+    /// Streams to `sink` what changed in the project's persons, distinct ids and groups
+    /// after revision `since` (a revision an earlier call returned), or every row when
+    /// `since` is None, all as of one instant; returns that instant's revision.
+    fn snapshot_changes(
+        &self,
+        team: TeamId,
+        since: Option<u64>,
+        sink: &mut dyn SnapshotSink,
+    ) -> Result<u64>;
+    /// Forgets the project's person removals at or before revision `through` (a snapshot
+    /// built at `through` holds them).
+    fn forget_removals(&self, team: TeamId, through: u64) -> Result<()>;
     fn group_rows(&self, team: TeamId) -> Result<Vec<GroupRow>>;
 
     fn pending_tasks(&self) -> Result<Vec<Task>>;

@@ -10,12 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use super::filter::{filter_sql, register_functions};
 use super::{
-    Activity, ChangeSet, GroupRow, Op, PersonFilter, PersonRow, PersonStore, Result, Task,
-    WarningRow,
+    Activity, ChangeSet, GroupRow, Op, PersonFilter, PersonRow, PersonStore, Result, SnapshotSink,
+    Task, WarningRow,
 };
 use crate::model::{DistinctId, PersonUuid, TeamId};
 use crate::persons::Person;
@@ -28,7 +27,10 @@ CREATE TABLE IF NOT EXISTS persons (
     created_at INTEGER NOT NULL,
     properties TEXT NOT NULL,
     is_identified INTEGER NOT NULL,
-    version INTEGER NOT NULL
+    version INTEGER NOT NULL,
+    -- The store revision (`persons_state.rev`) that last wrote the row or moved a distinct
+    -- id to or from it: what a persons snapshot built at an older revision must read again.
+    rev INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS persons_by_team ON persons (team_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS persons_by_uuid ON persons (team_id, uuid);
@@ -56,8 +58,18 @@ CREATE TABLE IF NOT EXISTS groups (
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     properties TEXT NOT NULL,
+    rev INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (team_id, group_type_index, group_key)
 );
+-- Persons deleted (erased = 1) or merged away (0), by revision: what a persons snapshot
+-- built before must drop. Forgotten once a snapshot at a later revision holds the change.
+CREATE TABLE IF NOT EXISTS person_removals (
+    team_id INTEGER NOT NULL,
+    uuid TEXT NOT NULL,
+    rev INTEGER NOT NULL,
+    erased INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS removals_by_rev ON person_removals (team_id, rev);
 CREATE TABLE IF NOT EXISTS ingestion_warnings (
     id INTEGER PRIMARY KEY,
     team_id INTEGER NOT NULL,
@@ -95,6 +107,27 @@ CREATE TABLE IF NOT EXISTS persons_state (
     value INTEGER NOT NULL
 );
 ";
+
+/// What a store written before persons snapshots lacks (`rev` columns), then their indexes.
+fn migrate(conn: &Connection) -> Result<()> {
+    for table in ["persons", "groups"] {
+        let has: bool = conn
+            .prepare(&format!(
+                "SELECT 1 FROM pragma_table_info('{table}') WHERE name = 'rev'"
+            ))?
+            .exists([])?;
+        if !has {
+            conn.execute_batch(&format!(
+                "ALTER TABLE {table} ADD COLUMN rev INTEGER NOT NULL DEFAULT 0"
+            ))?;
+        }
+    }
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS persons_by_rev ON persons (team_id, rev);
+         CREATE INDEX IF NOT EXISTS groups_by_rev ON groups (team_id, rev);",
+    )?;
+    Ok(())
+}
 
 fn micros(t: DateTime<Utc>) -> i64 {
     t.timestamp_micros()
@@ -134,6 +167,15 @@ pub struct SqliteStore {
     reader: Mutex<Connection>,
     seq: AtomicU64,
     version: AtomicU64,
+    /// The last revision a commit with changes wrote (`persons_state.rev`), persisted.
+    rev: AtomicU64,
+}
+
+/// Column `i` of `r` as text, borrowed.
+fn text<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+    Ok(r.get_ref(i)?.as_str().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })?)
 }
 
 fn lock(m: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
@@ -176,21 +218,27 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<Self> {
         let writer = open_conn(path)?;
         writer.execute_batch(SCHEMA)?;
+        migrate(&writer)?;
         let reader = open_conn(path)?;
-        let seq: i64 = writer
-            .query_row(
-                "SELECT value FROM persons_state WHERE key = 'last_seq'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?
-            .unwrap_or(0);
+        let state = |key: &str| -> Result<i64> {
+            Ok(writer
+                .query_row(
+                    "SELECT value FROM persons_state WHERE key = ?1",
+                    [key],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .unwrap_or(0))
+        };
+        let seq = state("last_seq")?;
+        let rev = state("rev")?;
         Ok(Self {
             path: path.to_owned(),
             writer: Mutex::new(writer),
             reader: Mutex::new(reader),
             seq: AtomicU64::new(seq.max(0) as u64),
             version: AtomicU64::new(1),
+            rev: AtomicU64::new(rev.max(0) as u64),
         })
     }
 
@@ -227,7 +275,28 @@ impl SqliteStore {
         Ok(out)
     }
 
-    fn apply(tx: &rusqlite::Transaction<'_>, changes: &ChangeSet, seq: u64) -> Result<()> {
+    /// Writes `changes` as revision `rev`: every person row written, and every person a
+    /// distinct id joins or leaves, gets `rev`; removed persons are logged under it.
+    fn apply(
+        tx: &rusqlite::Transaction<'_>,
+        changes: &ChangeSet,
+        seq: u64,
+        rev: u64,
+    ) -> Result<()> {
+        let rev = rev as i64;
+        let touch = |team: TeamId, id: i64| -> Result<()> {
+            tx.prepare_cached("UPDATE persons SET rev = ?3 WHERE team_id = ?1 AND id = ?2")?
+                .execute(params![team.0, id, rev])?;
+            Ok(())
+        };
+        let removed = |team: TeamId, id: i64, erased: bool| -> Result<()> {
+            tx.prepare_cached(
+                "INSERT INTO person_removals (team_id, uuid, rev, erased)
+                 SELECT team_id, uuid, ?3, ?4 FROM persons WHERE team_id = ?1 AND id = ?2",
+            )?
+            .execute(params![team.0, id, rev, erased])?;
+            Ok(())
+        };
         for op in &changes.ops {
             match op {
                 Op::SetDistinct {
@@ -235,6 +304,16 @@ impl SqliteStore {
                     distinct_id,
                     person_id,
                 } => {
+                    let before: Option<i64> = tx
+                        .prepare_cached(
+                            "SELECT person_id FROM person_distinct_ids WHERE team_id = ?1 AND distinct_id = ?2",
+                        )?
+                        .query_row(params![team.0, distinct_id.as_str()], |r| r.get(0))
+                        .optional()?;
+                    if let Some(before) = before.filter(|b| b != person_id) {
+                        touch(*team, before)?;
+                    }
+                    touch(*team, *person_id)?;
                     tx.prepare_cached(
                         "INSERT INTO person_distinct_ids (team_id, distinct_id, person_id) VALUES (?1, ?2, ?3)
                          ON CONFLICT (team_id, distinct_id) DO UPDATE SET person_id = excluded.person_id",
@@ -242,6 +321,7 @@ impl SqliteStore {
                     .execute(params![team.0, distinct_id.as_str(), person_id])?;
                 }
                 Op::DeletePerson { team, id } => {
+                    removed(*team, *id, true)?;
                     tx.execute(
                         "DELETE FROM person_distinct_ids WHERE team_id = ?1 AND person_id = ?2",
                         params![team.0, id],
@@ -256,6 +336,8 @@ impl SqliteStore {
                     )?;
                 }
                 Op::MergePerson { team, from, to } => {
+                    removed(*team, *from, false)?;
+                    touch(*team, *to)?;
                     tx.prepare_cached(
                         "UPDATE person_distinct_ids SET person_id = ?3 WHERE team_id = ?1 AND person_id = ?2",
                     )?
@@ -288,11 +370,11 @@ impl SqliteStore {
                 }
                 Op::Group(g) => {
                     tx.prepare_cached(
-                        "INSERT INTO groups (team_id, group_type_index, group_key, created_at, updated_at, properties)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                        "INSERT INTO groups (team_id, group_type_index, group_key, created_at, updated_at, properties, rev)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                          ON CONFLICT (team_id, group_type_index, group_key) DO UPDATE SET
                            updated_at = excluded.updated_at, properties = excluded.properties,
-                           created_at = excluded.created_at",
+                           created_at = excluded.created_at, rev = excluded.rev",
                     )?
                     .execute(params![
                         g.team.0,
@@ -300,7 +382,8 @@ impl SqliteStore {
                         g.key,
                         micros(g.created_at),
                         micros(g.updated_at),
-                        Value::Object(g.properties.clone()).to_string()
+                        Value::Object(g.properties.clone()).to_string(),
+                        rev
                     ])?;
                 }
                 Op::Warning {
@@ -349,11 +432,11 @@ impl SqliteStore {
         }
         for p in changes.persons.values() {
             tx.prepare_cached(
-                "INSERT INTO persons (id, team_id, uuid, created_at, properties, is_identified, version)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                "INSERT INTO persons (id, team_id, uuid, created_at, properties, is_identified, version, rev)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at,
                    properties = excluded.properties, is_identified = excluded.is_identified,
-                   version = excluded.version",
+                   version = excluded.version, rev = excluded.rev",
             )?
             .execute(params![
                 p.id,
@@ -362,7 +445,8 @@ impl SqliteStore {
                 micros(p.created_at),
                 &*p.properties,
                 p.is_identified,
-                p.version
+                p.version,
+                rev
             ])?;
         }
         Ok(())
@@ -381,14 +465,17 @@ impl PersonStore for SqliteStore {
     fn commit(&self, changes: &ChangeSet, seq: u64, next_person_id: i64) -> Result<()> {
         let mut conn = lock(&self.writer);
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        Self::apply(&tx, changes, seq)?;
+        // Only the pipeline commits (one writer), so the counter is read and set here alone.
+        let rev = self.rev.load(Ordering::Acquire) + u64::from(!changes.is_empty());
+        Self::apply(&tx, changes, seq, rev)?;
         tx.prepare_cached(
-            "INSERT INTO persons_state (key, value) VALUES ('last_seq', ?1), ('next_person_id', ?2)
+            "INSERT INTO persons_state (key, value) VALUES ('last_seq', ?1), ('next_person_id', ?2), ('rev', ?3)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         )?
-        .execute(params![seq as i64, next_person_id])?;
+        .execute(params![seq as i64, next_person_id, rev as i64])?;
         tx.commit()?;
         self.seq.store(seq, Ordering::Release);
+        self.rev.store(rev, Ordering::Release);
         if !changes.is_empty() {
             self.version.fetch_add(1, Ordering::AcqRel);
         }
@@ -643,30 +730,83 @@ impl PersonStore for SqliteStore {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn persons_rows(&self, team: TeamId) -> Result<Vec<(String, i64, String, bool)>> {
-        let conn = lock(&self.reader);
-        let mut stmt = conn.prepare_cached(
-            "SELECT uuid, created_at, properties, is_identified FROM persons WHERE team_id = ?1",
-        )?;
-        let rows = stmt.query_map(params![team.0], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    fn snapshot_changes(
+        &self,
+        team: TeamId,
+        since: Option<u64>,
+        sink: &mut dyn SnapshotSink,
+    ) -> Result<u64> {
+        let mut conn = lock(&self.reader);
+        // One read transaction: every row and the revision as of one commit.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
+        let rev: i64 = tx
+            .query_row(
+                "SELECT value FROM persons_state WHERE key = 'rev'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0);
+        // Everything is newer than -1 (rows of a store older than revisions have rev 0).
+        let after = since.map_or(-1, |s| s as i64);
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT uuid, created_at, properties, is_identified FROM persons
+                 WHERE team_id = ?1 AND rev > ?2",
+            )?;
+            let mut rows = stmt.query(params![team.0, after])?;
+            while let Some(r) = rows.next()? {
+                let uuid = text(r, 0)?;
+                sink.person(uuid, r.get(1)?, text(r, 2)?, r.get(3)?)?;
+                if since.is_some() {
+                    sink.changed_person(uuid, false);
+                }
+            }
+        }
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT d.distinct_id, p.uuid FROM persons p
+                 JOIN person_distinct_ids d ON d.person_id = p.id
+                 WHERE p.team_id = ?1 AND p.rev > ?2",
+            )?;
+            let mut rows = stmt.query(params![team.0, after])?;
+            while let Some(r) = rows.next()? {
+                sink.distinct_id(text(r, 0)?, text(r, 1)?)?;
+            }
+        }
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT group_type_index, group_key, created_at, updated_at, properties FROM groups
+                 WHERE team_id = ?1 AND group_key IN
+                   (SELECT group_key FROM groups WHERE team_id = ?1 AND rev > ?2)",
+            )?;
+            let mut rows = stmt.query(params![team.0, after])?;
+            while let Some(r) = rows.next()? {
+                let key = text(r, 1)?;
+                sink.group(r.get(0)?, key, r.get(2)?, r.get(3)?, text(r, 4)?)?;
+                if since.is_some() {
+                    sink.changed_group(key);
+                }
+            }
+        }
+        if since.is_some() {
+            let mut stmt = tx.prepare_cached(
+                "SELECT uuid, erased FROM person_removals WHERE team_id = ?1 AND rev > ?2",
+            )?;
+            let mut rows = stmt.query(params![team.0, after])?;
+            while let Some(r) = rows.next()? {
+                sink.changed_person(text(r, 0)?, r.get(1)?);
+            }
+        }
+        tx.commit()?;
+        Ok(rev.max(0) as u64)
     }
 
-    fn distinct_id_rows(&self, team: TeamId) -> Result<Vec<(String, Uuid)>> {
-        let conn = lock(&self.reader);
-        let mut stmt = conn.prepare_cached(
-            "SELECT d.distinct_id, p.uuid FROM person_distinct_ids d JOIN persons p ON p.id = d.person_id
-             WHERE d.team_id = ?1",
-        )?;
-        let rows = stmt.query_map(params![team.0], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                *parse_uuid(&r.get::<_, String>(1)?).as_uuid(),
-            ))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    fn forget_removals(&self, team: TeamId, through: u64) -> Result<()> {
+        let conn = lock(&self.writer);
+        conn.prepare_cached("DELETE FROM person_removals WHERE team_id = ?1 AND rev <= ?2")?
+            .execute(params![team.0, through as i64])?;
+        Ok(())
     }
 
     fn group_rows(&self, team: TeamId) -> Result<Vec<GroupRow>> {
@@ -757,6 +897,7 @@ mod tests {
     use super::*;
     use crate::error::{ErrorKind, HasKind};
     use serde_json::json;
+    use uuid::Uuid;
 
     fn row(id: i64, props: Value, at: i64) -> PersonRow {
         PersonRow {
@@ -835,6 +976,90 @@ mod tests {
             properties: serde_json::from_value(filters).unwrap(),
             ..Default::default()
         }
+    }
+
+    struct Collect(Vec<String>);
+    impl SnapshotSink for Collect {
+        fn person(&mut self, uuid: &str, _: i64, props: &str, _: bool) -> Result<()> {
+            self.0.push(format!("person {uuid} {props}"));
+            Ok(())
+        }
+        fn distinct_id(&mut self, d: &str, p: &str) -> Result<()> {
+            self.0.push(format!("did {d} {p}"));
+            Ok(())
+        }
+        fn group(&mut self, i: i64, k: &str, _: i64, _: i64, _: &str) -> Result<()> {
+            self.0.push(format!("group {i} {k}"));
+            Ok(())
+        }
+        fn changed_person(&mut self, uuid: &str, erased: bool) {
+            self.0.push(format!("changed {uuid} {erased}"));
+        }
+        fn changed_group(&mut self, key: &str) {
+            self.0.push(format!("changed group {key}"));
+        }
+    }
+
+    /// A store written before snapshots (no `rev` columns) opens, reads whole, and gives
+    /// the changes of later commits.
+    #[test]
+    fn a_store_without_revisions_opens_and_reports_changes() {
+        let (dir, s) = store();
+        seed(&s);
+        drop(s);
+        let path = dir.path().join("meta.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX persons_by_rev; DROP INDEX groups_by_rev;
+             ALTER TABLE persons DROP COLUMN rev; ALTER TABLE groups DROP COLUMN rev;
+             DELETE FROM persons_state WHERE key = 'rev';",
+        )
+        .unwrap();
+        drop(conn);
+        let s = SqliteStore::open(&path).unwrap();
+        let mut all = Collect(vec![]);
+        let rev = s.snapshot_changes(TeamId(1), None, &mut all).unwrap();
+        assert_eq!(rev, 0);
+        assert_eq!(all.0.iter().filter(|l| l.starts_with("person ")).count(), 3);
+        assert_eq!(all.0.iter().filter(|l| l.starts_with("did ")).count(), 4);
+        let mut c = ChangeSet::default();
+        c.ops.push(Op::MergePerson {
+            team: TeamId(1),
+            from: 2,
+            to: 1,
+        });
+        s.commit(&c, 8, 4).unwrap();
+        let mut since = Collect(vec![]);
+        assert_eq!(
+            s.snapshot_changes(TeamId(1), Some(rev), &mut since)
+                .unwrap(),
+            1
+        );
+        let (u1, u2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let mut got = since.0.clone();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                format!("changed {u1} false"),
+                format!("changed {u2} false"),
+                format!("did 0190a0e4-7b1c-7000-8000-000000000001 {u1}"),
+                format!("did alice {u1}"),
+                format!("did bob {u1}"),
+                format!(
+                    "person {u1} {{\"age\":31,\"email\":\"Alice@Example.com\",\"plan\":\"pro\"}}"
+                ),
+            ]
+        );
+        s.forget_removals(TeamId(1), 1).unwrap();
+        let mut after = Collect(vec![]);
+        s.snapshot_changes(TeamId(1), Some(rev), &mut after)
+            .unwrap();
+        assert!(
+            !after.0.iter().any(|l| l.contains(&u2.to_string())),
+            "{:?}",
+            after.0
+        );
     }
 
     #[test]
