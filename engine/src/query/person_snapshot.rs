@@ -31,7 +31,7 @@ use datafusion::arrow::array::{
     TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{Result as DFResult, ScalarValue};
 use datafusion::datasource::TableType;
@@ -53,6 +53,7 @@ use parquet::file::properties::WriterProperties;
 use serde_json::{Map, Value};
 
 use super::QueryError;
+use super::persons_tables::ts;
 use crate::model::TeamId;
 use crate::persons::store::{PersonStore, SnapshotSink, StoreError};
 use crate::storage::layout::{
@@ -98,10 +99,6 @@ impl SnapTable {
             SnapTable::Groups => "key",
         }
     }
-}
-
-fn ts() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
 fn schema_of(table: SnapTable, layout: &[PropertyColumn]) -> SchemaRef {
@@ -372,9 +369,9 @@ pub(crate) struct Base {
 #[derive(Debug, Default)]
 pub(crate) struct Delta {
     batches: [Vec<RecordBatch>; 3],
-    /// Persons (uuids) whose base rows are stale, sorted.
+    /// Persons (uuids) whose base rows are stale.
     changed_persons: Arc<[String]>,
-    /// Group keys whose base rows are stale, sorted.
+    /// Group keys whose base rows are stale.
     changed_groups: Arc<[String]>,
     erased: bool,
     rows: usize,
@@ -455,16 +452,7 @@ impl PersonSnapshots {
                 b
             }
         };
-        // The version before the read: a commit in between makes the next query read again.
-        let version = self.store.version();
-        let delta = match &st.delta {
-            Some((v, d)) if *v == version => d.clone(),
-            _ => {
-                let d = Arc::new(self.delta(team, &base)?);
-                st.delta = Some((version, d.clone()));
-                d
-            }
-        };
+        let delta = self.cached_delta(team, &base, &mut st)?;
         if !st.rebuilding
             && (delta.erased || delta.rows > REBUILD_ROWS || *base.layout != *layout.columns)
         {
@@ -504,6 +492,26 @@ impl PersonSnapshots {
         self.rebuild(team, &layout.columns, true)
     }
 
+    /// The delta over `base` (the state's base), read again only when the store's version
+    /// moved since the cached one.
+    fn cached_delta(
+        &self,
+        team: TeamId,
+        base: &Base,
+        st: &mut TeamState,
+    ) -> Result<Arc<Delta>, QueryError> {
+        // The version before the read: a commit in between makes the next query read again.
+        let version = self.store.version();
+        if let Some((v, d)) = &st.delta
+            && *v == version
+        {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(self.delta(team, base)?);
+        st.delta = Some((version, d.clone()));
+        Ok(d)
+    }
+
     /// The projects with a base whose persons were erased since it was written.
     pub(crate) fn erased_since_base(&self) -> Result<Vec<TeamId>, QueryError> {
         let teams: Vec<(TeamId, Arc<Mutex<TeamState>>)> = lock(&self.teams)
@@ -512,10 +520,11 @@ impl PersonSnapshots {
             .collect();
         let mut out = Vec::new();
         for (team, state) in teams {
-            let Some(base) = lock(&state).base.clone() else {
+            let mut st = lock(&state);
+            let Some(base) = st.base.clone() else {
                 continue;
             };
-            if self.delta(team, &base)?.erased {
+            if self.cached_delta(team, &base, &mut st)?.erased {
                 out.push(team);
             }
         }
@@ -573,13 +582,11 @@ impl PersonSnapshots {
         self.store
             .snapshot_changes(team, Some(base.rev), &mut rows)
             .map_err(QueryError::PersonStore)?;
-        let sorted = |s: &HashSet<String>| -> Arc<[String]> {
-            let mut v: Vec<String> = s.iter().cloned().collect();
-            v.sort();
-            v.into()
+        let owned = |s: &mut HashSet<String>| -> Arc<[String]> {
+            std::mem::take(s).into_iter().collect::<Vec<_>>().into()
         };
-        let changed_persons = sorted(&rows.changed_persons);
-        let changed_groups = sorted(&rows.changed_groups);
+        let changed_persons = owned(&mut rows.changed_persons);
+        let changed_groups = owned(&mut rows.changed_groups);
         let erased = rows.erased;
         let n = rows.rows.iter().sum();
         let Out::Memory(batches) = rows.finish().map_err(QueryError::PersonStore)? else {
@@ -631,17 +638,16 @@ impl PersonSnapshots {
             .snapshot_changes(team, old.map(|b| b.rev), &mut rows)
             .map_err(QueryError::PersonStore)?;
         if let Some(old) = old {
-            let changed = [
-                std::mem::take(&mut rows.changed_persons),
-                HashSet::new(),
-                std::mem::take(&mut rows.changed_groups),
-            ];
+            // Distinct-id rows are keyed by their person, like persons rows.
+            let persons = std::mem::take(&mut rows.changed_persons);
+            let groups = std::mem::take(&mut rows.changed_groups);
             for t in SnapTable::ALL {
-                let keys = match t {
-                    SnapTable::DistinctIds => &changed[0],
-                    t => &changed[t as usize],
+                let stale = if t == SnapTable::Groups {
+                    &groups
+                } else {
+                    &persons
                 };
-                copy_current(&old.paths[t as usize], t, keys, &old.layout, &mut rows)?;
+                copy_current(&old.paths[t as usize], t, stale, &old.layout, &mut rows)?;
             }
         }
         let counts = rows.rows;
@@ -687,15 +693,19 @@ fn copy_current(
     let same_layout = *rows.layout == *old_layout;
     for batch in reader {
         let batch = batch.map_err(|e| snap(&e))?;
-        let key = batch
-            .column_by_name(table.key())
-            .map(|c| c.as_string::<i32>().clone())
-            .ok_or_else(|| snap(&format!("no column {}", table.key())))?;
-        let keep: BooleanArray = key
-            .iter()
-            .map(|k| Some(!changed.contains(k.unwrap_or(""))))
-            .collect();
-        let batch = filter_record_batch(&batch, &keep).map_err(|e| snap(&e))?;
+        let batch = if changed.is_empty() {
+            batch
+        } else {
+            let key = batch
+                .column_by_name(table.key())
+                .map(|c| c.as_string::<i32>().clone())
+                .ok_or_else(|| snap(&format!("no column {}", table.key())))?;
+            let keep: BooleanArray = key
+                .iter()
+                .map(|k| Some(!changed.contains(k.unwrap_or(""))))
+                .collect();
+            filter_record_batch(&batch, &keep).map_err(|e| snap(&e))?
+        };
         let n = batch.num_rows();
         match table {
             SnapTable::Persons if !same_layout => {

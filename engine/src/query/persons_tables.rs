@@ -14,7 +14,8 @@ use super::QueryError;
 use crate::model::TeamId;
 use crate::persons::store::PersonStore;
 
-fn ts() -> DataType {
+/// Microsecond UTC timestamps, as every persons-store table shows times.
+pub(super) fn ts() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
