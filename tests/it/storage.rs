@@ -234,25 +234,34 @@ async fn a_flushed_file_is_sorted_and_the_wal_is_trimmed() {
     let files = parquet_files(&srv.data_dir.join("events"));
     assert_eq!(files.len(), 1);
     let bytes = bytes::Bytes::from(std::fs::read(&files[0]).unwrap());
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .unwrap()
-        .build()
-        .unwrap();
+    let builder =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+    // Ids are 16 bytes, with Parquet's UUID logical type (DuckDB reads them as UUIDs).
+    let descr = builder.metadata().file_metadata().schema_descr_ptr();
+    for id in ["uuid", "person_id"] {
+        let col = descr
+            .columns()
+            .iter()
+            .find(|c| c.name() == id)
+            .unwrap_or_else(|| panic!("no column {id}"));
+        assert_eq!(
+            col.physical_type(),
+            parquet::basic::Type::FIXED_LEN_BYTE_ARRAY,
+            "{id}"
+        );
+        assert_eq!(col.type_length(), 16, "{id}");
+        assert_eq!(
+            col.logical_type_ref(),
+            Some(&parquet::basic::LogicalType::Uuid),
+            "{id}"
+        );
+    }
+    let reader = builder.build().unwrap();
     let mut rows: Vec<(String, String, i64)> = Vec::new();
     for b in reader {
         let b = b.unwrap();
         use arrow::array::AsArray;
-        let text = |name: &str| -> Vec<String> {
-            let a = b.column_by_name(name).unwrap();
-            match a.as_string_opt::<i32>() {
-                Some(a) => a.iter().map(|v| v.unwrap().to_owned()).collect(),
-                None => a
-                    .as_string_view()
-                    .iter()
-                    .map(|v| v.unwrap().to_owned())
-                    .collect(),
-            }
-        };
+        let text = |name: &str| -> Vec<String> { text_column(b.column_by_name(name).unwrap()) };
         let ts = b
             .column_by_name("timestamp")
             .unwrap()

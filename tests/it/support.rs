@@ -142,21 +142,7 @@ pub(crate) async fn read_table(data_dir: &Path) -> Vec<Stored> {
         .unwrap();
     let mut out = Vec::new();
     for b in batches {
-        let s = |i: usize| {
-            b.column(i)
-                .as_string_view_opt()
-                .map(|a| {
-                    (0..a.len())
-                        .map(|r| a.value(r).to_owned())
-                        .collect::<Vec<_>>()
-                })
-                .or_else(|| {
-                    b.column(i)
-                        .as_string_opt::<i32>()
-                        .map(|a| (0..a.len()).map(|r| a.value(r).to_owned()).collect())
-                })
-                .expect("string column")
-        };
+        let s = |i: usize| text_column(b.column(i));
         let (uuid, event, did, props) = (s(0), s(1), s(2), s(5));
         let ts = b.column(3).as_primitive::<arrow::datatypes::Int64Type>();
         let team = b.column(4).as_primitive::<arrow::datatypes::Int64Type>();
@@ -172,6 +158,31 @@ pub(crate) async fn read_table(data_dir: &Path) -> Vec<Stored> {
         }
     }
     out
+}
+
+/// A column as text, as an outside reader gets it: strings as they are, ids (16-byte binary,
+/// Parquet's UUID type, `binary` to Delta) as lowercase hyphenated UUIDs.
+pub(crate) fn text_column(a: &arrow::array::ArrayRef) -> Vec<String> {
+    let uuid = |b: &[u8]| {
+        uuid::Uuid::from_slice(b)
+            .expect("a 16-byte id")
+            .hyphenated()
+            .to_string()
+    };
+    let all = |f: &dyn Fn(usize) -> String| (0..a.len()).map(f).collect::<Vec<_>>();
+    if let Some(s) = a.as_string_opt::<i32>() {
+        all(&|r| s.value(r).to_owned())
+    } else if let Some(s) = a.as_string_view_opt() {
+        all(&|r| s.value(r).to_owned())
+    } else if let Some(b) = a.as_binary_opt::<i32>() {
+        all(&|r| uuid(b.value(r)))
+    } else if let Some(b) = a.as_binary_view_opt() {
+        all(&|r| uuid(b.value(r)))
+    } else if let Some(b) = a.as_fixed_size_binary_opt() {
+        all(&|r| uuid(b.value(r)))
+    } else {
+        panic!("not a text or id column: {}", a.data_type())
+    }
 }
 
 pub(crate) fn gzip(bytes: &[u8]) -> Vec<u8> {

@@ -10,19 +10,31 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use crate::storage::ids;
+use datafusion::arrow::array::{Array, ArrayRef, FixedSizeBinaryBuilder};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result as DFResult, exec_err};
+use datafusion::common::Result as DFResult;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-/// A project's overrides, old person id → current person id.
+/// A project's overrides, old person id → current person id, in 16 bytes.
 #[derive(Debug, Default)]
 pub struct OverrideMap {
     /// Distinguishes maps for plan equality (the store's version when it was read).
     pub version: u64,
-    pub map: HashMap<String, String>,
+    pub map: HashMap<[u8; 16], [u8; 16]>,
+}
+
+impl OverrideMap {
+    /// The map from the store's text ids (pairs that are not UUIDs cannot match an event).
+    pub fn from_text(version: u64, map: &HashMap<String, String>) -> Self {
+        let map = map
+            .iter()
+            .filter_map(|(k, v)| Some((ids::parse(k)?, ids::parse(v)?)))
+            .collect();
+        OverrideMap { version, map }
+    }
 }
 
 /// How `person_id` and `person.properties` of events are read (PostHog's
@@ -88,11 +100,12 @@ impl Hash for OverrideUdf {
     }
 }
 
-/// `person_id` read through the overrides.
+/// `person_id` (16 bytes, or text from a table written before 16-byte ids) read through the
+/// overrides, as 16 bytes.
 pub fn override_person_id(person_id: Expr, map: Arc<OverrideMap>) -> Expr {
     Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
         Arc::new(ScalarUDF::new_from_impl(OverrideUdf {
-            signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
+            signature: Signature::any(1, Volatility::Immutable),
             map,
         })),
         vec![person_id],
@@ -107,26 +120,31 @@ impl ScalarUDFImpl for OverrideUdf {
         &self.signature
     }
     fn return_type(&self, _: &[DataType]) -> DFResult<DataType> {
-        Ok(DataType::Utf8)
+        Ok(ids::UUID_TYPE)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DFResult<ColumnarValue> {
         let ids = args.args[0].to_array(args.number_rows)?;
-        let Some(ids) = ids.as_string_opt::<i32>() else {
-            return exec_err!("person ids must be text");
-        };
+        let ids = ids::to_uuid(ids.as_ref())?;
         let map = &self.map.map;
+        let hit = |i: usize| {
+            ids.is_valid(i)
+                && <[u8; 16]>::try_from(ids.value(i)).is_ok_and(|k| map.contains_key(&k))
+        };
         // Most batches hold no merged person: hand the column back untouched then.
-        if !(0..ids.len()).any(|i| ids.is_valid(i) && map.contains_key(ids.value(i))) {
-            return Ok(ColumnarValue::Array(Arc::new(ids.clone()) as ArrayRef));
+        if !(0..ids.len()).any(hit) {
+            return Ok(ColumnarValue::Array(Arc::new(ids) as ArrayRef));
         }
-        let mut out = StringBuilder::with_capacity(ids.len(), ids.value_data().len());
+        let mut out = FixedSizeBinaryBuilder::with_capacity(ids.len(), 16);
         for i in 0..ids.len() {
             if ids.is_null(i) {
                 out.append_null();
                 continue;
             }
             let v = ids.value(i);
-            out.append_value(map.get(v).map_or(v, String::as_str));
+            match <[u8; 16]>::try_from(v).ok().and_then(|k| map.get(&k)) {
+                Some(to) => out.append_value(to)?,
+                None => out.append_value(v)?,
+            }
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
     }
@@ -135,45 +153,50 @@ impl ScalarUDFImpl for OverrideUdf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::StringArray;
+    use datafusion::arrow::array::{AsArray, StringArray};
     use datafusion::arrow::datatypes::Field;
     use datafusion::config::ConfigOptions;
 
     #[test]
     fn maps_only_overridden_ids() {
-        let map = Arc::new(OverrideMap {
-            version: 1,
-            map: HashMap::from([("old".to_string(), "new".to_string())]),
-        });
+        const OLD: &str = "018cc2ea-2d9c-75d3-9f6b-97091fc715c6";
+        const NEW: &str = "018cc2ea-2d9c-75d3-9f6b-000000000001";
+        const OTHER: &str = "018cc2ea-2d9c-75d3-9f6b-000000000002";
+        let map = Arc::new(OverrideMap::from_text(
+            1,
+            &HashMap::from([(OLD.to_string(), NEW.to_string())]),
+        ));
         let udf = OverrideUdf {
-            signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
+            signature: Signature::any(1, Volatility::Immutable),
             map,
         };
         let run = |vals: Vec<Option<&str>>| {
             let n = vals.len();
+            // Text in, as a table written before 16-byte ids holds it.
             let arr: ArrayRef = Arc::new(StringArray::from(vals));
             let out = udf
                 .invoke_with_args(ScalarFunctionArgs {
                     args: vec![ColumnarValue::Array(arr)],
                     arg_fields: vec![Arc::new(Field::new("p", DataType::Utf8, true))],
                     number_rows: n,
-                    return_field: Arc::new(Field::new("p", DataType::Utf8, true)),
+                    return_field: Arc::new(Field::new("p", ids::UUID_TYPE, true)),
                     config_options: Arc::new(ConfigOptions::default()),
                 })
                 .unwrap();
             let ColumnarValue::Array(a) = out else {
                 panic!()
             };
-            a.as_string::<i32>()
+            let text = ids::to_text(a.as_ref()).unwrap();
+            text.as_string::<i32>()
                 .iter()
                 .map(|v| v.map(str::to_owned))
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            run(vec![Some("a"), None, Some("old")]),
-            vec![Some("a".to_string()), None, Some("new".to_string())]
+            run(vec![Some(OTHER), None, Some(OLD)]),
+            vec![Some(OTHER.to_string()), None, Some(NEW.to_string())]
         );
-        assert_eq!(run(vec![Some("a")]), vec![Some("a".to_string())]);
+        assert_eq!(run(vec![Some(OTHER)]), vec![Some(OTHER.to_string())]);
         assert_eq!(
             PersonsMode::parse("disabled"),
             Some(PersonsMode::IdOverridePropertiesJoined)

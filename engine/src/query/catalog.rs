@@ -264,7 +264,7 @@ impl Catalog for TeamCatalog {
         }
         let map = match self.persons.overrides(self.team) {
             Ok(m) if m.is_empty() => None,
-            Ok(map) => Some(Arc::new(OverrideMap { version, map })),
+            Ok(map) => Some(Arc::new(OverrideMap::from_text(version, &map))),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read person-id overrides; merged persons' older events keep their old person id in this query");
                 None

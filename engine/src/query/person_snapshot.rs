@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    ArrayRef, AsArray, BooleanArray, BooleanBuilder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder,
+    ArrayRef, AsArray, BooleanArray, BooleanBuilder, FixedSizeBinaryBuilder, Int64Builder,
+    RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -56,6 +56,7 @@ use super::QueryError;
 use super::persons_tables::ts;
 use crate::model::TeamId;
 use crate::persons::store::{PersonStore, SnapshotSink, StoreError};
+use crate::storage::ids::{self, uuid_field};
 use crate::storage::layout::{
     PropertyColumn, TeamLayout, arrow_type, encode, snapshot_person_column,
 };
@@ -101,10 +102,19 @@ impl SnapTable {
     }
 }
 
+/// The 16 bytes of a person id the store holds as text.
+fn id_bytes(id: &str) -> Result<[u8; 16], StoreError> {
+    ids::parse(id).ok_or_else(|| StoreError::Snapshot(format!("person id {id:?} is not a UUID")))
+}
+
+fn snapshot_error(e: datafusion::arrow::error::ArrowError) -> StoreError {
+    StoreError::Snapshot(e.to_string())
+}
+
 fn schema_of(table: SnapTable, layout: &[PropertyColumn]) -> SchemaRef {
     let mut fields = match table {
         SnapTable::Persons => vec![
-            Field::new("id", DataType::Utf8, false),
+            uuid_field("id", false),
             Field::new("created_at", ts(), false),
             Field::new("team_id", DataType::Int64, false),
             Field::new("properties", DataType::Utf8, false),
@@ -112,7 +122,7 @@ fn schema_of(table: SnapTable, layout: &[PropertyColumn]) -> SchemaRef {
         ],
         SnapTable::DistinctIds => vec![
             Field::new("distinct_id", DataType::Utf8, false),
-            Field::new("person_id", DataType::Utf8, false),
+            uuid_field("person_id", false),
             Field::new("team_id", DataType::Int64, false),
         ],
         SnapTable::Groups => vec![
@@ -163,14 +173,14 @@ struct Rows {
     layout: Arc<[PropertyColumn]>,
     schemas: [SchemaRef; 3],
     out: Out,
-    p_id: StringBuilder,
+    p_id: FixedSizeBinaryBuilder,
     p_created: TimestampMicrosecondBuilder,
     p_props: StringBuilder,
     p_identified: BooleanBuilder,
     p_typed: Vec<crate::storage::layout::TypedBuilder>,
     p_rows: usize,
     d_id: StringBuilder,
-    d_person: StringBuilder,
+    d_person: FixedSizeBinaryBuilder,
     d_rows: usize,
     g_index: Int64Builder,
     g_key: StringBuilder,
@@ -198,13 +208,13 @@ impl Rows {
             p_typed: typed(),
             layout,
             out,
-            p_id: StringBuilder::new(),
+            p_id: FixedSizeBinaryBuilder::new(16),
             p_created: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
             p_props: StringBuilder::new(),
             p_identified: BooleanBuilder::new(),
             p_rows: 0,
             d_id: StringBuilder::new(),
-            d_person: StringBuilder::new(),
+            d_person: FixedSizeBinaryBuilder::new(16),
             d_rows: 0,
             g_index: Int64Builder::new(),
             g_key: StringBuilder::new(),
@@ -289,7 +299,9 @@ impl SnapshotSink for Rows {
         properties: &str,
         is_identified: bool,
     ) -> Result<(), StoreError> {
-        self.p_id.append_value(uuid);
+        self.p_id
+            .append_value(id_bytes(uuid)?)
+            .map_err(snapshot_error)?;
         self.p_created.append_value(created_at);
         self.p_props.append_value(properties);
         self.p_identified.append_value(is_identified);
@@ -312,7 +324,9 @@ impl SnapshotSink for Rows {
 
     fn distinct_id(&mut self, distinct_id: &str, person_uuid: &str) -> Result<(), StoreError> {
         self.d_id.append_value(distinct_id);
-        self.d_person.append_value(person_uuid);
+        self.d_person
+            .append_value(id_bytes(person_uuid)?)
+            .map_err(snapshot_error)?;
         self.d_rows += 1;
         self.rows[1] += 1;
         if self.d_rows >= BATCH_ROWS {
@@ -698,8 +712,9 @@ fn copy_current(
         } else {
             let key = batch
                 .column_by_name(table.key())
-                .map(|c| c.as_string::<i32>().clone())
                 .ok_or_else(|| snap(&format!("no column {}", table.key())))?;
+            let key = ids::to_text(key.as_ref()).map_err(|e| snap(&e))?;
+            let key = key.as_string::<i32>();
             let keep: BooleanArray = key
                 .iter()
                 .map(|k| Some(!changed.contains(k.unwrap_or(""))))
@@ -718,6 +733,7 @@ fn copy_current(
                 ) else {
                     return Err(snap(&"a persons snapshot file lacks a column"));
                 };
+                let id = ids::to_text(id.as_ref()).map_err(|e| snap(&e))?;
                 let (id, props) = (id.as_string::<i32>(), props.as_string::<i32>());
                 let created = created
                     .as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>();
@@ -830,7 +846,13 @@ impl TableProvider for SnapshotTable {
                 let list = self
                     .stale
                     .iter()
-                    .map(|k| lit(ScalarValue::Utf8(Some(k.clone()))))
+                    .map(|k| match ids::parse(k) {
+                        // Persons and distinct ids are keyed by a 16-byte person id.
+                        Some(id) if self.table != SnapTable::Groups => {
+                            lit(ScalarValue::FixedSizeBinary(16, Some(id.to_vec())))
+                        }
+                        _ => lit(ScalarValue::Utf8(Some(k.clone()))),
+                    })
                     .collect();
                 let predicate = in_list(
                     Arc::new(PhysColumn::new(self.table.key(), at)),
@@ -928,9 +950,15 @@ mod tests {
                         let cells: Vec<String> = b
                             .columns()
                             .iter()
-                            .map(|c| {
-                                datafusion::arrow::util::display::array_value_to_string(c, i)
+                            .map(|c| match c.data_type() {
+                                // Person ids in 16 bytes, read as their text.
+                                DataType::FixedSizeBinary(16) => ids::to_text(c.as_ref())
                                     .unwrap()
+                                    .as_string::<i32>()
+                                    .value(i)
+                                    .to_string(),
+                                _ => datafusion::arrow::util::display::array_value_to_string(c, i)
+                                    .unwrap(),
                             })
                             .collect();
                         out.push(cells.join("|"));
@@ -1212,6 +1240,11 @@ mod tests {
             for batch in reader {
                 let batch = batch.unwrap();
                 for col in batch.columns() {
+                    // Person ids are 16 bytes: read them as text too.
+                    let col = match col.data_type() {
+                        DataType::FixedSizeBinary(16) => ids::to_text(col.as_ref()).unwrap(),
+                        _ => col.clone(),
+                    };
                     if let Some(s) = col.as_string_opt::<i32>() {
                         for v in s.iter().flatten() {
                             assert!(

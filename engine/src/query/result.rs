@@ -37,6 +37,7 @@ fn clickhouse_data_type(t: &DataType) -> String {
         DataType::Float16 | DataType::Float32 => "Float32".into(),
         DataType::Float64 => "Float64".into(),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "String".into(),
+        DataType::FixedSizeBinary(16) => "UUID".into(),
         DataType::Date32 | DataType::Date64 => "Date".into(),
         DataType::Timestamp(TimeUnit::Second, tz) => {
             format!("DateTime('{}')", tz.as_deref().unwrap_or("UTC"))
@@ -120,6 +121,7 @@ pub(crate) fn json_value(a: &ArrayRef, row: usize) -> Value {
         DataType::Utf8 => Value::String(a.as_string::<i32>().value(row).to_string()),
         DataType::LargeUtf8 => Value::String(a.as_string::<i64>().value(row).to_string()),
         DataType::Utf8View => Value::String(a.as_string_view().value(row).to_string()),
+        DataType::FixedSizeBinary(16) => Value::String(uuid_text(a, row)),
         DataType::Date32 => Value::String(date32(a.as_primitive::<Date32Type>().value(row))),
         DataType::Timestamp(..) => match timestamp_at(a, row) {
             Some((t, _)) => Value::String(iso(t, tz_of(a.data_type()))),
@@ -142,6 +144,13 @@ pub(crate) fn json_value(a: &ArrayRef, row: usize) -> Value {
             Err(_) => Value::Null,
         },
     }
+}
+
+/// A UUID (HogQL's 16-byte UUID type) as PostHog shows it.
+fn uuid_text(a: &ArrayRef, row: usize) -> String {
+    crate::storage::ids::id_at(a.as_ref(), row)
+        .map(|id| uuid::Uuid::from_bytes(id).hyphenated().to_string())
+        .unwrap_or_default()
 }
 
 fn date32(days: i32) -> String {
@@ -224,6 +233,10 @@ fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
         DataType::Utf8 => string(a.as_string::<i32>().value(row)),
         DataType::LargeUtf8 => string(a.as_string::<i64>().value(row)),
         DataType::Utf8View => string(a.as_string_view().value(row)),
+        DataType::FixedSizeBinary(16) => {
+            let s = uuid_text(a, row);
+            if nested { quote(&s) } else { s }
+        }
         DataType::Date32 => {
             let d = date32(a.as_primitive::<Date32Type>().value(row));
             if nested { quote(&d) } else { d }

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::array::{Array, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 
 use super::layout::{concat_conformed, conform, union_schema};
@@ -224,13 +224,21 @@ fn remove_from_part(part: &mut Part, team: TeamId, person_ids: &HashSet<String>)
     removed
 }
 
-/// `true` for the rows to keep, `None` when the batch has no `person_id` text column.
+/// `true` for the rows to keep, `None` when the batch has no `person_id` column.
 fn keep_mask(batch: &RecordBatch, person_ids: &HashSet<String>) -> Option<BooleanArray> {
     let col = batch.column_by_name("person_id")?;
-    let ids = col.as_string_opt::<i32>()?;
+    let drop: HashSet<[u8; 16]> = person_ids
+        .iter()
+        .filter_map(|id| crate::storage::ids::parse(id))
+        .collect();
     Some(
-        ids.iter()
-            .map(|v| Some(!v.is_some_and(|id| person_ids.contains(id))))
+        (0..col.len())
+            .map(|row| {
+                Some(
+                    !crate::storage::ids::id_at(col.as_ref(), row)
+                        .is_some_and(|id| drop.contains(&id)),
+                )
+            })
             .collect(),
     )
 }
@@ -240,6 +248,7 @@ mod tests {
     use super::*;
     use crate::model::Event;
     use crate::storage::schema::events_to_batch;
+    use arrow::array::AsArray;
 
     fn snapshot(b: &EventBuffer, team: TeamId) -> Vec<RecordBatch> {
         b.snapshot_parts(team)

@@ -746,7 +746,9 @@ pub(crate) fn conform(
         .map(|f| match batch.column_by_name(f.name()) {
             None => Ok(new_null_array(f.data_type(), batch.num_rows())),
             Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
-            Some(c) => cast(c, f.data_type()),
+            Some(c) => {
+                super::ids::convert(c, f.data_type()).unwrap_or_else(|| cast(c, f.data_type()))
+            }
         })
         .collect::<Result<Vec<ArrayRef>, _>>()?;
     RecordBatch::try_new_with_options(

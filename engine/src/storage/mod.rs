@@ -2,6 +2,7 @@
 //! single-writer lease, compaction. The only way event data reaches a disk or a bucket.
 
 pub(crate) mod buffer;
+pub(crate) mod ids;
 pub mod inspect;
 pub(crate) mod layout;
 pub(crate) mod lease;

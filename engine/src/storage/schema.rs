@@ -10,8 +10,8 @@ use std::sync::{Arc, LazyLock};
 use std::collections::HashMap;
 
 use arrow::array::{
-    ArrayRef, Date32Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder,
+    ArrayRef, Date32Builder, FixedSizeBinaryBuilder, Int32Builder, Int64Builder, RecordBatch,
+    StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
@@ -40,13 +40,13 @@ fn utc_micros() -> DataType {
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     let s = |name: &str, nullable| Field::new(name, DataType::Utf8, nullable);
     let mut fields = vec![
-        s("uuid", false),
+        super::ids::uuid_field("uuid", false),
         s("event", false),
         s("distinct_id", false),
         Field::new("timestamp", utc_micros(), false),
         Field::new("created_at", utc_micros(), false),
         Field::new("team_id", DataType::Int64, false),
-        s("person_id", false),
+        super::ids::uuid_field("person_id", false),
         s("properties", false),
         s("person_properties", true),
         s("$session_id", true),
@@ -166,13 +166,13 @@ pub fn events_to_batch<'a>(
     let events: Vec<(TeamId, &Event)> = events.into_iter().collect();
     let n = events.len();
     let str_builder = || StringBuilder::with_capacity(n, n * 16);
-    let mut uuid = StringBuilder::with_capacity(n, n * 36);
+    let mut uuid = FixedSizeBinaryBuilder::with_capacity(n, 16);
     let mut event = str_builder();
     let mut distinct_id = str_builder();
     let mut timestamp = TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC");
     let mut created_at = TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC");
     let mut team_id = Int64Builder::with_capacity(n);
-    let mut person_id = StringBuilder::with_capacity(n, n * 36);
+    let mut person_id = FixedSizeBinaryBuilder::with_capacity(n, 16);
     let mut properties = StringBuilder::with_capacity(n, n * 64);
     let mut person_properties = str_builder();
     let mut session_id = str_builder();
@@ -192,7 +192,6 @@ pub fn events_to_batch<'a>(
     let mut positions: HashMap<TeamId, (Arc<TeamLayout>, Vec<usize>)> = HashMap::new();
     let mut row_cells: Vec<Option<Cell>> = vec![None; typed.len()];
 
-    let mut uuid_buf = uuid::Uuid::encode_buffer();
     for (team, e) in events {
         let (team_layout, at) = positions.entry(team).or_insert_with(|| {
             let l = layouts.team(team);
@@ -209,18 +208,16 @@ pub fn events_to_batch<'a>(
                 .collect();
             (l, at)
         });
-        uuid.append_value(e.uuid.hyphenated().encode_lower(&mut uuid_buf));
+        uuid.append_value(e.uuid.as_bytes()).expect("16 bytes");
         event.append_value(&e.event);
         distinct_id.append_value(&e.distinct_id);
         let ts = e.timestamp.timestamp_micros();
         timestamp.append_value(ts);
         created_at.append_value(e.created_at.timestamp_micros());
         team_id.append_value(team.0);
-        person_id.append_value(
-            person_uuid(team, &e.distinct_id)
-                .hyphenated()
-                .encode_lower(&mut uuid_buf),
-        );
+        person_id
+            .append_value(person_uuid(team, &e.distinct_id).as_bytes())
+            .expect("16 bytes");
         let props = &e.properties;
         let without_elements;
         let (kept, chain_value) = match props.get("$elements").and_then(Value::as_array) {
@@ -371,10 +368,14 @@ mod tests {
             props.get("$elements").is_none(),
             "$elements is folded into elements_chain"
         );
-        assert_eq!(
-            col("person_id").value(0),
-            person_uuid(TeamId(7), "d1").to_string()
-        );
+        // Ids in 16 bytes (Parquet's UUID type).
+        let ids = b
+            .column_by_name("person_id")
+            .unwrap()
+            .as_fixed_size_binary();
+        assert_eq!(ids.value(0), person_uuid(TeamId(7), "d1").as_bytes());
+        let uuids = b.column_by_name("uuid").unwrap().as_fixed_size_binary();
+        assert_eq!(uuids.value(0), e.uuid.as_bytes());
         let date = b
             .column_by_name("event_date")
             .unwrap()

@@ -346,16 +346,15 @@ fn stamp(
     let splits: Vec<(String, Vec<Option<Cell>>)> =
         maps.iter().map(|(m, _)| split(m, &team_layout)).collect();
 
-    let mut ids = StringBuilder::with_capacity(n, n * 36);
+    let mut ids = arrow::array::FixedSizeBinaryBuilder::with_capacity(n, 16);
     let mut props = StringBuilder::with_capacity(n, n * 64);
     let mut typed: Vec<TypedBuilder> = team_layout
         .columns
         .iter()
         .map(|c| TypedBuilder::new(&arrow_type(c.ty), n))
         .collect();
-    let mut buf = uuid::Uuid::encode_buffer();
     for (s, m) in stamps.iter().zip(&row_map) {
-        ids.append_value(s.person_id.as_uuid().hyphenated().encode_lower(&mut buf));
+        ids.append_value(s.person_id.as_uuid().as_bytes())?;
         match m.map(|i| &splits[i]) {
             Some((residual, cells)) => {
                 props.append_value(residual);

@@ -11,6 +11,7 @@
 mod aggregate;
 pub mod budget;
 mod scalar;
+pub(crate) use scalar::{stored_uuid, to_uuid, uuid_text};
 
 use chrono::{DateTime, Utc};
 use datafusion::arrow::datatypes::DataType;

@@ -303,6 +303,7 @@ impl Planner<'_> {
         scope: &Scope<'_>,
         span: Span,
     ) -> PResult<Expr> {
+        let args = self.uuid_args(name, args, &scope.schema)?;
         let fctx = self.fn_ctx(&scope.schema);
         functions::translate(name, params, args, distinct, &fctx)
             .map_err(|e| PlanError::new(e.to_string(), Some(span)))

@@ -110,33 +110,37 @@ impl Planner<'_> {
                 whens,
                 else_,
             } => {
-                let mut b = match operand {
-                    Some(o) => {
-                        let o = self.expr(o, scope)?;
-                        datafusion::logical_expr::case(o)
-                    }
-                    None => {
-                        let (c, v) = whens
-                            .first()
-                            .ok_or_else(|| PlanError::new("CASE needs WHEN", Some(e.span)))?;
-                        let c = self.predicate(c, scope, false)?;
-                        let v = self.expr(v, scope)?;
-                        let mut b = when(c, v);
-                        for (c, v) in &whens[1..] {
-                            b.when(self.predicate(c, scope, false)?, self.expr(v, scope)?);
-                        }
-                        return match else_ {
-                            Some(x) => b.otherwise(self.expr(x, scope)?),
-                            None => b.end(),
-                        }
-                        .map_err(df);
-                    }
-                };
+                let operand = operand.as_ref().map(|o| self.expr(o, scope)).transpose()?;
+                let mut conds = Vec::with_capacity(whens.len());
+                let mut values = Vec::with_capacity(whens.len() + 1);
                 for (c, v) in whens {
-                    b.when(self.expr(c, scope)?, self.expr(v, scope)?);
+                    conds.push(match operand {
+                        Some(_) => self.expr(c, scope)?,
+                        None => self.predicate(c, scope, false)?,
+                    });
+                    values.push(self.expr(v, scope)?);
                 }
-                match else_ {
-                    Some(x) => b.otherwise(self.expr(x, scope)?),
+                if conds.is_empty() {
+                    return err("CASE needs WHEN", e.span);
+                }
+                if let Some(x) = else_ {
+                    values.push(self.expr(x, scope)?);
+                }
+                let mut values = self.uuid_agree(values, &scope.schema)?.into_iter();
+                let mut b = match operand {
+                    Some(o) => datafusion::logical_expr::case(o),
+                    None => datafusion::logical_expr::conditional_expressions::CaseBuilder::new(
+                        None,
+                        vec![],
+                        vec![],
+                        None,
+                    ),
+                };
+                for c in conds {
+                    b.when(c, values.next().expect("a value per WHEN"));
+                }
+                match values.next() {
+                    Some(x) => b.otherwise(x),
                     None => b.end(),
                 }
                 .map_err(df)
@@ -147,6 +151,12 @@ impl Planner<'_> {
                 let vt = v.get_type(&scope.schema).map_err(df)?;
                 if let Some(c) = self.coerce_literal_to(&v, &t)? {
                     return Ok(c);
+                }
+                if ids::is_uuid(&t) && !ids::is_uuid(&vt) {
+                    return Ok(functions::to_uuid(v));
+                }
+                if ids::is_uuid(&vt) && !ids::is_uuid(&t) {
+                    return Ok(cast(functions::uuid_text(v), t));
                 }
                 if vt == DataType::Utf8 && matches!(t, DataType::Timestamp(..)) {
                     return self.call_translated(
@@ -176,15 +186,21 @@ impl Planner<'_> {
             }
             ExprKind::Ternary { cond, then, else_ } => {
                 let c = self.predicate(cond, scope, false)?;
-                when(c, self.expr(then, scope)?)
-                    .otherwise(self.expr(else_, scope)?)
-                    .map_err(df)
+                let mut vals = self
+                    .uuid_agree(
+                        vec![self.expr(then, scope)?, self.expr(else_, scope)?],
+                        &scope.schema,
+                    )?
+                    .into_iter();
+                let (t, f) = (vals.next().expect("two"), vals.next().expect("two"));
+                when(c, t).otherwise(f).map_err(df)
             }
             ExprKind::Array(items) => {
                 let items = items
                     .iter()
                     .map(|i| self.expr(i, scope))
                     .collect::<PResult<Vec<_>>>()?;
+                let items = self.uuid_agree(items, &scope.schema)?;
                 Ok(datafusion::functions_nested::expr_fn::make_array(items))
             }
             ExprKind::Tuple(items) => {
@@ -256,7 +272,7 @@ impl Planner<'_> {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(tz))
             }
             _ if t.starts_with("DateTime(") => DataType::Timestamp(TimeUnit::Second, Some(tz)),
-            "UUID" => DataType::Utf8,
+            "UUID" => crate::storage::ids::UUID_TYPE,
             _ => return err(format!("Unknown type `{t}` in CAST"), span),
         })
     }
@@ -336,11 +352,13 @@ impl Planner<'_> {
             Coalesce => {
                 let l = self.expr(left, scope)?;
                 let r = self.expr(right, scope)?;
-                Ok(core_fn::coalesce(vec![l, r]))
+                Ok(core_fn::coalesce(
+                    self.uuid_agree(vec![l, r], &scope.schema)?,
+                ))
             }
             Like | NotLike | ILike | NotILike => {
-                let l = self.expr(left, scope)?;
-                let r = self.expr(right, scope)?;
+                let l = self.uuid_as_text(self.expr(left, scope)?, &scope.schema)?;
+                let r = self.uuid_as_text(self.expr(right, scope)?, &scope.schema)?;
                 let negated = matches!(op, NotLike | NotILike);
                 let ci = matches!(op, ILike | NotILike);
                 let like = Expr::Like(datafusion::logical_expr::Like::new(
@@ -353,8 +371,8 @@ impl Planner<'_> {
                 Ok(null_false(like))
             }
             Regex | NotRegex | IRegex | NotIRegex => {
-                let l = self.expr(left, scope)?;
-                let r = self.expr(right, scope)?;
+                let l = self.uuid_as_text(self.expr(left, scope)?, &scope.schema)?;
+                let r = self.uuid_as_text(self.expr(right, scope)?, &scope.schema)?;
                 let o = match op {
                     Regex => Operator::RegexMatch,
                     NotRegex => Operator::RegexNotMatch,
@@ -388,6 +406,14 @@ impl Planner<'_> {
                         Ok(self.coerce_literal_to(&x, &vt)?.unwrap_or(x))
                     })
                     .collect::<PResult<Vec<_>>>()?;
+                let mut agreed = self
+                    .uuid_agree(
+                        std::iter::once(v.clone()).chain(items).collect(),
+                        &scope.schema,
+                    )?
+                    .into_iter();
+                let v = agreed.next().expect("the value");
+                let items: Vec<Expr> = agreed.collect();
                 // A NULL in the list matches a NULL value (ClickHouse's transform_null_in,
                 // which PostHog turns on).
                 let has_null = items.iter().any(is_null_lit);
@@ -406,6 +432,9 @@ impl Planner<'_> {
             ast::InList::Subquery(q) => {
                 // Outside a filter: membership in the subquery's values, gathered once.
                 let (v, plan) = self.in_subquery_operands(expr, q, scope)?;
+                let v = self.uuid_as_text_unless(v, &plan, scope)?;
+                let vt = v.get_type(&scope.schema).map_err(df)?;
+                let plan = self.uuid_column_agree(plan, &vt)?;
                 let col = plan.schema().qualified_field(0);
                 let col = Expr::Column(Column::new(col.0.cloned(), col.1.name()));
                 let agg = LogicalPlanBuilder::from(plan)
@@ -433,7 +462,10 @@ impl Planner<'_> {
                     && let Some(q) = scope.ctes.query(&p[0])
                 {
                     let plan = self.value_subquery(q, scope.ctes, e.span)?;
-                    datafusion::logical_expr::expr_fn::in_subquery(v.clone(), Arc::new(plan))
+                    let v = self.uuid_as_text_unless(v.clone(), &plan, scope)?;
+                    let vt = v.get_type(&scope.schema).map_err(df)?;
+                    let plan = self.uuid_column_agree(plan, &vt)?;
+                    datafusion::logical_expr::expr_fn::in_subquery(v, Arc::new(plan))
                 } else {
                     let arr = self.expr(e, scope)?;
                     match &e.kind {

@@ -35,6 +35,7 @@ mod call;
 mod expr;
 mod exprs;
 mod field;
+mod ids;
 mod predicate;
 mod relation;
 mod select;

@@ -175,7 +175,8 @@ impl Planner<'_> {
         // A string compared with a DateTime is read in the project's time zone.
         let l = self.coerce_literal_to(&l, &rt)?.unwrap_or(l);
         let r = self.coerce_literal_to(&r, &lt)?.unwrap_or(r);
-        Ok((l, r))
+        let mut both = self.uuid_agree(vec![l, r], &scope.schema)?.into_iter();
+        Ok((both.next().expect("two"), both.next().expect("two")))
     }
 
     /// A string literal compared with a date or DateTime becomes one (in the project zone);
@@ -185,6 +186,9 @@ impl Planner<'_> {
             return Ok(None);
         };
         match other {
+            // A UUID in any spelling; other text is compared as text.
+            t if ids::is_uuid(t) => Ok(crate::storage::ids::parse(s.trim())
+                .map(|b| Expr::Literal(ScalarValue::FixedSizeBinary(16, Some(b.to_vec())), None))),
             DataType::Timestamp(unit, tz) => {
                 let tz_name = tz.as_deref().unwrap_or(&self.ctx.timezone);
                 let Some(instant) = parse_datetime_in(s, tz_name) else {

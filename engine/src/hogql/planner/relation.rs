@@ -10,6 +10,7 @@ impl Planner<'_> {
             ast::Query::SetOp { op, left, right } => {
                 let l = self.query(left, ctes)?;
                 let r = self.query(right, ctes)?;
+                let (l, r) = self.uuid_set_op_agree(l, r)?;
                 if l.schema().fields().len() != r.schema().fields().len() {
                     return Err(PlanError::new(
                         format!(
@@ -184,10 +185,12 @@ impl Planner<'_> {
                 && self.ctx.persons_mode.overrides()
                 && let Some(map) = self.ctx.catalog.person_overrides()
             {
-                exprs.push(
-                    crate::hogql::overrides::override_person_id(cast(c, DataType::Utf8), map)
-                        .alias(f.name()),
-                );
+                exprs.push(crate::hogql::overrides::override_person_id(c, map).alias(f.name()));
+                continue;
+            }
+            if name == "events" && crate::storage::ids::ID_COLUMNS.contains(&f.name().as_str()) {
+                // 16 bytes in the files (binary to Delta), text in a table from before.
+                exprs.push(functions::stored_uuid(c).alias(f.name()));
                 continue;
             }
             if name == "events" && f.name() == "elements_chain" {
@@ -226,7 +229,7 @@ impl Planner<'_> {
         };
         let r = |col: &str| Expr::Column(Column::new(Some(TableReference::bare(q.clone())), col));
         let (table, on) = match name {
-            "person" => ("persons", c("person_id").eq(cast(r("id"), DataType::Utf8))),
+            "person" => ("persons", c("person_id").eq(r("id"))),
             "pdi" => ("person_distinct_ids", c("distinct_id").eq(r("distinct_id"))),
             "session" => ("sessions", c("$session_id").eq(r("session_id"))),
             g => {

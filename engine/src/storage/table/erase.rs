@@ -42,10 +42,31 @@ impl EventsTable {
         let seq_before = seq_of(&guard).await?;
         let files_before = file_sizes(&guard)?;
         let mut stats = EraseStats::default();
+        // A table created before 16-byte ids holds them as text; since, as binary.
+        let text_ids = guard
+            .snapshot()?
+            .snapshot()
+            .arrow_schema()
+            .field_with_name("person_id")
+            .is_ok_and(|f| {
+                matches!(
+                    f.data_type(),
+                    arrow::datatypes::DataType::Utf8 | arrow::datatypes::DataType::Utf8View
+                )
+            });
+        let id_lit = |id: &str| {
+            if text_ids {
+                lit(id)
+            } else {
+                // Not a UUID: no row holds it.
+                let bytes = crate::storage::ids::parse(id).map(|b| b.to_vec());
+                lit(deltalake::datafusion::scalar::ScalarValue::Binary(bytes))
+            }
+        };
         for chunk in ids.chunks(ids_per_commit.max(1)) {
             let predicate = col("team_id")
                 .eq(lit(team.0))
-                .and(col("person_id").in_list(chunk.iter().map(|id| lit(*id)).collect(), false));
+                .and(col("person_id").in_list(chunk.iter().map(|id| id_lit(id)).collect(), false));
             let (table, metrics) = guard
                 .clone()
                 .delete()

@@ -49,7 +49,7 @@ pub(super) fn fold_person_ids(
     let Some(idx) = batch.schema().index_of("person_id").ok() else {
         return Ok(None);
     };
-    let ids = arrow::compute::cast(batch.column(idx), &arrow::datatypes::DataType::Utf8)?;
+    let ids = crate::storage::ids::to_text(batch.column(idx).as_ref())?;
     let ids = ids.as_string::<i32>();
     let hits = ids
         .iter()
@@ -63,7 +63,9 @@ pub(super) fn fold_person_ids(
         out.append_option(id.map(|id| map.get(id).map_or(id, String::as_str)));
     }
     let mut cols = batch.columns().to_vec();
-    cols[idx] = arrow::compute::cast(&out.finish(), batch.column(idx).data_type())?;
+    let out: arrow::array::ArrayRef = Arc::new(out.finish());
+    cols[idx] = crate::storage::ids::convert(&out, batch.column(idx).data_type())
+        .unwrap_or_else(|| arrow::compute::cast(&out, batch.column(idx).data_type()))?;
     Ok(Some((RecordBatch::try_new(batch.schema(), cols)?, hits)))
 }
 
@@ -350,7 +352,8 @@ impl EventsTable {
             // The columns the rewritten rows need exist before the writer starts.
             self.ensure_columns(&mut guard, &batch_schema(current))
                 .await?;
-            let table_schema = guard.snapshot()?.snapshot().arrow_schema();
+            let table_schema =
+                crate::storage::ids::file_schema(&guard.snapshot()?.snapshot().arrow_schema());
             let config = self.writer_config(&guard, table_schema.clone(), groups.len() == 1)?;
             (table_schema, guard.log_store().object_store(None), config)
         };

@@ -100,7 +100,7 @@ fn folded_mask(
     let Some(col) = b.column_by_name("person_id") else {
         return Ok(arrow::array::BooleanArray::from(vec![false; b.num_rows()]));
     };
-    let col = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)?;
+    let col = crate::storage::ids::to_text(col.as_ref())?;
     Ok(col
         .as_string::<i32>()
         .iter()

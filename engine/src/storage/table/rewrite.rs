@@ -217,7 +217,7 @@ async fn count_hits(
         let Some(col) = b.column_by_name("person_id") else {
             break;
         };
-        let col = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)?;
+        let col = crate::storage::ids::to_text(col.as_ref())?;
         for id in col.as_string::<i32>().iter().flatten() {
             if map.contains_key(id) {
                 out.hits += 1;

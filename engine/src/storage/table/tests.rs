@@ -52,7 +52,8 @@ fn batch(events: &[(i64, Event)]) -> RecordBatch {
 fn with_person_id(b: RecordBatch, person: &str) -> RecordBatch {
     let idx = b.schema().index_of("person_id").unwrap();
     let mut cols = b.columns().to_vec();
-    cols[idx] = Arc::new(StringArray::from(vec![person; b.num_rows()])) as ArrayRef;
+    let text = StringArray::from(vec![person; b.num_rows()]);
+    cols[idx] = Arc::new(crate::storage::ids::to_uuid(&text).unwrap()) as ArrayRef;
     RecordBatch::try_new(b.schema(), cols).unwrap()
 }
 
@@ -81,7 +82,7 @@ async fn rows(table: &EventsTable) -> Vec<(i64, String, String)> {
     let mut out = Vec::new();
     for b in batches {
         let text = |i: usize| {
-            let c = arrow::compute::cast(b.column(i), &DataType::Utf8).unwrap();
+            let c = crate::storage::ids::to_text(b.column(i).as_ref()).unwrap();
             c.as_string::<i32>()
                 .iter()
                 .map(|v| v.unwrap().to_owned())
@@ -492,7 +493,7 @@ async fn compaction_merges_files_into_one_sorted_run() {
     for b in decode(bytes, &files[0].path, 1, 0).unwrap() {
         let b = b.unwrap();
         let text = |c: &str| {
-            let a = arrow::compute::cast(b.column_by_name(c).unwrap(), &DataType::Utf8).unwrap();
+            let a = crate::storage::ids::to_text(b.column_by_name(c).unwrap().as_ref()).unwrap();
             a.as_string::<i32>()
                 .iter()
                 .map(|v| v.unwrap().to_owned())

@@ -150,7 +150,8 @@ impl EventsTable {
         if let Some(b) = sorted.batches.first() {
             self.ensure_columns(&mut guard, &b.schema()).await?;
         }
-        let table_schema = guard.snapshot()?.snapshot().arrow_schema();
+        let table_schema =
+            crate::storage::ids::file_schema(&guard.snapshot()?.snapshot().arrow_schema());
         let started = Instant::now();
         let store = guard.log_store().object_store(None);
         let config = self.writer_config(&guard, table_schema.clone(), true)?;

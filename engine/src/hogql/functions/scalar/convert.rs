@@ -236,6 +236,9 @@ pub(crate) fn to_string_expr(
                     .collect()
             }
             DataType::Null => (0..n).map(|_| None::<String>).collect(),
+            DataType::FixedSizeBinary(16) => {
+                return Ok(crate::storage::ids::to_text(x.as_ref())?);
+            }
             _ => {
                 // Arrays, maps and tuples print to about as many bytes as they hold:
                 // reserved before Arrow builds the text.
@@ -305,23 +308,59 @@ fn to_bool(a: Expr) -> Expr {
     )
 }
 
-/// UUIDs are strings here: a valid UUID in any accepted spelling becomes its canonical
-/// lowercase hyphenated form, anything else NULL.
-fn to_uuid(a: Expr) -> Expr {
+/// `toUUID`: HogQL's UUID type is 16 bytes (`FixedSizeBinary(16)`, what `uuid` and
+/// `person_id` are); text in any spelling `uuid` parses becomes one, anything else NULL.
+pub(crate) fn to_uuid(a: Expr) -> Expr {
     let k = kernel(|arr, _| {
-        let s = cast(&arr[0], &DataType::Utf8)?;
-        let v: StringArray = s
-            .as_string::<i32>()
-            .iter()
-            .map(|s| {
-                uuid::Uuid::parse_str(s?.trim())
-                    .ok()
-                    .map(|u| u.hyphenated().to_string())
-            })
-            .collect();
-        Ok(Arc::new(v) as ArrayRef)
+        let x = &arr[0];
+        if is_string(x.data_type()) {
+            let text = cast(x, &DataType::Utf8)?;
+            let trimmed: StringArray = text
+                .as_string::<i32>()
+                .iter()
+                .map(|s| s.map(str::trim))
+                .collect();
+            return Ok(Arc::new(crate::storage::ids::to_uuid(&trimmed)?) as ArrayRef);
+        }
+        Ok(Arc::new(crate::storage::ids::to_uuid(x.as_ref())?) as ArrayRef)
     });
-    call("toUUID", "", DataType::Utf8, Nulls::Always, vec![a], k)
+    call(
+        "toUUID",
+        "",
+        crate::storage::ids::UUID_TYPE,
+        Nulls::Always,
+        vec![a],
+        k,
+    )
+}
+
+/// A stored id column (`uuid`, `person_id`) as 16 bytes: the files' binary values, or the
+/// text of a table written before 16-byte ids. Every stored value is a UUID, so the column
+/// stays as nullable as it was.
+pub(crate) fn stored_uuid(a: Expr) -> Expr {
+    let k =
+        kernel(|arr, _| Ok(Arc::new(crate::storage::ids::to_uuid(arr[0].as_ref())?) as ArrayRef));
+    call(
+        "toUUID",
+        "stored",
+        crate::storage::ids::UUID_TYPE,
+        Nulls::FromFirst,
+        vec![a],
+        k,
+    )
+}
+
+/// A UUID as PostHog shows it: lowercase hyphenated text.
+pub(crate) fn uuid_text(a: Expr) -> Expr {
+    let k = kernel(|arr, _| Ok(crate::storage::ids::to_text(arr[0].as_ref())?));
+    call(
+        "toString",
+        "uuid",
+        DataType::Utf8,
+        Nulls::FromFirst,
+        vec![a],
+        k,
+    )
 }
 
 fn to_json_string(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
 use datafusion::arrow::array::{
-    Array, ArrayRef, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, AsArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
@@ -210,6 +210,12 @@ pub(crate) fn show(a: &ArrayRef, r: usize) -> String {
             };
             super::convert::format_float(x)
         }
+        // HogQL's UUID type, shown as PostHog shows it.
+        DataType::FixedSizeBinary(16) => crate::storage::ids::to_text(a.as_ref())
+            .unwrap()
+            .as_string::<i32>()
+            .value(r)
+            .to_string(),
         DataType::Boolean => {
             let v = ScalarValue::try_from_array(a, r).unwrap();
             if v == ScalarValue::Boolean(Some(true)) {
