@@ -303,10 +303,23 @@ impl Planner<'_> {
         scope: &Scope<'_>,
         span: Span,
     ) -> PResult<Expr> {
-        let args = self.uuid_args(name, args, &scope.schema)?;
+        let mut args = self.uuid_args(name, args, &scope.schema)?;
+        // min/max of UUIDs in ClickHouse's order: the order key swaps the halves, so the key
+        // of the least key is the least UUID.
+        let uuid_extreme = matches!(name, "min" | "max" | "minIf" | "maxIf")
+            && matches!(args.first(), Some(Arg::Expr(e))
+                if e.get_type(&scope.schema).is_ok_and(|t| ids::is_uuid(&t)));
+        if uuid_extreme && let Some(Arg::Expr(e)) = args.first_mut() {
+            *e = functions::uuid_order_key(e.clone());
+        }
         let fctx = self.fn_ctx(&scope.schema);
-        functions::translate(name, params, args, distinct, &fctx)
-            .map_err(|e| PlanError::new(e.to_string(), Some(span)))
+        let v = functions::translate(name, params, args, distinct, &fctx)
+            .map_err(|e| PlanError::new(e.to_string(), Some(span)))?;
+        Ok(if uuid_extreme {
+            functions::uuid_order_key(v)
+        } else {
+            v
+        })
     }
 
     // ---------------------------------------------------------------------------------

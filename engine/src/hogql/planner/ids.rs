@@ -72,6 +72,15 @@ impl Planner<'_> {
         })
     }
 
+    /// A sort key as ClickHouse orders it: UUIDs by [`functions::uuid_order_key`] (min and max
+    /// follow the same order: `call_translated`).
+    pub(super) fn order_key(&self, e: Expr, schema: &DFSchema) -> Expr {
+        match e.get_type(schema) {
+            Ok(t) if is_uuid(&t) => functions::uuid_order_key(e),
+            _ => e,
+        }
+    }
+
     /// Values that meet (both sides of a comparison, the branches of a CASE, an IN list):
     /// when some are UUIDs and others are neither UUIDs nor NULL, the UUIDs become text.
     pub(super) fn uuid_agree(&self, exprs: Vec<Expr>, schema: &DFSchema) -> PResult<Vec<Expr>> {

@@ -404,7 +404,13 @@ impl Planner<'_> {
         let (items, order, limit_by_exprs) = (&c.items, &c.order, &c.limit_by);
         let sorts: Vec<Sort> = order
             .iter()
-            .map(|(e, desc, nf)| Sort::new(e.clone(), !desc, nf.unwrap_or(false)))
+            .map(|(e, desc, nf)| {
+                Sort::new(
+                    self.order_key(e.clone(), plan.schema()),
+                    !desc,
+                    nf.unwrap_or(false),
+                )
+            })
             .collect();
         let projection: Vec<Expr> = items
             .iter()
@@ -421,13 +427,17 @@ impl Planner<'_> {
             if !sorts.is_empty() {
                 let sorts = sorts
                     .iter()
-                    .map(|so| {
+                    .zip(order)
+                    .map(|(so, (key, _, _))| {
                         items
                             .iter()
-                            .position(|(e, _)| *e == so.expr)
+                            .position(|(e, _)| e == key)
                             .map(|i| {
                                 Sort::new(
-                                    Expr::Column(Column::from_name(items[i].1.clone())),
+                                    self.order_key(
+                                        Expr::Column(Column::from_name(items[i].1.clone())),
+                                        plan.schema(),
+                                    ),
                                     so.asc,
                                     so.nulls_first,
                                 )

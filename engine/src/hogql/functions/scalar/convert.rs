@@ -350,6 +350,36 @@ pub(crate) fn stored_uuid(a: Expr) -> Expr {
     )
 }
 
+/// The key ClickHouse orders UUIDs by: its UUID is a UInt128 whose high half is the text's
+/// second half, so `ORDER BY` compares bytes 8–15 first, then bytes 0–7.
+pub(crate) fn uuid_order_key(a: Expr) -> Expr {
+    let k = kernel(|arr, _| {
+        let ids = crate::storage::ids::to_uuid(arr[0].as_ref())?;
+        let mut out =
+            datafusion::arrow::array::FixedSizeBinaryBuilder::with_capacity(ids.len(), 16);
+        for i in 0..ids.len() {
+            if ids.is_null(i) {
+                out.append_null();
+            } else {
+                let v = ids.value(i);
+                let mut key = [0u8; 16];
+                key[..8].copy_from_slice(&v[8..]);
+                key[8..].copy_from_slice(&v[..8]);
+                out.append_value(key)?;
+            }
+        }
+        Ok(Arc::new(out.finish()) as ArrayRef)
+    });
+    call(
+        "toUUID",
+        "order",
+        crate::storage::ids::UUID_TYPE,
+        Nulls::FromFirst,
+        vec![a],
+        k,
+    )
+}
+
 /// A UUID as PostHog shows it: lowercase hyphenated text.
 pub(crate) fn uuid_text(a: Expr) -> Expr {
     let k = kernel(|arr, _| Ok(crate::storage::ids::to_text(arr[0].as_ref())?));

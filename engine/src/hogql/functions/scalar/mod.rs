@@ -7,7 +7,7 @@
 
 mod conditional;
 mod convert;
-pub(crate) use convert::{stored_uuid, to_uuid, uuid_text};
+pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
 mod datetime;
 mod json;
 mod math;
