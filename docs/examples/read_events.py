@@ -15,6 +15,11 @@ keeps it, and the residual wins.)
 
     python docs/examples/read_events.py <table path or URI>
 
+`uuid` and `person_id` are 16-byte values (Parquet FIXED_LEN_BYTE_ARRAY(16); Delta's schema
+calls them `binary`): `ids` turns them into PostHog's text, and in DuckDB
+`CAST(uuid AS UUID)` does (its text is the lowercase hyphenated form). A table
+created before hedgerow stored ids in 16 bytes keeps them as text, which `ids` leaves as is.
+
 prints each event's uuid, full properties and full person properties. `tests/py/test_open_formats.py` runs both
 readers against a live table and checks them against what was sent.
 """
@@ -27,6 +32,14 @@ import sys
 # The field metadata naming a promoted column's key, by the residual JSON column.
 PROPERTY_KEY = {"properties": b"hedgerow.property", "person_properties": b"hedgerow.person_property"}
 MAX_EXACT_INT = 2**53
+
+
+def ids(table, column: str = "uuid") -> list[str | None]:
+    """An id column (`uuid`, `person_id`) of a pyarrow table as lowercase hyphenated text."""
+    import uuid
+
+    return [None if v is None else str(uuid.UUID(bytes=v)) if isinstance(v, bytes) else v
+            for v in table.column(column).to_pylist()]
 
 
 def property_columns(schema, json_column: str = "properties") -> list[tuple[str, str]]:
@@ -103,7 +116,7 @@ def main(uri: str) -> None:
     from deltalake import DeltaTable
 
     table = DeltaTable(uri).to_pyarrow_table()
-    rows = zip(table.column("uuid").to_pylist(), full_properties(table),
+    rows = zip(ids(table), full_properties(table),
                full_properties(table, "person_properties"))
     for uuid, props, person_props in rows:
         print(uuid, props, person_props)

@@ -49,8 +49,10 @@ START_TIMEOUT = float(os.environ.get("HEDGEROW_TEST_START_TIMEOUT", "120"))
 STOP_TIMEOUT = float(os.environ.get("HEDGEROW_TEST_STOP_TIMEOUT", "90"))
 VISIBLE_TIMEOUT = float(os.environ.get("HEDGEROW_TEST_VISIBLE_TIMEOUT", "60"))
 
+# Ids in 16 bytes: `binary` to Delta (FIXED_LEN_BYTE_ARRAY(16) in the files).
+ID_COLUMNS = ["uuid", "person_id"]
 STRING_COLUMNS = [
-    "uuid", "event", "distinct_id", "person_id", "properties", "person_properties",
+    "event", "distinct_id", "properties", "person_properties",
     "$session_id", "$window_id", "elements_chain",
     "$group_0", "$group_1", "$group_2", "$group_3", "$group_4",
 ]
@@ -58,7 +60,7 @@ STRING_COLUMNS = [
 # How the tables are read from outside hedgerow: the documented reader.
 import sys as _sys  # noqa: E402
 _sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
-from read_events import full_properties, property_columns  # noqa: E402
+from read_events import full_properties, ids, property_columns  # noqa: E402
 
 # Every server here stores each typed property as a column from its first event on, so the
 # checks below read the properties back the way an outside reader must (residual JSON plus
@@ -383,6 +385,10 @@ def read_table(uri: str, storage_options: dict[str, str] | None = None) -> list[
 
     table = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table()
     rows = table.to_pylist()
+    # Ids are 16-byte UUIDs (binary to Delta): as text, as PostHog shows them.
+    for col in ("uuid", "person_id"):
+        for row, v in zip(rows, ids(table, col)):
+            row[col] = v
     # `properties` as captured and `person_properties` as stamped: the residual JSON plus the
     # promoted columns.
     person_props = full_properties(table, "person_properties")
@@ -437,6 +443,8 @@ def check_table_layout(uri: str, storage_options: dict[str, str] | None = None) 
     is_string = lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or (
         hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
     expect: dict[str, Callable[[Any], bool]] = {c: is_string for c in STRING_COLUMNS}
+    expect.update({c: lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or (
+        hasattr(pa.types, "is_binary_view") and pa.types.is_binary_view(t)) for c in ID_COLUMNS})
     utc_us = lambda t: pa.types.is_timestamp(t) and t.unit == "us" and t.tz in ("UTC", "+00:00")
     expect.update({
         "timestamp": utc_us,

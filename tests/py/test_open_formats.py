@@ -10,7 +10,7 @@ import uuid
 
 from conftest import (PROJECT_API_KEY, full_properties, json_same, property_columns,
                       wait_for_events)
-from read_events import duckdb_properties_sql
+from read_events import duckdb_properties_sql, ids
 
 # Values of every kind, in properties whose types are decided by their first value: some
 # later values do not fit their column and stay in the JSON.
@@ -72,15 +72,15 @@ def test_pyarrow_and_duckdb_rebuild_every_property(server_factory):
                     problems.append(f"{u}: {k!r} is {stored[k]!r}, sent {v!r}")
         assert not problems, f"{reader}: {len(problems)} problems: {problems[:10]}"
 
-    by_pyarrow = dict(zip(table.column("uuid").to_pylist(), full_properties(table)))
+    by_pyarrow = dict(zip(ids(table), full_properties(table)))
     check(by_pyarrow, "pyarrow")
     # The residual really lost the promoted keys (the columns are not decoration).
-    residual = dict(zip(table.column("uuid").to_pylist(), table.column("properties").to_pylist()))
+    residual = dict(zip(ids(table), table.column("properties").to_pylist()))
     assert all("$browser" not in json.loads(r) for r in residual.values())
 
     files = [f.removeprefix("file://") for f in DeltaTable(table_uri).file_uris()]
     con = duckdb.connect()
-    sql = (f"SELECT uuid, {duckdb_properties_sql(table.schema)} AS props "
+    sql = (f"SELECT CAST(CAST(uuid AS UUID) AS VARCHAR), {duckdb_properties_sql(table.schema)} AS props "
            f"FROM read_parquet(?, union_by_name = true) AS e")
     by_duckdb = {u: p for u, p in con.execute(sql, [files]).fetchall()}
     assert len(by_duckdb) == len(events)
@@ -102,14 +102,14 @@ def test_pyarrow_and_duckdb_rebuild_every_property(server_factory):
         person.update(e["properties"]["$set"])
         expected[e["uuid"]] = dict(person)
 
-    person_by_pyarrow = dict(zip(table.column("uuid").to_pylist(),
+    person_by_pyarrow = dict(zip(ids(table),
                                  full_properties(table, "person_properties")))
     check(person_by_pyarrow, "pyarrow, person properties", expected)
     person_residual = table.column("person_properties").to_pylist()
     # (Its values are all non-empty strings, so its column gives every one back exactly.)
     assert all("person Mixed Case Key" not in json.loads(r) for r in person_residual if r), \
         "promoted person properties leave the residual"
-    sql = (f"SELECT uuid, {duckdb_properties_sql(table.schema, 'e', 'person_properties')} "
+    sql = (f"SELECT CAST(CAST(uuid AS UUID) AS VARCHAR), {duckdb_properties_sql(table.schema, 'e', 'person_properties')} "
            f"FROM read_parquet(?, union_by_name = true) AS e")
     person_by_duckdb = {u: p for u, p in con.execute(sql, [files]).fetchall()}
     check(person_by_duckdb, "duckdb, person properties", expected)

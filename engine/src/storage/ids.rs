@@ -1,6 +1,10 @@
-//! Ids in 16 bytes: the events table's `uuid` and `person_id` are Parquet UUIDs
-//! (`FIXED_LEN_BYTE_ARRAY(16)` with the UUID logical type; Arrow `FixedSizeBinary(16)` with
-//! the `arrow.uuid` extension), not 36-character strings.
+//! Ids in 16 bytes: the events table's `uuid` and `person_id` are Parquet
+//! `FIXED_LEN_BYTE_ARRAY(16)` (Arrow `FixedSizeBinary(16)`), not 36-character strings.
+//!
+//! Without Parquet's UUID logical type: Delta's schema calls the column `binary`, and
+//! pyarrow 26 reading the table through delta-rs refuses a UUID-typed file column under a
+//! `binary` table column ("Invalid storage type for UuidType: binary"), where it reads plain
+//! fixed-size binary as binary.
 //!
 //! Delta Lake has no fixed-size type: the table's schema says `binary`, so a scan through
 //! delta-rs returns these columns as `Binary` (or `BinaryView`) values of 16 bytes, and a
@@ -22,19 +26,10 @@ pub(crate) const ID_COLUMNS: &[&str] = &["uuid", "person_id"];
 /// The Arrow type of a 16-byte id.
 pub(crate) const UUID_TYPE: DataType = DataType::FixedSizeBinary(16);
 
-/// A 16-byte id field, marked as Arrow's canonical UUID extension (Parquet's UUID logical
-/// type when written).
+/// A 16-byte id field.
 pub(crate) fn uuid_field(name: &str, nullable: bool) -> Field {
-    Field::new(name, UUID_TYPE, nullable).with_metadata(
-        [(EXTENSION_KEY.to_string(), UUID_EXTENSION.to_string())]
-            .into_iter()
-            .collect(),
-    )
+    Field::new(name, UUID_TYPE, nullable)
 }
-
-/// Arrow's field metadata key naming an extension type, and the canonical UUID's name.
-const EXTENSION_KEY: &str = "ARROW:extension:name";
-const UUID_EXTENSION: &str = "arrow.uuid";
 
 /// The 16 bytes of a UUID in any of the forms `uuid::Uuid` parses (hyphenated, simple,
 /// braced, urn; any case).
@@ -150,7 +145,7 @@ pub(crate) fn convert(col: &ArrayRef, target: &DataType) -> Option<Result<ArrayR
 }
 
 /// The schema Parquet files of a table with `table` schema are written in: the id columns
-/// that the table holds as `binary` are written as 16-byte UUIDs. A table that holds them
+/// that the table holds as `binary` are written as 16-byte values. A table that holds them
 /// as text (created before 16-byte ids) keeps writing text.
 pub(crate) fn file_schema(table: &arrow::datatypes::Schema) -> arrow::datatypes::SchemaRef {
     let fields: Vec<Field> = table
@@ -243,10 +238,6 @@ mod tests {
         ]);
         let f = file_schema(&table);
         assert_eq!(f.field(0).data_type(), &UUID_TYPE);
-        assert_eq!(
-            f.field(0).metadata().get(EXTENSION_KEY).map(String::as_str),
-            Some(UUID_EXTENSION)
-        );
         assert_eq!(
             f.field(1).data_type(),
             &DataType::Utf8,
