@@ -432,9 +432,6 @@ impl Planner<'_> {
             ast::InList::Subquery(q) => {
                 // Outside a filter: membership in the subquery's values, gathered once.
                 let (v, plan) = self.in_subquery_operands(expr, q, scope)?;
-                let v = self.uuid_as_text_unless(v, &plan, scope)?;
-                let vt = v.get_type(&scope.schema).map_err(df)?;
-                let plan = self.uuid_column_agree(plan, &vt)?;
                 let col = plan.schema().qualified_field(0);
                 let col = Expr::Column(Column::new(col.0.cloned(), col.1.name()));
                 let agg = LogicalPlanBuilder::from(plan)
@@ -462,9 +459,7 @@ impl Planner<'_> {
                     && let Some(q) = scope.ctes.query(&p[0])
                 {
                     let plan = self.value_subquery(q, scope.ctes, e.span)?;
-                    let v = self.uuid_as_text_unless(v.clone(), &plan, scope)?;
-                    let vt = v.get_type(&scope.schema).map_err(df)?;
-                    let plan = self.uuid_column_agree(plan, &vt)?;
+                    let (v, plan) = self.uuid_subquery_agree(v.clone(), plan, scope)?;
                     datafusion::logical_expr::expr_fn::in_subquery(v, Arc::new(plan))
                 } else {
                     let arr = self.expr(e, scope)?;
@@ -527,6 +522,6 @@ impl Planner<'_> {
         if plan.schema().fields().len() != 1 {
             return err("The subquery of IN must return one column", lhs.span);
         }
-        Ok((self.expr(lhs, scope)?, plan))
+        self.uuid_subquery_agree(self.expr(lhs, scope)?, plan, scope)
     }
 }

@@ -14,6 +14,12 @@ pub(super) fn is_uuid(t: &DataType) -> bool {
     *t == crate::storage::ids::UUID_TYPE
 }
 
+/// Whether a value of type `a` meets text when compared or merged with one of type `b`: `a`
+/// is a UUID and `b` is neither a UUID nor NULL.
+fn uuid_meets_text(a: &DataType, b: &DataType) -> bool {
+    is_uuid(a) && !is_uuid(b) && *b != DataType::Null
+}
+
 /// The functions that take a UUID as it is: they compare, hash, count, pick or move values
 /// without reading them as text. Every other function gets the UUID's text.
 const TAKE_UUID: &[&str] = &[
@@ -53,8 +59,6 @@ const TAKE_UUID: &[&str] = &[
     "last_value",
     "nth_value",
     "has",
-    "equals",
-    "notEquals",
 ];
 
 /// The functions whose arguments become one value: a mix of UUIDs and text is text.
@@ -161,37 +165,30 @@ impl Planner<'_> {
             .collect()
     }
 
-    /// `plan` with its single column as text when it is a UUID and `other` is not (the
-    /// values of `x IN (SELECT …)`).
-    pub(super) fn uuid_column_agree(
+    /// `v IN (plan)` (one column) with both sides as text when one is a UUID and the other
+    /// text.
+    pub(super) fn uuid_subquery_agree(
         &self,
+        v: Expr,
         plan: LogicalPlan,
-        other: &DataType,
-    ) -> PResult<LogicalPlan> {
+        scope: &Scope<'_>,
+    ) -> PResult<(Expr, LogicalPlan)> {
+        let vt = v.get_type(&scope.schema).map_err(df)?;
         let (q, f) = plan.schema().qualified_field(0);
-        if !is_uuid(f.data_type()) || is_uuid(other) || *other == DataType::Null {
-            return Ok(plan);
+        let pt = f.data_type();
+        if uuid_meets_text(&vt, pt) {
+            return Ok((functions::uuid_text(v), plan));
+        }
+        if !uuid_meets_text(pt, &vt) {
+            return Ok((v, plan));
         }
         let name = f.name().clone();
         let c = Expr::Column(Column::new(q.cloned(), f.name()));
-        LogicalPlanBuilder::from(plan)
+        let plan = LogicalPlanBuilder::from(plan)
             .project(vec![functions::uuid_text(c).alias(name)])
             .and_then(|b| b.build())
-            .map_err(df)
-    }
-
-    /// `v` as text when it is a UUID and the values of `plan` (one column) are text.
-    pub(super) fn uuid_as_text_unless(
-        &self,
-        v: Expr,
-        plan: &LogicalPlan,
-        scope: &Scope<'_>,
-    ) -> PResult<Expr> {
-        let other = plan.schema().field(0).data_type();
-        if is_uuid(other) || *other == DataType::Null {
-            return Ok(v);
-        }
-        self.uuid_as_text(v, &scope.schema)
+            .map_err(df)?;
+        Ok((v, plan))
     }
 
     /// The two sides of a set operation with every column where one is a UUID and the other
@@ -219,10 +216,7 @@ impl Planner<'_> {
         let text: Vec<bool> = lt
             .iter()
             .zip(&rt)
-            .map(|(a, b)| {
-                (is_uuid(a) && !is_uuid(b) && *b != DataType::Null)
-                    || (is_uuid(b) && !is_uuid(a) && *a != DataType::Null)
-            })
+            .map(|(a, b)| uuid_meets_text(a, b) || uuid_meets_text(b, a))
             .collect();
         if !text.contains(&true) {
             return Ok((l, r));
