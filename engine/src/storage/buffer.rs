@@ -161,6 +161,12 @@ impl EventBuffer {
         if person_ids.is_empty() {
             return 0;
         }
+        // Ids are 16 bytes in the buffer; one that is not a UUID matches no row.
+        let person_ids: HashSet<[u8; 16]> = person_ids
+            .iter()
+            .filter_map(|id| crate::storage::ids::parse(id))
+            .collect();
+        let person_ids = &person_ids;
         let mut st = self.write();
         let mut removed = remove_from_part(&mut st.active, team, person_ids);
         if let Some(frozen) = &st.frozen {
@@ -192,7 +198,7 @@ impl EventBuffer {
 }
 
 /// Drops `team`'s rows of `person_ids` from `part`, fixing its row and byte counts.
-fn remove_from_part(part: &mut Part, team: TeamId, person_ids: &HashSet<String>) -> usize {
+fn remove_from_part(part: &mut Part, team: TeamId, person_ids: &HashSet<[u8; 16]>) -> usize {
     let Some(batches) = part.teams.get_mut(&team) else {
         return 0;
     };
@@ -225,12 +231,8 @@ fn remove_from_part(part: &mut Part, team: TeamId, person_ids: &HashSet<String>)
 }
 
 /// `true` for the rows to keep, `None` when the batch has no `person_id` column.
-fn keep_mask(batch: &RecordBatch, person_ids: &HashSet<String>) -> Option<BooleanArray> {
+fn keep_mask(batch: &RecordBatch, drop: &HashSet<[u8; 16]>) -> Option<BooleanArray> {
     let col = batch.column_by_name("person_id")?;
-    let drop: HashSet<[u8; 16]> = person_ids
-        .iter()
-        .filter_map(|id| crate::storage::ids::parse(id))
-        .collect();
     Some(
         (0..col.len())
             .map(|row| {
