@@ -110,7 +110,9 @@ impl QueryService {
             }
             held.map_or(0, |h| h.clamp(0, i64::from(u32::MAX)) as usize)
         });
-        let events = provider::EventsProvider::new(team, files, buffered)?;
+        let team_files =
+            crate::storage::table::team_file_names(&table, team).map_err(QueryError::Storage)?;
+        let events = provider::EventsProvider::new(team, files, Arc::new(team_files), buffered)?;
         // After the rows: the lists only grow, so they name every column the rows hold.
         let layouts = self.meta.layouts();
         Ok(TeamCatalog {

@@ -21,6 +21,7 @@ mod draft;
 mod error;
 pub(crate) mod exec;
 mod log;
+mod page_index;
 mod person_snapshot;
 pub(crate) mod persons_tables;
 pub(crate) mod pool;

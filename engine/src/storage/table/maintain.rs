@@ -165,6 +165,30 @@ fn file_layout(f: &deltalake::kernel::LogicalFileView, family: Family) -> Option
 /// The least number of promoted columns of `family` any of `team`'s rows in `table` holds:
 /// `None` when some row holds none or a file's statistics do not say (a file from before
 /// storage v2). Queries read a property's column alone when this covers it.
+/// The names (last path segment, unique by their uuid) of the files the table's snapshot
+/// holds for `team`, by the log's partition values: what the project guard lets a scan
+/// of that project open.
+pub(crate) fn team_file_names(
+    table: &DeltaTable,
+    team: TeamId,
+) -> Result<std::collections::HashSet<String>, StorageError> {
+    let team = team.0.to_string();
+    let mut names = std::collections::HashSet::new();
+    for f in table.snapshot()?.log_data().iter() {
+        if f.partition_values_map()
+            .get("team_id")
+            .cloned()
+            .flatten()
+            .as_deref()
+            == Some(team.as_str())
+        {
+            let path = f.path();
+            names.insert(path.rsplit('/').next().unwrap_or(&path).to_string());
+        }
+    }
+    Ok(names)
+}
+
 pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId, family: Family) -> Option<i64> {
     let team = team.0.to_string();
     let mut min: Option<i64> = None;
