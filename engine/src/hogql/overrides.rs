@@ -11,19 +11,21 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::storage::ids;
-use datafusion::arrow::array::{Array, ArrayRef, FixedSizeBinaryBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, FixedSizeBinaryArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result as DFResult;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-/// A project's overrides, old person id → current person id, in 16 bytes.
+/// A project's overrides, old person id → current person id, in 16 bytes. Hashed with
+/// foldhash (seeded per process): every `person_id` a query reads is looked up, and SipHash
+/// made that a third of a daily active users query's CPU at 2M events.
 #[derive(Debug, Default)]
 pub struct OverrideMap {
     /// Distinguishes maps for plan equality (the store's version when it was read).
     pub version: u64,
-    pub map: HashMap<[u8; 16], [u8; 16]>,
+    pub map: HashMap<[u8; 16], [u8; 16], foldhash::fast::RandomState>,
 }
 
 impl OverrideMap {
@@ -123,30 +125,53 @@ impl ScalarUDFImpl for OverrideUdf {
         Ok(ids::UUID_TYPE)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DFResult<ColumnarValue> {
-        let ids = args.args[0].to_array(args.number_rows)?;
-        let ids = ids::to_uuid(ids.as_ref())?;
+        let col = args.args[0].to_array(args.number_rows)?;
+        let ids = ids::to_uuid(col.as_ref())?;
         let map = &self.map.map;
-        let hit = |i: usize| {
-            ids.is_valid(i)
-                && <[u8; 16]>::try_from(ids.value(i)).is_ok_and(|k| map.contains_key(&k))
-        };
-        // Most batches hold no merged person: hand the column back untouched then.
-        if !(0..ids.len()).any(hit) {
-            return Ok(ColumnarValue::Array(Arc::new(ids) as ArrayRef));
-        }
-        let mut out = FixedSizeBinaryBuilder::with_capacity(ids.len(), 16);
-        for i in 0..ids.len() {
-            if ids.is_null(i) {
-                out.append_null();
+        let value = |i: usize| ids.is_valid(i).then(|| ids.value(i));
+        // Rows are sorted by person within an event, so an id mostly repeats the one
+        // before: look each run up once.
+        let lookup = |v: &[u8]| <[u8; 16]>::try_from(v).ok().and_then(|k| map.get(&k));
+        let mut first_hit = None;
+        let mut prev: Option<&[u8]> = None;
+        for i in 0..col.len() {
+            let Some(v) = value(i) else { continue };
+            if prev == Some(v) {
                 continue;
             }
-            let v = ids.value(i);
-            match <[u8; 16]>::try_from(v).ok().and_then(|k| map.get(&k)) {
-                Some(to) => out.append_value(to)?,
-                None => out.append_value(v)?,
+            prev = Some(v);
+            if lookup(v).is_some() {
+                first_hit = Some(i);
+                break;
             }
         }
-        Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
+        // Most batches hold no merged person: hand the column back as it is then.
+        let Some(first_hit) = first_hit else {
+            return Ok(ColumnarValue::Array(Arc::new(ids) as ArrayRef));
+        };
+        // Copy the ids (NULLs stay NULL, by the same null buffer), then write each merged
+        // run's new id over it.
+        let mut bytes = Vec::with_capacity(ids.len() * 16);
+        for i in 0..ids.len() {
+            bytes.extend_from_slice(ids.value(i));
+        }
+        let mut prev: Option<(&[u8], Option<&[u8; 16]>)> = None;
+        for i in first_hit..ids.len() {
+            let Some(v) = value(i) else { continue };
+            let to = match prev {
+                Some((p, to)) if p == v => to,
+                _ => {
+                    let to = lookup(v);
+                    prev = Some((v, to));
+                    to
+                }
+            };
+            if let Some(to) = to {
+                bytes[i * 16..i * 16 + 16].copy_from_slice(to);
+            }
+        }
+        let out = FixedSizeBinaryArray::new(16, bytes.into(), ids.nulls().cloned());
+        Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
     }
 }
 

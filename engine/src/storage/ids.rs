@@ -77,10 +77,15 @@ pub(crate) fn to_uuid(col: &dyn Array) -> Result<FixedSizeBinaryArray, ArrowErro
     {
         return Ok(a.clone());
     }
-    if matches!(col.data_type(), DataType::Binary | DataType::LargeBinary) {
-        // The files' ids through Delta: 16-byte binary values (others become NULL).
-        let a = arrow::compute::cast(&arrow::array::make_array(col.to_data()), &UUID_TYPE)?;
-        return Ok(a.as_fixed_size_binary().clone());
+    // The files' ids through Delta (`binary`, which DataFusion reads as BinaryView):
+    // 16-byte values, copied as they are (others become NULL).
+    match col.data_type() {
+        DataType::Binary => return Ok(from_bytes(col, |i| col.as_binary::<i32>().value(i))),
+        DataType::LargeBinary => {
+            return Ok(from_bytes(col, |i| col.as_binary::<i64>().value(i)));
+        }
+        DataType::BinaryView => return Ok(from_bytes(col, |i| col.as_binary_view().value(i))),
+        _ => {}
     }
     if !is_id_repr(col.data_type()) {
         return Err(ArrowError::CastError(format!(
@@ -96,6 +101,27 @@ pub(crate) fn to_uuid(col: &dyn Array) -> Result<FixedSizeBinaryArray, ArrowErro
         }
     }
     Ok(b.finish())
+}
+
+/// `col`'s 16-byte values (`value(row)`) as ids; NULL where `col` is NULL or a value has
+/// another length. One copy into one buffer: this runs on every id column a query reads.
+fn from_bytes<'a>(col: &'a dyn Array, value: impl Fn(usize) -> &'a [u8]) -> FixedSizeBinaryArray {
+    let n = col.len();
+    let mut bytes = Vec::with_capacity(n * 16);
+    let mut valid = arrow::array::BooleanBufferBuilder::new(n);
+    for row in 0..n {
+        let v = if col.is_valid(row) { value(row) } else { &[] };
+        if v.len() == 16 {
+            bytes.extend_from_slice(v);
+            valid.append(true);
+        } else {
+            bytes.extend_from_slice(&[0; 16]);
+            valid.append(false);
+        }
+    }
+    let nulls = arrow::buffer::NullBuffer::new(valid.finish());
+    let nulls = (nulls.null_count() > 0).then_some(nulls);
+    FixedSizeBinaryArray::new(16, bytes.into(), nulls)
 }
 
 /// `col` (ids of any representation) as PostHog shows them: lowercase hyphenated text.
