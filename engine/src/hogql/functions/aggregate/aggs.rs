@@ -97,6 +97,9 @@ pub(super) fn translate(
                 .into_iter()
                 .next()
                 .unwrap_or(lit(ScalarValue::Int64(Some(1))));
+            if distinct && is_id(&arg, ctx)? {
+                return Ok(u64(uniq_id(arg, filter)));
+            }
             Ok(u64(node(
                 fa::count::count_udaf(),
                 vec![arg],
@@ -106,7 +109,13 @@ pub(super) fn translate(
             )))
         }
         "uniq" | "uniqExact" | "uniqHLL12" | "uniqCombined" | "uniqCombined64" | "uniqTheta"
-        | "countDistinct" => Ok(u64(count_distinct(args, filter))),
+        | "countDistinct" => {
+            if args.len() == 1 && is_id(&args[0], ctx)? {
+                let arg = args.into_iter().next().expect("one argument");
+                return Ok(u64(uniq_id(arg, filter)));
+            }
+            Ok(u64(count_distinct(args, filter)))
+        }
         "sum" => {
             let arg = numeric_arg(called, args.into_iter().next().expect("arity"), ctx)?;
             let t = type_of(&arg, ctx)?;
@@ -272,6 +281,17 @@ fn type_of_agg_matches(t: &DataType, out: &DataType) -> bool {
 }
 
 /// `uniq(x, y, …)`: distinct non-NULL tuples (rows with a NULL argument are skipped).
+/// Whether `e` is a 16-byte id (HogQL's UUID), which [`uniq_id`] counts.
+fn is_id(e: &Expr, ctx: &FnContext<'_>) -> Result<bool, FunctionError> {
+    Ok(type_of(e, ctx)? == crate::storage::ids::UUID_TYPE)
+}
+
+/// The number of distinct non-NULL 16-byte ids (see `uniq.rs`).
+fn uniq_id(arg: Expr, filter: Option<Expr>) -> Expr {
+    let udaf = Arc::new(AggregateUDF::from(super::uniq::UniqId::new()));
+    node(udaf, vec![arg], false, filter, None)
+}
+
 fn count_distinct(args: Vec<Expr>, filter: Option<Expr>) -> Expr {
     if args.len() == 1 {
         return node(fa::count::count_udaf(), args, true, filter, None);

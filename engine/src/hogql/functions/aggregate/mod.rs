@@ -10,6 +10,7 @@ mod lambda;
 #[cfg(test)]
 mod testutil;
 mod udaf;
+mod uniq;
 mod window;
 
 use super::{Arg, FnContext, FnInfo, FnKind, FunctionError};

@@ -1,0 +1,340 @@
+//! `count(DISTINCT id)` (and `uniq…(id)`) of a 16-byte id: one hash set of 128-bit keys per
+//! group, as ClickHouse's `uniqExact` keeps one.
+//!
+//! DataFusion plans a lone `count(DISTINCT x) … GROUP BY g` as a group-by on `(g, x)`
+//! followed by a count: every row is hashed into one table of all (group, id) pairs, which
+//! at 2M events was the largest cost of daily active users (191 ms of partial aggregation
+//! for 1.07M rows into 273 000 pairs). Here a row finds its group (the group-by already did)
+//! and inserts 16 bytes into that group's set; the rows of one batch mostly share a day (the
+//! files are daily), so the set it touches stays in cache. Partial states travel as one
+//! binary value per group: the group's ids back to back.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, LargeBinaryArray, LargeBinaryBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{Result, ScalarValue, exec_err};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::format_state_name;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
+};
+
+type IdSet = HashSet<u128, foldhash::fast::RandomState>;
+
+/// The aggregate: the number of distinct non-NULL values of a `FixedSizeBinary(16)` argument.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct UniqId {
+    signature: Signature,
+}
+
+impl UniqId {
+    pub(super) fn new() -> Self {
+        Self {
+            signature: Signature::exact(vec![DataType::FixedSizeBinary(16)], Volatility::Immutable),
+        }
+    }
+}
+
+impl AggregateUDFImpl for UniqId {
+    fn name(&self) -> &str {
+        "hogql_uniq_id"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn is_nullable(&self) -> bool {
+        false
+    }
+
+    fn default_value(&self, _: &DataType) -> Result<ScalarValue> {
+        Ok(ScalarValue::Int64(Some(0)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
+        Ok(vec![Arc::new(Field::new(
+            format_state_name(args.name, "ids"),
+            DataType::LargeBinary,
+            true,
+        ))])
+    }
+
+    fn accumulator(&self, _: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(UniqIdAcc::default()))
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs<'_>) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        _: AccumulatorArgs<'_>,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(UniqIdGroups::default()))
+    }
+}
+
+fn key(v: &[u8]) -> u128 {
+    u128::from_le_bytes(v.try_into().expect("16-byte values"))
+}
+
+/// Calls `f` with each counted id of `values` (non-NULL, kept by `filter`) and its row.
+fn each_id(
+    values: &ArrayRef,
+    filter: Option<&BooleanArray>,
+    mut f: impl FnMut(usize, u128),
+) -> Result<()> {
+    let Some(ids) = values.as_fixed_size_binary_opt() else {
+        return exec_err!(
+            "hogql_uniq_id takes 16-byte ids, not {}",
+            values.data_type()
+        );
+    };
+    if ids.value_length() != 16 {
+        return exec_err!(
+            "hogql_uniq_id takes 16-byte ids, not {}",
+            values.data_type()
+        );
+    }
+    for row in 0..ids.len() {
+        if ids.is_valid(row) && filter.is_none_or(|f| f.is_valid(row) && f.value(row)) {
+            f(row, key(ids.value(row)));
+        }
+    }
+    Ok(())
+}
+
+/// Calls `f` with each id of each row's state (the ids back to back).
+fn each_state_id(states: &ArrayRef, mut f: impl FnMut(usize, u128)) -> Result<()> {
+    let Some(states) = states.as_binary_opt::<i64>() else {
+        return exec_err!(
+            "hogql_uniq_id's state is binary, not {}",
+            states.data_type()
+        );
+    };
+    for row in 0..states.len() {
+        if states.is_valid(row) {
+            let bytes = states.value(row);
+            if bytes.len() % 16 != 0 {
+                return exec_err!("hogql_uniq_id's state holds {} bytes", bytes.len());
+            }
+            for id in bytes.chunks_exact(16) {
+                f(row, key(id));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn state_value(set: &IdSet, out: &mut LargeBinaryBuilder) {
+    let mut bytes = Vec::with_capacity(set.len() * 16);
+    for id in set {
+        bytes.extend_from_slice(&id.to_le_bytes());
+    }
+    out.append_value(bytes);
+}
+
+fn set_size(set: &IdSet) -> usize {
+    set.capacity() * (size_of::<u128>() + 1) + size_of::<IdSet>()
+}
+
+#[derive(Debug, Default)]
+struct UniqIdAcc {
+    set: IdSet,
+}
+
+impl Accumulator for UniqIdAcc {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        each_id(&values[0], None, |_, id| {
+            self.set.insert(id);
+        })
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        each_state_id(&states[0], |_, id| {
+            self.set.insert(id);
+        })
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        let mut b = LargeBinaryBuilder::new();
+        state_value(&self.set, &mut b);
+        Ok(vec![ScalarValue::try_from_array(&b.finish(), 0)?])
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(ScalarValue::Int64(Some(self.set.len() as i64)))
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self) + set_size(&self.set)
+    }
+}
+
+#[derive(Default)]
+struct UniqIdGroups {
+    sets: Vec<IdSet>,
+    /// The sets' memory, kept up to date as they grow (summing them per batch would cost a
+    /// pass over every group).
+    bytes: usize,
+}
+
+impl UniqIdGroups {
+    fn insert(&mut self, group: usize, id: u128) {
+        let set = &mut self.sets[group];
+        let before = set.capacity();
+        set.insert(id);
+        if set.capacity() != before {
+            self.bytes += (set.capacity() - before) * (size_of::<u128>() + 1);
+        }
+    }
+
+    fn take(&mut self, emit_to: EmitTo) -> Vec<IdSet> {
+        let taken = emit_to.take_needed(&mut self.sets);
+        self.bytes -= taken
+            .iter()
+            .map(|s| set_size(s) - size_of::<IdSet>())
+            .sum::<usize>();
+        taken
+    }
+}
+
+impl GroupsAccumulator for UniqIdGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.sets.resize_with(total_num_groups, IdSet::default);
+        each_id(&values[0], opt_filter, |row, id| {
+            self.insert(group_indices[row], id)
+        })
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.sets.resize_with(total_num_groups, IdSet::default);
+        each_state_id(&values[0], |row, id| self.insert(group_indices[row], id))
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let taken = self.take(emit_to);
+        Ok(Arc::new(Int64Array::from_iter_values(
+            taken.iter().map(|s| s.len() as i64),
+        )))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let taken = self.take(emit_to);
+        let mut b = LargeBinaryBuilder::with_capacity(
+            taken.len(),
+            taken.iter().map(|s| s.len() * 16).sum(),
+        );
+        for set in &taken {
+            state_value(set, &mut b);
+        }
+        Ok(vec![Arc::new(b.finish())])
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let mut rows: Vec<Option<[u8; 16]>> = vec![None; values[0].len()];
+        each_id(&values[0], opt_filter, |row, id| {
+            rows[row] = Some(id.to_le_bytes())
+        })?;
+        let states: LargeBinaryArray = rows
+            .iter()
+            .map(|r| Some(r.as_ref().map_or(&[][..], |b| &b[..])))
+            .collect();
+        Ok(vec![Arc::new(states)])
+    }
+
+    fn size(&self) -> usize {
+        self.bytes + self.sets.capacity() * size_of::<IdSet>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::FixedSizeBinaryArray;
+
+    fn ids(values: &[Option<u8>]) -> ArrayRef {
+        Arc::new(
+            FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                values.iter().map(|v| v.map(|b| [b; 16])),
+                16,
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn groups_count_distinct_ids_through_states_and_merges() {
+        // Two partial accumulators, as two partitions; their states merged into a third.
+        let mut a = UniqIdGroups::default();
+        a.update_batch(
+            &[ids(&[Some(1), Some(1), None, Some(2), Some(3)])],
+            &[0, 0, 0, 1, 1],
+            Some(&BooleanArray::from(vec![true, true, true, true, false])),
+            2,
+        )
+        .unwrap();
+        assert!(a.size() > a.sets.capacity() * size_of::<IdSet>());
+        let mut b = UniqIdGroups::default();
+        b.update_batch(&[ids(&[Some(1), Some(4), Some(2)])], &[0, 0, 1], None, 2)
+            .unwrap();
+        let converted = b.convert_to_state(&[ids(&[Some(5), None])], None).unwrap();
+        let mut total = UniqIdGroups::default();
+        total
+            .merge_batch(&a.state(EmitTo::All).unwrap(), &[0, 1], 2)
+            .unwrap();
+        total
+            .merge_batch(&b.state(EmitTo::First(1)).unwrap(), &[0], 2)
+            .unwrap();
+        total
+            .merge_batch(&b.state(EmitTo::All).unwrap(), &[1], 2)
+            .unwrap();
+        total.merge_batch(&converted, &[1, 0], 2).unwrap();
+        // group 0: {1, 4}; group 1: {2, 5} (3 filtered out, NULLs not counted).
+        let counts = total.evaluate(EmitTo::All).unwrap();
+        assert_eq!(
+            counts
+                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .values(),
+            &[2, 2]
+        );
+        assert_eq!(total.bytes, 0);
+    }
+
+    #[test]
+    fn one_accumulator_counts_and_merges() {
+        let mut a = UniqIdAcc::default();
+        a.update_batch(&[ids(&[Some(7), Some(7), None, Some(8)])])
+            .unwrap();
+        let state = a.state().unwrap();
+        let mut b = UniqIdAcc::default();
+        b.update_batch(&[ids(&[Some(9), Some(8)])]).unwrap();
+        b.merge_batch(&[state[0].to_array().unwrap()]).unwrap();
+        assert_eq!(b.evaluate().unwrap(), ScalarValue::Int64(Some(3)));
+    }
+}
