@@ -79,13 +79,14 @@ pub(crate) fn to_uuid(col: &dyn Array) -> Result<FixedSizeBinaryArray, ArrowErro
     }
     // The files' ids through Delta (`binary`, which DataFusion reads as BinaryView):
     // 16-byte values, copied as they are (others become NULL).
-    match col.data_type() {
-        DataType::Binary => return Ok(from_bytes(col, |i| col.as_binary::<i32>().value(i))),
-        DataType::LargeBinary => {
-            return Ok(from_bytes(col, |i| col.as_binary::<i64>().value(i)));
-        }
-        DataType::BinaryView => return Ok(from_bytes(col, |i| col.as_binary_view().value(i))),
-        _ => {}
+    if let Some(a) = col.as_binary_opt::<i32>() {
+        return Ok(from_bytes(col, |i| a.value(i)));
+    }
+    if let Some(a) = col.as_binary_opt::<i64>() {
+        return Ok(from_bytes(col, |i| a.value(i)));
+    }
+    if let Some(a) = col.as_binary_view_opt() {
+        return Ok(from_bytes(col, |i| a.value(i)));
     }
     if !is_id_repr(col.data_type()) {
         return Err(ArrowError::CastError(format!(
@@ -217,6 +218,16 @@ mod tests {
         );
         assert_eq!(to_uuid(upper.as_ref()).unwrap().value(0), id);
         assert_eq!(to_uuid(bin.as_ref()).unwrap().value(0), id);
+        // As DataFusion reads the files' `binary` ids: views; NULL and other lengths are NULL.
+        let views: ArrayRef = Arc::new(arrow::array::BinaryViewArray::from(vec![
+            Some(&id[..]),
+            None,
+            Some(&id[..5]),
+            Some(&id[..]),
+        ]));
+        let v = to_uuid(views.as_ref()).unwrap();
+        assert_eq!((v.value(0), v.value(3)), (&id[..], &id[..]));
+        assert!(v.is_null(1) && v.is_null(2) && v.is_valid(3));
         let back = to_text(&u).unwrap();
         assert_eq!(back.as_string::<i32>().value(0), A);
         assert_eq!(
