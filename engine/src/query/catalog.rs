@@ -39,7 +39,13 @@ impl QueryService {
         let partitions = self.cfg.target_partitions.max(1);
         opts.execution.sort_spill_reservation_bytes =
             (self.cfg.memory_limit / (8 * partitions)).clamp(256 << 10, 10 << 20);
-        SessionContext::new_with_config_rt(config, self.runtime.clone())
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(self.runtime.clone())
+            .with_default_features()
+            .with_physical_optimizer_rules(super::late_projection::physical_rules())
+            .build();
+        SessionContext::new_with_state(state)
     }
 
     /// Read your writes: waits (briefly) for the pipeline and the person store to apply what
