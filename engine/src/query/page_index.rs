@@ -19,7 +19,9 @@ use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::cache::cache_manager::CachedFileMetadataEntry;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectMeta;
 use parquet::file::metadata::PageIndexPolicy;
@@ -27,28 +29,42 @@ use parquet::file::metadata::PageIndexPolicy;
 /// Files whose index is read at once.
 const CONCURRENCY: usize = 16;
 
-/// Loads into the cache the page index of every Parquet file `plan` scans whose cached
-/// metadata lacks it (or that is not cached yet).
-pub(crate) async fn warm(state: &dyn Session, plan: &Arc<dyn ExecutionPlan>) -> DFResult<()> {
-    let runtime = state.runtime_env();
-    let cache = runtime.cache_manager.get_file_metadata_cache();
-    let mut wanted: Vec<(
-        datafusion::execution::object_store::ObjectStoreUrl,
-        ObjectMeta,
-    )> = Vec::new();
+/// A Parquet file a scan reads: its store and its object.
+pub(crate) type ScannedFile = (ObjectStoreUrl, ObjectMeta);
+
+/// Every file the Parquet scans of `plan` read, or None when a leaf of `plan` is neither
+/// such a scan nor empty (so a caller checking the files cannot miss one).
+pub(crate) fn scanned_files(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<ScannedFile>> {
+    let mut files = Vec::new();
+    let mut unlisted = false;
     plan.apply(|node| {
         if let Some(config) = node
             .downcast_ref::<DataSourceExec>()
             .and_then(|exec| exec.data_source().downcast_ref::<FileScanConfig>())
         {
             for file in config.file_groups.iter().flat_map(|g| g.files()) {
-                if !has_page_index(cache.get(&file.object_meta.location), &file.object_meta) {
-                    wanted.push((config.object_store_url.clone(), file.object_meta.clone()));
-                }
+                files.push((config.object_store_url.clone(), file.object_meta.clone()));
             }
+        } else if node.children().is_empty() && node.downcast_ref::<EmptyExec>().is_none() {
+            unlisted = true;
+            return Ok(TreeNodeRecursion::Stop);
         }
         Ok(TreeNodeRecursion::Continue)
-    })?;
+    })
+    .ok()?;
+    (!unlisted).then_some(files)
+}
+
+/// Loads into the cache the page index of every file of `files` whose cached metadata
+/// lacks it (or that is not cached yet).
+pub(crate) async fn warm(state: &dyn Session, files: &[ScannedFile]) -> DFResult<()> {
+    let runtime = state.runtime_env();
+    let cache = runtime.cache_manager.get_file_metadata_cache();
+    let wanted: Vec<ScannedFile> = files
+        .iter()
+        .filter(|(_, meta)| !has_page_index(cache.get(&meta.location), meta))
+        .cloned()
+        .collect();
     if wanted.is_empty() {
         return Ok(());
     }

@@ -19,14 +19,12 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::{DataFusionError, Result as DFResult, ScalarValue};
+use datafusion::common::{DFSchema, DataFusionError, Result as DFResult, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::physical_plan::FileScanConfig;
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 
@@ -82,27 +80,19 @@ impl EventsProvider {
         col("team_id").eq(lit(ScalarValue::Int64(Some(self.team.0))))
     }
 
-    /// Fails unless every file `plan` scans is one of the project's.
-    fn check_files(&self, plan: &Arc<dyn ExecutionPlan>) -> DFResult<()> {
-        plan.apply(|node| {
-            if let Some(config) = node
-                .downcast_ref::<DataSourceExec>()
-                .and_then(|exec| exec.data_source().downcast_ref::<FileScanConfig>())
-            {
-                for file in config.file_groups.iter().flat_map(|g| g.files()) {
-                    let location = &file.object_meta.location;
-                    let name = location.filename().unwrap_or(location.as_ref());
-                    if !self.team_files.contains(name) {
-                        return Err(DataFusionError::Internal(format!(
-                            "the scan of project {} would read {location}, which is not one of its files",
-                            self.team.0
-                        )));
-                    }
-                }
+    /// Fails unless every file of `files` is one of the project's.
+    fn check_files(&self, files: &[super::page_index::ScannedFile]) -> DFResult<()> {
+        for (_, meta) in files {
+            let location = &meta.location;
+            let name = location.filename().unwrap_or(location.as_ref());
+            if !self.team_files.contains(name) {
+                return Err(DataFusionError::Internal(format!(
+                    "the scan of project {} would read {location}, which is not one of its files",
+                    self.team.0
+                )));
             }
-            Ok(TreeNodeRecursion::Continue)
-        })
-        .map(|_| ())
+        }
+        Ok(())
     }
 }
 
@@ -153,8 +143,35 @@ impl TableProvider for EventsProvider {
             .files
             .scan(state, Some(&file_cols), &pushed, None)
             .await?;
-        self.check_files(&files)?;
-        super::page_index::warm(state, &files).await?;
+        match super::page_index::scanned_files(&files) {
+            Some(scanned) => {
+                self.check_files(&scanned)?;
+                super::page_index::warm(state, &scanned).await?;
+            }
+            None => {
+                // A scan whose files cannot be listed (delta-rs answers some aggregates from
+                // the log alone, `DeltaScanMetaExec`): check every row's team_id instead.
+                let team_idx = self.schema.index_of("team_id")?;
+                let mut cols = file_cols.clone();
+                if !cols.contains(&team_idx) {
+                    cols.push(team_idx);
+                }
+                let scan = self.files.scan(state, Some(&cols), &pushed, None).await?;
+                let scan_schema = DFSchema::try_from(scan.schema().as_ref().clone())?;
+                let guard = state.create_physical_expr(self.guard(), &scan_schema)?;
+                let filtered: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(guard, scan)?);
+                let exprs = (0..file_cols.len())
+                    .map(|i| {
+                        let name = filtered.schema().field(i).name().clone();
+                        let c: Arc<dyn datafusion::physical_expr::PhysicalExpr> = Arc::new(
+                            datafusion::physical_expr::expressions::Column::new(&name, i),
+                        );
+                        (c, name)
+                    })
+                    .collect::<Vec<_>>();
+                files = Arc::new(ProjectionExec::try_new(exprs, filtered)?);
+            }
+        }
         if file_cols.len() != wanted.len() {
             // Back to the columns asked for, in their order: the files' by position in the
             // scan, buffer-only columns as NULL.
