@@ -97,8 +97,10 @@ impl QueryService {
             .collect();
         // How many promoted columns of each family every row read here holds (files by
         // their statistics).
+        let crate::storage::table::TeamFiles { names, min_layout } =
+            crate::storage::table::team_files(&table, team).map_err(QueryError::Storage)?;
         let held = Family::ALL.map(|family| {
-            let mut held = crate::storage::table::team_min_layout(&table, team, family);
+            let mut held = min_layout[family as usize];
             for b in &buffered {
                 let least = b
                     .column_by_name(family.layout_column())
@@ -116,9 +118,7 @@ impl QueryService {
             }
             held.map_or(0, |h| h.clamp(0, i64::from(u32::MAX)) as usize)
         });
-        let team_files =
-            crate::storage::table::team_file_names(&table, team).map_err(QueryError::Storage)?;
-        let events = provider::EventsProvider::new(team, files, Arc::new(team_files), buffered)?;
+        let events = provider::EventsProvider::new(team, files, Arc::new(names), buffered)?;
         // After the rows: the lists only grow, so they name every column the rows hold.
         let layouts = self.meta.layouts();
         Ok(TeamCatalog {

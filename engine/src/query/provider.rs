@@ -49,7 +49,7 @@ pub(crate) struct EventsProvider {
 impl EventsProvider {
     /// `files`: the table snapshot's provider; `buffer`: the project's buffered batches that
     /// the snapshot does not contain (see `Engine::events_snapshot`); `team_files`: the
-    /// names of the project's files in that snapshot (`storage::table::team_file_names`).
+    /// names of the project's files in that snapshot (`storage::table::team_files`).
     pub(crate) fn new(
         team: TeamId,
         files: Arc<dyn TableProvider>,
@@ -215,7 +215,7 @@ mod tests {
     use super::*;
     use crate::model::Event;
     use crate::storage::schema::events_to_batch;
-    use crate::storage::table::{EventsTable, TableConfig, team_file_names};
+    use crate::storage::table::{EventsTable, TableConfig, team_files};
     use chrono::{TimeZone, Utc};
     use datafusion::arrow::array::AsArray;
     use datafusion::prelude::SessionContext;
@@ -244,7 +244,7 @@ mod tests {
         let ctx = SessionContext::new();
         t.update_datafusion_session(&ctx.state()).unwrap();
         let files = t.table_provider().await.unwrap();
-        let names = |team| Arc::new(team_file_names(&t, TeamId(team)).unwrap());
+        let names = |team| Arc::new(team_files(&t, TeamId(team)).unwrap().names);
         let read = async |team: i64, team_files: Arc<HashSet<String>>| {
             let p = EventsProvider::new(TeamId(team), files.clone(), team_files, vec![])?;
             let batches = ctx

@@ -140,8 +140,7 @@ pub(super) fn partition_files_where(
         if !keep(&team, &date) {
             continue;
         }
-        let layout = file_layout(&f, Family::Event);
-        let person_layout = file_layout(&f, Family::Person);
+        let [layout, person_layout] = file_layouts(&f);
         out.entry((team, date)).or_default().push(DataFile {
             path: f.object_store_path(),
             size: f.size(),
@@ -153,47 +152,39 @@ pub(super) fn partition_files_where(
     Ok(out)
 }
 
-/// The least layout of `family` of a data file's rows, by its Delta statistics; `None` when
-/// some row has none or the statistics do not say.
-fn file_layout(f: &deltalake::kernel::LogicalFileView, family: Family) -> Option<i64> {
-    let v: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
-    let column = family.layout_column();
-    let nulls = v.get("nullCount")?.get(column)?.as_i64()?;
-    (nulls == 0).then(|| v.get("minValues")?.get(column)?.as_i64())?
+/// The least layout of each family (`Family::ALL`'s order) of a data file's rows, by its
+/// Delta statistics (parsed once); `None` when some row has none or the statistics do not
+/// say.
+fn file_layouts(f: &deltalake::kernel::LogicalFileView) -> [Option<i64>; 2] {
+    let stats: Option<serde_json::Value> = f.stats().and_then(|s| serde_json::from_str(&s).ok());
+    Family::ALL.map(|family| {
+        let v = stats.as_ref()?;
+        let column = family.layout_column();
+        let nulls = v.get("nullCount")?.get(column)?.as_i64()?;
+        (nulls == 0).then(|| v.get("minValues")?.get(column)?.as_i64())?
+    })
 }
 
-/// The least number of promoted columns of `family` any of `team`'s rows in `table` holds:
-/// `None` when some row holds none or a file's statistics do not say (a file from before
-/// storage v2). Queries read a property's column alone when this covers it.
-/// The names (last path segment, unique by their uuid) of the files the table's snapshot
-/// holds for `team`, by the log's partition values: what the project guard lets a scan
-/// of that project open.
-pub(crate) fn team_file_names(
-    table: &DeltaTable,
-    team: TeamId,
-) -> Result<std::collections::HashSet<String>, StorageError> {
+/// What a query of one project needs from the table's snapshot, read in one pass over its
+/// files.
+pub(crate) struct TeamFiles {
+    /// The names (last path segment, unique by their uuid) of the project's files, by the
+    /// log's partition values: what the project guard lets a scan of that project open.
+    pub names: std::collections::HashSet<String>,
+    /// Per family (`Family::ALL`'s order), the least number of promoted columns any of the
+    /// project's rows in the files holds: `None` when some row holds none or a file's
+    /// statistics do not say (a file from before storage v2); `i64::MAX` without files.
+    /// Queries read a property's column alone when this covers it.
+    pub min_layout: [Option<i64>; 2],
+}
+
+pub(crate) fn team_files(table: &DeltaTable, team: TeamId) -> Result<TeamFiles, StorageError> {
     let team = team.0.to_string();
-    let mut names = std::collections::HashSet::new();
+    let mut out = TeamFiles {
+        names: Default::default(),
+        min_layout: [Some(i64::MAX); 2],
+    };
     for f in table.snapshot()?.log_data().iter() {
-        if f.partition_values_map()
-            .get("team_id")
-            .cloned()
-            .flatten()
-            .as_deref()
-            == Some(team.as_str())
-        {
-            let path = f.path();
-            names.insert(path.rsplit('/').next().unwrap_or(&path).to_string());
-        }
-    }
-    Ok(names)
-}
-
-pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId, family: Family) -> Option<i64> {
-    let team = team.0.to_string();
-    let mut min: Option<i64> = None;
-    let snapshot = table.snapshot().ok()?;
-    for f in snapshot.log_data().iter() {
         if f.partition_values_map()
             .get("team_id")
             .cloned()
@@ -203,11 +194,14 @@ pub(crate) fn team_min_layout(table: &DeltaTable, team: TeamId, family: Family) 
         {
             continue;
         }
-        let l = file_layout(&f, family)?;
-        min = Some(min.map_or(l, |m: i64| m.min(l)));
+        let path = f.path();
+        out.names
+            .insert(path.rsplit('/').next().unwrap_or(&path).to_string());
+        for (min, layout) in out.min_layout.iter_mut().zip(file_layouts(&f)) {
+            *min = min.zip(layout).map(|(m, l)| m.min(l));
+        }
     }
-    // No file: nothing to read, every column is "held".
-    Some(min.unwrap_or(i64::MAX))
+    Ok(out)
 }
 
 impl EventsTable {

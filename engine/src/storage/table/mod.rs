@@ -43,7 +43,7 @@ use crate::model::TeamId;
 mod erase;
 mod maintain;
 mod merge;
-pub(crate) use maintain::{PersonMaps, team_file_names, team_min_layout};
+pub(crate) use maintain::{PersonMaps, TeamFiles, team_files};
 #[cfg(test)]
 use maintain::{decode, fetch, partition_files};
 mod rewrite;
