@@ -198,18 +198,14 @@ impl Planner<'_> {
         l: LogicalPlan,
         r: LogicalPlan,
     ) -> PResult<(LogicalPlan, LogicalPlan)> {
-        let lt: Vec<DataType> = l
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        let rt: Vec<DataType> = r
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
+        let types = |p: &LogicalPlan| -> Vec<DataType> {
+            p.schema()
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect()
+        };
+        let (lt, rt) = (types(&l), types(&r));
         if lt.len() != rt.len() {
             return Ok((l, r));
         }

@@ -144,8 +144,9 @@ fn state_value(set: &IdSet, out: &mut LargeBinaryBuilder) {
     out.append_value(bytes);
 }
 
-fn set_size(set: &IdSet) -> usize {
-    set.capacity() * (size_of::<u128>() + 1) + size_of::<IdSet>()
+/// The heap bytes of a set's table: a key and a control byte a slot.
+fn set_bytes(set: &IdSet) -> usize {
+    set.capacity() * (size_of::<u128>() + 1)
 }
 
 #[derive(Debug, Default)]
@@ -177,7 +178,7 @@ impl Accumulator for UniqIdAcc {
     }
 
     fn size(&self) -> usize {
-        size_of_val(self) + set_size(&self.set)
+        size_of_val(self) + set_bytes(&self.set)
     }
 }
 
@@ -192,19 +193,14 @@ struct UniqIdGroups {
 impl UniqIdGroups {
     fn insert(&mut self, group: usize, id: u128) {
         let set = &mut self.sets[group];
-        let before = set.capacity();
+        let before = set_bytes(set);
         set.insert(id);
-        if set.capacity() != before {
-            self.bytes += (set.capacity() - before) * (size_of::<u128>() + 1);
-        }
+        self.bytes += set_bytes(set) - before;
     }
 
     fn take(&mut self, emit_to: EmitTo) -> Vec<IdSet> {
         let taken = emit_to.take_needed(&mut self.sets);
-        self.bytes -= taken
-            .iter()
-            .map(|s| set_size(s) - size_of::<IdSet>())
-            .sum::<usize>();
+        self.bytes -= taken.iter().map(set_bytes).sum::<usize>();
         taken
     }
 }
