@@ -6,6 +6,7 @@
 
 mod aggs;
 mod arrays;
+mod groups;
 mod lambda;
 #[cfg(test)]
 mod testutil;

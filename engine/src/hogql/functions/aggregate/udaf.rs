@@ -3,6 +3,7 @@
 //! `WindowFunnel`.
 
 use super::default_value;
+use super::groups::{GroupStates, HeapSize};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray, UInt8Array, new_empty_array,
 };
@@ -13,7 +14,9 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -397,6 +400,217 @@ impl AggregateUDFImpl for ArgMinMax {
             best: None,
         }))
     }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs<'_>) -> bool {
+        true
+    }
+
+    /// Per group, the best (value, key) so far; each batch first finds each group's best
+    /// row by comparing rows of the batch, then compares that row once with the group's
+    /// best. DataFusion's adapter for the row accumulator gathered each group's rows out of
+    /// every batch instead: the sessions table (an `argMinIf` per entry column, grouped by
+    /// session) spent most of its time there.
+    fn create_groups_accumulator(
+        &self,
+        acc_args: AccumulatorArgs<'_>,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        let f = acc_args.expr_fields;
+        Ok(Box::new(ArgGroups {
+            max: self.max,
+            val_type: f[0].data_type().clone(),
+            key_type: f[1].data_type().clone(),
+            nullable_out: f.iter().any(|f| f.is_nullable()),
+            best: GroupStates::default(),
+            batch_best: vec![],
+        }))
+    }
+}
+
+/// [`ArgAcc`] for many groups at once.
+struct ArgGroups {
+    max: bool,
+    val_type: DataType,
+    key_type: DataType,
+    nullable_out: bool,
+    best: GroupStates<Best>,
+    /// Scratch, by group: the best row of the batch being read (`u32::MAX`: none yet).
+    batch_best: Vec<u32>,
+}
+
+/// A group's (value, key) of its best row so far.
+#[derive(Default)]
+struct Best(Option<(ScalarValue, ScalarValue)>);
+
+impl HeapSize for Best {
+    fn heap_size(&self) -> usize {
+        self.0.as_ref().map_or(0, |(v, k)| v.size() + k.size())
+    }
+}
+
+impl ArgGroups {
+    fn wanted(&self) -> std::cmp::Ordering {
+        if self.max {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Less
+        }
+    }
+
+    /// Takes the rows of (`vals`, `keys`) kept by `filter` (non-NULL both) into their groups.
+    fn add(
+        &mut self,
+        vals: &ArrayRef,
+        keys: &ArrayRef,
+        group_indices: &[usize],
+        filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.best.resize(total_num_groups);
+        self.batch_best.resize(total_num_groups, u32::MAX);
+        let wanted = self.wanted();
+        let cmp = datafusion::arrow::array::make_comparator(
+            keys.as_ref(),
+            keys.as_ref(),
+            SortOptions::default(),
+        )?;
+        let mut touched = Vec::new();
+        for (row, &g) in group_indices.iter().enumerate() {
+            if keys.is_null(row)
+                || vals.is_null(row)
+                || filter.is_some_and(|f| !f.is_valid(row) || !f.value(row))
+            {
+                continue;
+            }
+            let b = self.batch_best[g];
+            if b == u32::MAX {
+                touched.push(g);
+                self.batch_best[g] = row as u32;
+            } else if cmp(row, b as usize) == wanted {
+                self.batch_best[g] = row as u32;
+            }
+        }
+        for g in touched {
+            let row = self.batch_best[g] as usize;
+            self.batch_best[g] = u32::MAX;
+            let key = ScalarValue::try_from_array(keys, row)?;
+            let replace = match &self.best.get(g).0 {
+                None => true,
+                Some((_, cur)) => key.partial_cmp(cur) == Some(wanted),
+            };
+            if replace {
+                let new = (ScalarValue::try_from_array(vals, row)?, key);
+                self.best.update(g, |best| best.0 = Some(new));
+            }
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, emit_to: EmitTo) -> Vec<Option<(ScalarValue, ScalarValue)>> {
+        let taken = self.best.take(emit_to);
+        if let EmitTo::First(n) = emit_to {
+            self.batch_best.drain(..n.min(self.batch_best.len()));
+        } else {
+            self.batch_best.clear();
+        }
+        taken.into_iter().map(|b| b.0).collect()
+    }
+}
+
+impl GroupsAccumulator for ArgGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.add(
+            &values[0],
+            &values[1],
+            group_indices,
+            opt_filter,
+            total_num_groups,
+        )
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.add(
+            &values[0],
+            &values[1],
+            group_indices,
+            None,
+            total_num_groups,
+        )
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let empty = if self.nullable_out {
+            ScalarValue::try_from(&self.val_type)?
+        } else {
+            default_value(&self.val_type)
+        };
+        let taken = self.take(emit_to);
+        if taken.is_empty() {
+            return Ok(new_empty_array(&self.val_type));
+        }
+        ScalarValue::iter_to_array(
+            taken
+                .into_iter()
+                .map(|p| p.map_or_else(|| empty.clone(), |(v, _)| v)),
+        )
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let (val_type, key_type) = (self.val_type.clone(), self.key_type.clone());
+        let taken = self.take(emit_to);
+        if taken.is_empty() {
+            return Ok(vec![new_empty_array(&val_type), new_empty_array(&key_type)]);
+        }
+        let null_val = ScalarValue::try_from(&val_type)?;
+        let null_key = ScalarValue::try_from(&key_type)?;
+        let (vals, keys): (Vec<ScalarValue>, Vec<ScalarValue>) = taken
+            .into_iter()
+            .map(|p| p.unwrap_or_else(|| (null_val.clone(), null_key.clone())))
+            .unzip();
+        Ok(vec![
+            ScalarValue::iter_to_array(vals)?,
+            ScalarValue::iter_to_array(keys)?,
+        ])
+    }
+
+    /// Each row as a state of its own: its value and key, or NULLs where `opt_filter`
+    /// drops it (a state with a NULL key is skipped when merged).
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let Some(filter) = opt_filter else {
+            return Ok(values.to_vec());
+        };
+        // A NULL in the filter drops the row too.
+        let keep = if filter.null_count() > 0 {
+            datafusion::arrow::compute::prep_null_mask_filter(filter)
+        } else {
+            filter.clone()
+        };
+        let dropped = datafusion::arrow::compute::not(&keep)?;
+        Ok(vec![
+            values[0].clone(),
+            datafusion::arrow::compute::nullif(&values[1], &dropped)?,
+        ])
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+            + self.best.size()
+            + self.batch_best.capacity() * size_of::<u32>()
+    }
 }
 
 #[derive(Debug)]
@@ -537,6 +751,115 @@ impl AggregateUDFImpl for WindowFunnel {
             events: vec![],
         }))
     }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs<'_>) -> bool {
+        true
+    }
+
+    /// One list of events per group, filled straight from the batch by group index:
+    /// DataFusion's adapter for a row accumulator instead gathers every group's rows out of
+    /// each batch (a `take` per group per batch), which made a funnel grouped by person
+    /// spend most of its time copying (half its CPU at 2M events).
+    fn create_groups_accumulator(
+        &self,
+        _: AccumulatorArgs<'_>,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(FunnelGroups {
+            window: self.window,
+            levels: self.levels,
+            events: GroupStates::default(),
+        }))
+    }
+}
+
+/// Calls `f(row, timestamp, step)` for each condition that holds on each row kept by
+/// `filter` whose timestamp is not NULL (NULL conditions are false).
+fn each_funnel_event(
+    values: &[ArrayRef],
+    levels: usize,
+    filter: Option<&BooleanArray>,
+    mut f: impl FnMut(usize, i64, u8),
+) -> Result<()> {
+    let ts = values[0].as_primitive::<Int64Type>();
+    let conds: Vec<&BooleanArray> = values[1..].iter().map(|c| c.as_boolean()).collect();
+    if conds.len() != levels {
+        return exec_err!("windowFunnel: expected {levels} conditions");
+    }
+    for row in 0..ts.len() {
+        if ts.is_null(row) || filter.is_some_and(|f| !f.is_valid(row) || !f.value(row)) {
+            continue;
+        }
+        let t = ts.value(row);
+        for (step, c) in conds.iter().enumerate() {
+            if c.is_valid(row) && c.value(row) {
+                f(row, t, step as u8);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Calls `f(row, timestamp, step)` for each event of each row's state (two lists).
+fn each_funnel_state_event(states: &[ArrayRef], mut f: impl FnMut(usize, i64, u8)) {
+    let ts = states[0].as_list::<i32>();
+    let steps = states[1].as_list::<i32>();
+    for i in 0..ts.len() {
+        if ts.is_null(i) {
+            continue;
+        }
+        let t = ts.value(i);
+        let s = steps.value(i);
+        let t = t.as_primitive::<Int64Type>();
+        let s = s.as_primitive::<UInt8Type>();
+        for (t, s) in t.values().iter().zip(s.values().iter()) {
+            f(i, *t, *s);
+        }
+    }
+}
+
+/// The deepest step of a funnel of `levels` steps that `events` reach within `window`
+/// (see [`WindowFunnel`]); sorts `events`.
+fn funnel_level(events: &mut [(i64, u8)], window: i64, levels: usize) -> u8 {
+    events.sort_unstable();
+    let mut chain_start: Vec<Option<i64>> = vec![None; levels];
+    for &(t, step) in events.iter() {
+        let step = step as usize;
+        if step == 0 {
+            chain_start[0] = Some(t);
+        } else if let Some(first) = chain_start[step - 1]
+            && t <= first.saturating_add(window)
+        {
+            chain_start[step] = Some(first);
+            if step + 1 == levels {
+                return levels as u8;
+            }
+        }
+    }
+    chain_start
+        .iter()
+        .rposition(|s| s.is_some())
+        .map_or(0, |i| i + 1) as u8
+}
+
+/// Events of many states as the state's two list columns.
+fn funnel_state<'a>(groups: impl Iterator<Item = &'a [(i64, u8)]>) -> Vec<ArrayRef> {
+    let mut lengths = Vec::new();
+    let mut ts = Vec::new();
+    let mut steps = Vec::new();
+    for events in groups {
+        lengths.push(events.len());
+        ts.extend(events.iter().map(|e| e.0));
+        steps.extend(events.iter().map(|e| e.1));
+    }
+    let offsets = OffsetBuffer::from_lengths(lengths);
+    let list = |values: ArrayRef| -> ArrayRef {
+        let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
+        Arc::new(ListArray::new(field, offsets.clone(), values, None))
+    };
+    vec![
+        list(Arc::new(Int64Array::from(ts))),
+        list(Arc::new(UInt8Array::from(steps))),
+    ]
 }
 
 #[derive(Debug)]
@@ -548,76 +871,112 @@ struct FunnelAcc {
 
 impl Accumulator for FunnelAcc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let ts = values[0].as_primitive::<Int64Type>();
-        let conds: Vec<&BooleanArray> = values[1..].iter().map(|c| c.as_boolean()).collect();
-        if conds.len() != self.levels {
-            return exec_err!("windowFunnel: expected {} conditions", self.levels);
-        }
-        for row in 0..ts.len() {
-            if ts.is_null(row) {
-                continue;
-            }
-            let t = ts.value(row);
-            for (step, c) in conds.iter().enumerate() {
-                if c.is_valid(row) && c.value(row) {
-                    self.events.push((t, step as u8));
-                }
-            }
-        }
-        Ok(())
+        each_funnel_event(values, self.levels, None, |_, t, s| {
+            self.events.push((t, s))
+        })
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let ts = states[0].as_list::<i32>();
-        let steps = states[1].as_list::<i32>();
-        for i in 0..ts.len() {
-            if ts.is_null(i) {
-                continue;
-            }
-            let t = ts.value(i);
-            let s = steps.value(i);
-            let t = t.as_primitive::<Int64Type>();
-            let s = s.as_primitive::<UInt8Type>();
-            self.events
-                .extend(t.values().iter().copied().zip(s.values().iter().copied()));
-        }
+        each_funnel_state_event(states, |_, t, s| self.events.push((t, s)));
         Ok(())
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let ts: Int64Array = self.events.iter().map(|e| e.0).collect::<Vec<_>>().into();
-        let steps: UInt8Array = self.events.iter().map(|e| e.1).collect::<Vec<_>>().into();
-        Ok(vec![
-            list_scalar(Arc::new(ts)),
-            list_scalar(Arc::new(steps)),
-        ])
+        funnel_state(std::iter::once(self.events.as_slice()))
+            .iter()
+            .map(|a| ScalarValue::try_from_array(a, 0))
+            .collect()
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        self.events.sort_unstable();
-        let mut chain_start: Vec<Option<i64>> = vec![None; self.levels];
-        for &(t, step) in &self.events {
-            let step = step as usize;
-            if step == 0 {
-                chain_start[0] = Some(t);
-            } else if let Some(first) = chain_start[step - 1]
-                && t <= first.saturating_add(self.window)
-            {
-                chain_start[step] = Some(first);
-                if step + 1 == self.levels {
-                    return Ok(ScalarValue::UInt8(Some(self.levels as u8)));
-                }
-            }
-        }
-        let reached = chain_start
-            .iter()
-            .rposition(|s| s.is_some())
-            .map_or(0, |i| i + 1);
-        Ok(ScalarValue::UInt8(Some(reached as u8)))
+        Ok(ScalarValue::UInt8(Some(funnel_level(
+            &mut self.events,
+            self.window,
+            self.levels,
+        ))))
     }
 
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + self.events.capacity() * 16
+        std::mem::size_of_val(self) + self.events.heap_size()
+    }
+}
+
+/// [`FunnelAcc`] for many groups at once.
+struct FunnelGroups {
+    window: i64,
+    levels: usize,
+    events: GroupStates<Vec<(i64, u8)>>,
+}
+
+impl HeapSize for Vec<(i64, u8)> {
+    fn heap_size(&self) -> usize {
+        self.capacity() * size_of::<(i64, u8)>()
+    }
+}
+
+impl FunnelGroups {
+    fn push(&mut self, group: usize, event: (i64, u8)) {
+        self.events.update(group, |events| events.push(event));
+    }
+}
+
+impl GroupsAccumulator for FunnelGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.events.resize(total_num_groups);
+        let levels = self.levels;
+        each_funnel_event(values, levels, opt_filter, |row, t, s| {
+            self.push(group_indices[row], (t, s))
+        })
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.events.resize(total_num_groups);
+        each_funnel_state_event(values, |row, t, s| self.push(group_indices[row], (t, s)));
+        Ok(())
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let (window, levels) = (self.window, self.levels);
+        let taken = self.events.take(emit_to);
+        Ok(Arc::new(UInt8Array::from_iter_values(
+            taken
+                .into_iter()
+                .map(|mut e| funnel_level(&mut e, window, levels)),
+        )))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let taken = self.events.take(emit_to);
+        Ok(funnel_state(taken.iter().map(Vec::as_slice)))
+    }
+
+    /// Each row as a state of its own (DataFusion skips the partial aggregation when it
+    /// finds nearly every row a group of its own).
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let mut rows: Vec<Vec<(i64, u8)>> = vec![Vec::new(); values[0].len()];
+        each_funnel_event(values, self.levels, opt_filter, |row, t, s| {
+            rows[row].push((t, s))
+        })?;
+        Ok(funnel_state(rows.iter().map(Vec::as_slice)))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.events.size()
     }
 }
 
@@ -789,5 +1148,190 @@ impl Accumulator for MomentsAcc {
 
     fn size(&self) -> usize {
         std::mem::size_of_val(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::StringArray;
+
+    fn arg_groups(max: bool) -> ArgGroups {
+        ArgGroups {
+            max,
+            val_type: DataType::Utf8,
+            key_type: DataType::Int64,
+            nullable_out: true,
+            best: GroupStates::default(),
+            batch_best: vec![],
+        }
+    }
+
+    fn strings(a: &ArrayRef) -> Vec<Option<String>> {
+        a.as_string::<i32>()
+            .iter()
+            .map(|v| v.map(str::to_owned))
+            .collect()
+    }
+
+    /// argMin/argMax per group: the first row on ties, NULL arguments skipped, a group with
+    /// no row NULL; alike when fed directly, through merged partial states, through rows
+    /// turned into states (with a filter), and emitted in parts.
+    #[test]
+    fn arg_groups_answer_per_group() {
+        // (group, value, key)
+        let rows: Vec<(usize, Option<&str>, Option<i64>)> = vec![
+            (0, Some("a"), Some(5)),
+            (1, Some("x"), Some(1)),
+            (0, Some("b"), Some(3)),
+            (0, Some("c"), Some(3)),
+            (2, None, Some(0)),
+            (1, Some("y"), None),
+            (0, Some("d"), Some(9)),
+            (1, Some("z"), Some(7)),
+        ];
+        let groups: Vec<usize> = rows.iter().map(|r| r.0).collect();
+        let vals: ArrayRef = Arc::new(StringArray::from(
+            rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+        ));
+        let keys: ArrayRef = Arc::new(Int64Array::from(
+            rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+        ));
+        let args = vec![vals, keys];
+        let s = |v: &[Option<&str>]| v.iter().map(|x| x.map(str::to_owned)).collect::<Vec<_>>();
+        for (max, want) in [
+            (false, s(&[Some("b"), Some("x"), None])),
+            (true, s(&[Some("d"), Some("z"), None])),
+        ] {
+            let mut direct = arg_groups(max);
+            direct.update_batch(&args, &groups, None, 3).unwrap();
+            assert!(direct.size() > 0);
+            assert_eq!(strings(&direct.evaluate(EmitTo::All).unwrap()), want);
+            assert_eq!(direct.best.heap_bytes(), 0);
+
+            let mut total = arg_groups(max);
+            for range in [0..4, 4..8] {
+                let part: Vec<ArrayRef> = args.iter().map(|a| a.slice(range.start, 4)).collect();
+                let mut partial = arg_groups(max);
+                partial
+                    .update_batch(&part, &groups[range], None, 3)
+                    .unwrap();
+                total
+                    .merge_batch(&partial.state(EmitTo::All).unwrap(), &[0, 1, 2], 3)
+                    .unwrap();
+            }
+            assert_eq!(
+                strings(&total.evaluate(EmitTo::First(1)).unwrap()),
+                want[..1]
+            );
+            assert_eq!(strings(&total.evaluate(EmitTo::All).unwrap()), want[1..]);
+
+            // Rows as states; the filter drops group 0's winner, so the next one wins.
+            let drop_row = if max { 6 } else { 2 };
+            let keep = BooleanArray::from_iter((0..rows.len()).map(|i| Some(i != drop_row)));
+            let mut from_rows = arg_groups(max);
+            let states = from_rows.convert_to_state(&args, Some(&keep)).unwrap();
+            from_rows.merge_batch(&states, &groups, 3).unwrap();
+            let got = strings(&from_rows.evaluate(EmitTo::All).unwrap());
+            assert_eq!(got[0].as_deref(), Some(if max { "a" } else { "c" }));
+            assert_eq!(got[1..], want[1..]);
+        }
+    }
+
+    /// (group, timestamp, conditions) rows as the arguments of a three-step funnel.
+    fn funnel_args(rows: &[(usize, i64, [bool; 3])]) -> (Vec<usize>, Vec<ArrayRef>) {
+        let groups = rows.iter().map(|r| r.0).collect();
+        let mut args: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|r| r.1),
+        ))];
+        for step in 0..3 {
+            args.push(Arc::new(BooleanArray::from_iter(
+                rows.iter().map(|r| Some(r.2[step])),
+            )));
+        }
+        (groups, args)
+    }
+
+    /// The groups accumulator answers as one row accumulator per group, fed directly,
+    /// through states merged in two parts, and emitted in two parts.
+    #[test]
+    fn funnel_groups_answer_as_one_accumulator_per_group() {
+        let (t, f) = (true, false);
+        // Group 0 completes within the window; 1 reaches step 2 (step 3 too late);
+        // 2 has no first step; 3 completes out of order in time (sorted by time).
+        let rows = [
+            (0, 10, [t, f, f]),
+            (1, 0, [t, f, f]),
+            (0, 15, [f, t, f]),
+            (2, 5, [f, t, f]),
+            (1, 50, [f, t, f]),
+            (0, 19, [f, f, t]),
+            (1, 200, [f, f, t]),
+            (3, 30, [f, f, t]),
+            (3, 10, [t, f, f]),
+            (3, 20, [f, t, t]),
+        ];
+        let want = [3u8, 2, 0, 3];
+        let (groups, args) = funnel_args(&rows);
+        let wf = WindowFunnel::new(60, 3);
+        let groups_acc = || FunnelGroups {
+            window: 60,
+            levels: 3,
+            events: GroupStates::default(),
+        };
+        for (g, want) in want.iter().enumerate() {
+            let mut acc = FunnelAcc {
+                window: wf.window,
+                levels: 3,
+                events: vec![],
+            };
+            let mine: Vec<(i64, [bool; 3])> = rows
+                .iter()
+                .filter(|r| r.0 == g)
+                .map(|r| (r.1, r.2))
+                .collect();
+            let (_, a) = funnel_args(&mine.iter().map(|r| (0, r.0, r.1)).collect::<Vec<_>>());
+            acc.update_batch(&a).unwrap();
+            assert_eq!(acc.evaluate().unwrap(), ScalarValue::UInt8(Some(*want)));
+        }
+        let mut direct = groups_acc();
+        direct.update_batch(&args, &groups, None, 4).unwrap();
+        assert!(direct.size() > size_of::<FunnelGroups>());
+        let got = direct.evaluate(EmitTo::All).unwrap();
+        assert_eq!(got.as_primitive::<UInt8Type>().values(), &want);
+        assert_eq!(direct.events.heap_bytes(), 0, "emitting releases the lists");
+
+        // Half the rows in each of two partial accumulators, then merged.
+        let (first, second) = rows.split_at(5);
+        let mut total = groups_acc();
+        for part in [first, second] {
+            let (g, a) = funnel_args(part);
+            let mut partial = groups_acc();
+            partial.update_batch(&a, &g, None, 4).unwrap();
+            total
+                .merge_batch(&partial.state(EmitTo::All).unwrap(), &[0, 1, 2, 3], 4)
+                .unwrap();
+        }
+        let first_two = total.evaluate(EmitTo::First(2)).unwrap();
+        assert_eq!(first_two.as_primitive::<UInt8Type>().values(), &want[..2]);
+        let rest = total.evaluate(EmitTo::All).unwrap();
+        assert_eq!(rest.as_primitive::<UInt8Type>().values(), &want[2..]);
+
+        // Rows turned into states one by one merge to the same answers.
+        let mut from_rows = groups_acc();
+        let states = from_rows.convert_to_state(&args, None).unwrap();
+        assert_eq!(states[0].len(), rows.len());
+        from_rows.merge_batch(&states, &groups, 4).unwrap();
+        let got = from_rows.evaluate(EmitTo::All).unwrap();
+        assert_eq!(got.as_primitive::<UInt8Type>().values(), &want);
+
+        // A filter drops rows: without group 0's last step it reaches step 2.
+        let keep = BooleanArray::from_iter(rows.iter().map(|r| Some(!(r.0 == 0 && r.1 == 19))));
+        let mut filtered = groups_acc();
+        filtered
+            .update_batch(&args, &groups, Some(&keep), 4)
+            .unwrap();
+        let got = filtered.evaluate(EmitTo::First(1)).unwrap();
+        assert_eq!(got.as_primitive::<UInt8Type>().values(), &[2]);
     }
 }

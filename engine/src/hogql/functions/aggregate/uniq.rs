@@ -12,6 +12,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::groups::{GroupStates, HeapSize};
+
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int64Array, LargeBinaryArray, LargeBinaryBuilder,
 };
@@ -144,9 +146,11 @@ fn state_value(set: &IdSet, out: &mut LargeBinaryBuilder) {
     out.append_value(bytes);
 }
 
-/// The heap bytes of a set's table: a key and a control byte a slot.
-fn set_bytes(set: &IdSet) -> usize {
-    set.capacity() * (size_of::<u128>() + 1)
+impl HeapSize for IdSet {
+    /// A set's table: a key and a control byte a slot.
+    fn heap_size(&self) -> usize {
+        self.capacity() * (size_of::<u128>() + 1)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -178,30 +182,18 @@ impl Accumulator for UniqIdAcc {
     }
 
     fn size(&self) -> usize {
-        size_of_val(self) + set_bytes(&self.set)
+        size_of_val(self) + self.set.heap_size()
     }
 }
 
 #[derive(Default)]
 struct UniqIdGroups {
-    sets: Vec<IdSet>,
-    /// The sets' memory, kept up to date as they grow (summing them per batch would cost a
-    /// pass over every group).
-    bytes: usize,
+    sets: GroupStates<IdSet>,
 }
 
 impl UniqIdGroups {
     fn insert(&mut self, group: usize, id: u128) {
-        let set = &mut self.sets[group];
-        let before = set_bytes(set);
-        set.insert(id);
-        self.bytes += set_bytes(set) - before;
-    }
-
-    fn take(&mut self, emit_to: EmitTo) -> Vec<IdSet> {
-        let taken = emit_to.take_needed(&mut self.sets);
-        self.bytes -= taken.iter().map(set_bytes).sum::<usize>();
-        taken
+        self.sets.update(group, |set| set.insert(id));
     }
 }
 
@@ -213,7 +205,7 @@ impl GroupsAccumulator for UniqIdGroups {
         opt_filter: Option<&BooleanArray>,
         total_num_groups: usize,
     ) -> Result<()> {
-        self.sets.resize_with(total_num_groups, IdSet::default);
+        self.sets.resize(total_num_groups);
         each_id(&values[0], opt_filter, |row, id| {
             self.insert(group_indices[row], id)
         })
@@ -225,19 +217,19 @@ impl GroupsAccumulator for UniqIdGroups {
         group_indices: &[usize],
         total_num_groups: usize,
     ) -> Result<()> {
-        self.sets.resize_with(total_num_groups, IdSet::default);
+        self.sets.resize(total_num_groups);
         each_state_id(&values[0], |row, id| self.insert(group_indices[row], id))
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let taken = self.take(emit_to);
+        let taken = self.sets.take(emit_to);
         Ok(Arc::new(Int64Array::from_iter_values(
             taken.iter().map(|s| s.len() as i64),
         )))
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        let taken = self.take(emit_to);
+        let taken = self.sets.take(emit_to);
         let mut b = LargeBinaryBuilder::with_capacity(
             taken.len(),
             taken.iter().map(|s| s.len() * 16).sum(),
@@ -265,7 +257,7 @@ impl GroupsAccumulator for UniqIdGroups {
     }
 
     fn size(&self) -> usize {
-        self.bytes + self.sets.capacity() * size_of::<IdSet>()
+        self.sets.size()
     }
 }
 
@@ -295,7 +287,7 @@ mod tests {
             2,
         )
         .unwrap();
-        assert!(a.size() > a.sets.capacity() * size_of::<IdSet>());
+        assert!(a.size() > a.sets.size() - a.sets.heap_bytes());
         let mut b = UniqIdGroups::default();
         b.update_batch(&[ids(&[Some(1), Some(4), Some(2)])], &[0, 0, 1], None, 2)
             .unwrap();
@@ -319,7 +311,7 @@ mod tests {
                 .values(),
             &[2, 2]
         );
-        assert_eq!(total.bytes, 0);
+        assert_eq!(total.sets.heap_bytes(), 0);
     }
 
     #[test]
