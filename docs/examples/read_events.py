@@ -7,7 +7,10 @@ field metadata `hedgerow.property` (in the Delta schema and in every file's Arro
 The `properties` column keeps every other key (the residual JSON). The person properties
 stamped on each event work the same way: columns `pp_<key>`, `pp_<key>__num`,
 `pp_<key>__bool` with the metadata `hedgerow.person_property`, and the residual
-`person_properties` (NULL for events without a person). A row's full properties
+`person_properties` (NULL for events without a person). The events' own `$session_id` and
+`$window_id` columns declare their key the same way: the residual keeps those two only when
+their column cannot give them back (a value that is not a non-empty string), or in rows
+written before they left it. A row's full properties
 are the residual plus, for every promoted column that is not NULL in that row and whose key
 the residual does not have, that key with the column's value. (When a value could not be
 given back exactly by its column, e.g. the number 5 sent for a text property, the residual

@@ -336,7 +336,8 @@ async fn a_v1_data_directory_opens_answers_alike_and_moves_to_property_columns()
         .post(srv.url("/batch/"))
         .json(&json!({"api_key": TOKEN, "batch": [
             {"event": "after upgrade", "distinct_id": "v1-new", "uuid": sent_uuid.to_uppercase(),
-             "timestamp": "2024-01-02T10:00:00Z", "properties": {"$set": {"plan": "new"}}}
+             "timestamp": "2024-01-02T10:00:00Z",
+             "properties": {"$set": {"plan": "new"}, "$session_id": "s-new"}}
         ]}))
         .send()
         .await
@@ -350,6 +351,13 @@ async fn a_v1_data_directory_opens_answers_alike_and_moves_to_property_columns()
                 s.uuid, sent_uuid,
                 "the text table got the event's uuid as text"
             );
+            // The old table's `$session_id` column declared its key before the new row
+            // left the residual for it.
+            assert!(
+                s.properties.get("$session_id").is_none(),
+                "{:?}",
+                s.properties
+            );
             break;
         }
         assert!(Instant::now() < deadline, "the new event was not flushed");
@@ -360,6 +368,25 @@ async fn a_v1_data_directory_opens_answers_alike_and_moves_to_property_columns()
         sent_uuid.to_uppercase()
     );
     assert_eq!(results(&srv, &q).await, json!([[true, sent_uuid, "new"]]));
+    let q = "SELECT properties.$session_id, JSONExtractString(properties, '$session_id'), $session_id FROM events WHERE distinct_id = 'v1-new'";
+    assert_eq!(results(&srv, q).await, json!([["s-new", "s-new", "s-new"]]));
+    let table = deltalake::open_table(
+        url::Url::from_directory_path(srv.data_dir.canonicalize().unwrap().join("events")).unwrap(),
+    )
+    .await
+    .unwrap();
+    let schema = table.snapshot().unwrap().snapshot().arrow_schema();
+    for key in ["$session_id", "$window_id"] {
+        assert_eq!(
+            schema
+                .field_with_name(key)
+                .unwrap()
+                .metadata()
+                .get("hedgerow.property"),
+            Some(&key.to_string()),
+            "{key}"
+        );
+    }
 }
 
 /// Person properties stamped on events are stored as event properties are: the frequent

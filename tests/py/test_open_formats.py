@@ -20,13 +20,20 @@ VALUES = {
     "flag": [True, False, "true", None, 1],
     "when": ["2024-01-02T03:04:05Z", "2024-01-02 03:04:05", "not a date"],
     "Mixed Case Key": ["x", "y"],
+    # Held by the events' own columns (non-empty strings), which declare their key as
+    # promoted columns do; other values stay in the JSON.
+    "$session_id": ["0192a4f1-7c3e-7d2a-9b1c-4e5f6a7b8c9d", "s-2", "", 5, None],
+    "$window_id": ["w-1", {"x": 1}, "0192a4f1-7c3e-7d2a-9b1c-000000000001"],
 }
 
 
-def _events(n: int = 60) -> list[dict]:
+def _events(n: int = 1200) -> list[dict]:
     out = []
     for i in range(n):
-        props = {"$browser": ["Chrome", "Firefox"][i % 2], "seq": i}
+        # `$insert_id` and `$time` differ on every event, so the files write them without a
+        # dictionary (DELTA_LENGTH_BYTE_ARRAY, BYTE_STREAM_SPLIT), which both readers read.
+        props = {"$browser": ["Chrome", "Firefox"][i % 2], "seq": i,
+                 "$insert_id": uuid.uuid4().hex[:16], "$time": 1706745600.0 + i * 0.137}
         person: dict = {}
         for key, values in VALUES.items():
             if i % 4 != 3:  # a quarter of the events lack each key
@@ -77,8 +84,23 @@ def test_pyarrow_and_duckdb_rebuild_every_property(server_factory):
     # The residual really lost the promoted keys (the columns are not decoration).
     residual = dict(zip(ids(table), table.column("properties").to_pylist()))
     assert all("$browser" not in json.loads(r) for r in residual.values())
+    assert {"$session_id", "$window_id"} <= set(promoted.values()), promoted
+    for u, props in sent.items():
+        for key in ("$session_id", "$window_id"):
+            if key not in props:
+                continue
+            held = isinstance(props.get(key), str) and props[key] != ""
+            assert (key in json.loads(residual[u])) != held, (u, key, props.get(key))
 
     files = [f.removeprefix("file://") for f in DeltaTable(table_uri).file_uris()]
+    import pyarrow.parquet as pq
+    encodings = set()
+    for f in files:
+        md = pq.ParquetFile(f).metadata
+        for g in range(md.num_row_groups):
+            for c in range(md.num_columns):
+                encodings.update(md.row_group(g).column(c).encodings)
+    assert {"DELTA_LENGTH_BYTE_ARRAY", "BYTE_STREAM_SPLIT"} <= encodings, encodings
     con = duckdb.connect()
     sql = (f"SELECT CAST(CAST(uuid AS UUID) AS VARCHAR), {duckdb_properties_sql(table.schema)} AS props "
            f"FROM read_parquet(?, union_by_name = true) AS e")

@@ -111,6 +111,15 @@ impl Family {
 /// Keys never promoted: their values already have columns of their own.
 pub(crate) const NEVER_PROMOTED: &[&str] = &["$session_id", "$window_id", "$elements_chain"];
 
+/// Event properties that a base column of the events table of the same name holds for
+/// every row written since storage v1 (a non-empty string value, NULL otherwise): the
+/// residual JSON drops such a key when its value is a non-empty string, as it drops a
+/// promoted property its column gives back exactly, and these columns declare their key in
+/// their field metadata ([`PROPERTY_KEY_METADATA`]) as promoted columns do, so every reader
+/// rebuilds `properties` by the one rule. The two ids were ~90 % of the residual's bytes
+/// (15.97 → 1.22 bytes/event on the bench's 2M events).
+pub(crate) const COLUMN_PROPERTIES: &[&str] = &["$session_id", "$window_id"];
+
 /// One promoted property of a project.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PropertyColumn {
@@ -360,14 +369,23 @@ pub(crate) fn encode(ty: PropertyType, v: &Value) -> (Option<Cell>, bool) {
     }
 }
 
-/// Splits `props` for a row of `layout`: each held property's cell (in `layout` order) and
-/// the residual JSON text (serde_json's compact form of the remaining keys, in order).
+/// Splits `props` of `family` for a row of `layout`: each held property's cell (in `layout`
+/// order) and the residual JSON text (serde_json's compact form of the remaining keys, in
+/// order). Event properties also leave the [`COLUMN_PROPERTIES`] their columns hold.
 pub(crate) fn split(
     props: &Map<String, Value>,
     layout: &TeamLayout,
+    family: Family,
 ) -> (String, Vec<Option<Cell>>) {
     let mut cells = Vec::with_capacity(layout.columns.len());
     let mut drop: Vec<&str> = Vec::new();
+    if family == Family::Event {
+        drop.extend(
+            COLUMN_PROPERTIES
+                .iter()
+                .filter(|k| matches!(props.get(**k), Some(Value::String(s)) if !s.is_empty())),
+        );
+    }
     for c in &layout.columns {
         match props.get(&c.key) {
             None => cells.push(None),
@@ -690,7 +708,7 @@ pub(crate) fn relayout(
         let rest = TeamLayout {
             columns: team.columns[held..].to_vec(),
         };
-        let (text, moved) = split(&map, &rest);
+        let (text, moved) = split(&map, &rest, family);
         new_residual.append_value(text);
         *cells = std::iter::repeat_n(None, held).chain(moved).collect();
     }
@@ -876,7 +894,7 @@ mod tests {
             for key in ["s", "n", "b", "d"] {
                 let props = json!({"a": 1, key: v.clone(), "z": "last"});
                 let props = props.as_object().unwrap();
-                let (residual, cells) = split(props, &l);
+                let (residual, cells) = split(props, &l, Family::Event);
                 let named: Vec<(&str, Cell)> = l
                     .columns
                     .iter()
@@ -995,10 +1013,39 @@ mod tests {
     fn clean_values_leave_the_residual() {
         let l = layout(&[("s", PropertyType::String), ("n", PropertyType::Numeric)]);
         let props = json!({"s": "x", "n": 5, "o": 1});
-        let (residual, _) = split(props.as_object().unwrap(), &l);
+        let (residual, _) = split(props.as_object().unwrap(), &l, Family::Event);
         assert_eq!(residual, r#"{"o":1}"#);
         let props = json!({"s": 5, "n": "5"});
-        let (residual, _) = split(props.as_object().unwrap(), &l);
+        let (residual, _) = split(props.as_object().unwrap(), &l, Family::Event);
         assert_eq!(residual, r#"{"n":"5","s":5}"#, "inexact values stay");
+    }
+
+    /// `$session_id` and `$window_id` leave an event's residual when their columns give
+    /// them back (non-empty strings), stay when not, and stay in person properties.
+    #[test]
+    fn column_properties_leave_the_event_residual() {
+        let l = layout(&[]);
+        let props = json!({"$session_id": "s1", "$window_id": "w1", "o": 1});
+        let props = props.as_object().unwrap();
+        assert_eq!(split(props, &l, Family::Event).0, r#"{"o":1}"#);
+        assert_eq!(
+            split(props, &l, Family::Person).0,
+            serde_json::to_string(props).unwrap()
+        );
+        let props = json!({"$session_id": "", "$window_id": 7});
+        let props = props.as_object().unwrap();
+        assert_eq!(
+            split(props, &l, Family::Event).0,
+            r#"{"$session_id":"","$window_id":7}"#
+        );
+        // Given back by `rebuild` from the columns (as the readers do).
+        let rebuilt = rebuild(
+            r#"{"o":1}"#,
+            [
+                ("$session_id", Cell::Str("s1".into())),
+                ("$window_id", Cell::Str("w1".into())),
+            ],
+        );
+        assert_eq!(rebuilt, r#"{"$session_id":"s1","$window_id":"w1","o":1}"#);
     }
 }

@@ -17,8 +17,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
 
 use super::layout::{
-    Cell, LAYOUT_COLUMN, Layouts, PERSON_LAYOUT_COLUMN, TableColumn, TeamLayout, TypedBuilder,
-    property_as_string, split,
+    COLUMN_PROPERTIES, Cell, Family, LAYOUT_COLUMN, Layouts, PERSON_LAYOUT_COLUMN,
+    PROPERTY_KEY_METADATA, TableColumn, TeamLayout, TypedBuilder, property_as_string, split,
 };
 use crate::model::person_uuid;
 use crate::model::{Event, TeamId};
@@ -53,6 +53,16 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         s("$window_id", true),
         s("elements_chain", true),
     ];
+    // The columns that hold an event property for the residual JSON declare its key, as
+    // promoted columns do (storage::layout::COLUMN_PROPERTIES).
+    for f in fields.iter_mut() {
+        if COLUMN_PROPERTIES.contains(&f.name().as_str()) {
+            *f = f.clone().with_metadata(HashMap::from([(
+                PROPERTY_KEY_METADATA.to_string(),
+                f.name().clone(),
+            )]));
+        }
+    }
     for i in 0..5 {
         fields.push(s(&format!("$group_{i}"), true));
     }
@@ -235,7 +245,7 @@ pub fn events_to_batch<'a>(
             None => (props, str_prop(props, "$elements_chain").map(str::to_owned)),
         };
         chain.append_option(chain_value);
-        let (residual, cells) = split(kept, team_layout);
+        let (residual, cells) = split(kept, team_layout, Family::Event);
         properties.append_value(residual);
         for (cell, i) in cells.into_iter().zip(at.iter()) {
             row_cells[*i] = cell;

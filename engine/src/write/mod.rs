@@ -343,8 +343,10 @@ fn stamp(
     }
     let layouts = meta.layouts();
     let team_layout = layouts.of(Family::Person, team);
-    let splits: Vec<(String, Vec<Option<Cell>>)> =
-        maps.iter().map(|(m, _)| split(m, &team_layout)).collect();
+    let splits: Vec<(String, Vec<Option<Cell>>)> = maps
+        .iter()
+        .map(|(m, _)| split(m, &team_layout, Family::Person))
+        .collect();
 
     let mut ids = arrow::array::FixedSizeBinaryBuilder::with_capacity(n, 16);
     let mut props = StringBuilder::with_capacity(n, n * 64);

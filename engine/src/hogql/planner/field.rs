@@ -91,6 +91,23 @@ impl Planner<'_> {
         {
             return Ok(e);
         }
+        // `$session_id`, `$window_id`: the events' own column where it holds the value (a
+        // non-empty string), the residual where it does not (other values, and rows
+        // written before the residual left them, which hold them in both).
+        if let ([key], Some(r), Some(Family::Event)) = (path, rel, Family::of_json_column(&c.name))
+            && r.events
+            && COLUMN_PROPERTIES.contains(&key.as_str())
+            && r.columns.contains(key)
+        {
+            let column = Expr::Column(Column::new(c.relation.clone(), key.clone()));
+            let from_json = crate::hogql::property::property(json, path);
+            return self.typed_property(
+                core_fn::coalesce(vec![column, from_json]),
+                kind,
+                path,
+                scope,
+            );
+        }
         // A promoted property: its column where the row holds it (`props_layout`, or
         // `person_props_layout`, > its position), the residual JSON where it does not (rows
         // written before).
@@ -177,7 +194,7 @@ impl Planner<'_> {
             return json;
         }
         let layout = self.ctx.catalog.property_layout(family);
-        let cols: Vec<(String, Expr)> = layout
+        let mut cols: Vec<(String, Expr)> = layout
             .columns
             .iter()
             .filter(|pc| rel.columns.contains(&pc.column))
@@ -188,6 +205,17 @@ impl Planner<'_> {
                 )
             })
             .collect();
+        if family == Family::Event {
+            cols.extend(
+                COLUMN_PROPERTIES
+                    .iter()
+                    .filter(|k| rel.columns.contains(**k))
+                    .map(|k| {
+                        let col = Expr::Column(Column::new(c.relation.clone(), *k));
+                        (k.to_string(), col)
+                    }),
+            );
+        }
         if cols.is_empty() {
             return json;
         }

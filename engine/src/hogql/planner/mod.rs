@@ -24,7 +24,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::propdefs::{PropertyKind, PropertyType};
-use crate::storage::layout::Family;
+use crate::storage::layout::{COLUMN_PROPERTIES, Family};
 
 use super::ast::{self, BinaryOp, ExprKind, Literal, Span, UnaryOp};
 use super::functions::{self, Arg, FnContext, FnKind, WeekStart};

@@ -71,7 +71,7 @@ impl EventsTable {
                 .clone()
                 .delete()
                 .with_predicate(predicate)
-                .with_writer_properties(self.writer_properties(true))
+                .with_writer_properties(self.writer_properties(true, &Default::default()))
                 .await?;
             *guard = table;
             self.publish(&guard);

@@ -8,6 +8,7 @@ use deltalake::protocol::DeltaOperation;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 
 use super::merge::{Input, Prepare, merge_sorted};
+use super::write::Distinct;
 use super::*;
 use crate::storage::layout::{Family, LayoutSource, Layouts};
 use crate::storage::schema::{batch_schema, date32_of_micros};
@@ -365,16 +366,16 @@ impl EventsTable {
             group_bytes += f.size;
             groups.last_mut().expect("one group").push(f);
         }
-        let (table_schema, store, config) = {
+        let (table_schema, store) = {
             let mut guard = self.table.lock().await;
             // The columns the rewritten rows need exist before the writer starts.
             self.ensure_columns(&mut guard, &batch_schema(current))
                 .await?;
             let table_schema =
                 crate::storage::ids::file_schema(&guard.snapshot()?.snapshot().arrow_schema());
-            let config = self.writer_config(&guard, table_schema.clone(), groups.len() == 1)?;
-            (table_schema, guard.log_store().object_store(None), config)
+            (table_schema, guard.log_store().object_store(None))
         };
+        let sorted = groups.len() == 1;
         let date32 = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d")
             .map(|d| {
                 date32_of_micros(
@@ -385,7 +386,8 @@ impl EventsTable {
                 )
             })
             .map_err(|e| StorageError::Invariant(format!("bad partition date {date}: {e}")))?;
-        let mut writer = DeltaWriter::new(store.clone(), config);
+        // Made at the first chunk, which judges the columns' encodings (`Distinct`).
+        let mut writer: Option<DeltaWriter> = None;
         let mut rows_folded = 0u64;
         for group in groups {
             let mut inputs = Vec::with_capacity(group.len());
@@ -412,7 +414,17 @@ impl EventsTable {
                 merge_sorted(inputs, &prep, |b| tx.blocking_send(b).is_ok())
             });
             while let Some(b) = rx.recv().await {
-                writer.write(&b).await?;
+                let w = match &mut writer {
+                    Some(w) => w,
+                    None => {
+                        let distinct = Distinct::of(std::slice::from_ref(&b));
+                        let guard = self.table.lock().await;
+                        let config =
+                            self.writer_config(&guard, table_schema.clone(), sorted, &distinct)?;
+                        writer.insert(DeltaWriter::new(store.clone(), config))
+                    }
+                };
+                w.write(&b).await?;
             }
             rows_folded += task.await.map_err(|source| StorageError::Task {
                 what: "compaction",
@@ -420,7 +432,10 @@ impl EventsTable {
             })??;
         }
         Ok(Written {
-            adds: writer.close().await?,
+            adds: match writer {
+                Some(w) => w.close().await?,
+                None => Vec::new(),
+            },
             rows_folded,
         })
     }

@@ -686,3 +686,103 @@ fn sorted_rows_sort_across_batches_like_one_sort() {
     assert_eq!(sizes, vec![2, 2, 2, 1, 2]);
     assert_eq!(SortedRows::new(Vec::new()).unwrap().len(), 0);
 }
+
+/// A column of mostly distinct values is written without a dictionary (text as
+/// DELTA_LENGTH_BYTE_ARRAY), by an append and by compaction alike; a column of repeated
+/// values keeps its dictionary; and the rows read back the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mostly_distinct_columns_are_written_without_a_dictionary() {
+    use deltalake::parquet::basic::Encoding;
+    use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    for seq in 1..=2u64 {
+        // Each event's residual `properties` holds a value of its own.
+        let evs: Vec<(i64, Event)> = (0..400)
+            .map(|i| {
+                let p = json!({"$insert_id": format!("{seq}-{i}-{}", i * 7919 % 400)});
+                (1, event(&format!("u{}", i % 5), 1, i, &p))
+            })
+            .collect();
+        table.append(batch(&evs), seq).await.unwrap();
+    }
+    let check = |bytes: bytes::Bytes| {
+        let reader = SerializedFileReader::new(bytes).unwrap();
+        let md = reader.metadata();
+        let chunk = |name: &str| {
+            let schema = md.file_metadata().schema_descr();
+            let i = (0..schema.num_columns())
+                .find(|&i| schema.column(i).name() == name)
+                .unwrap();
+            md.row_group(0).column(i).clone()
+        };
+        let props = chunk("properties");
+        assert!(props.dictionary_page_offset().is_none(), "{props:?}");
+        assert!(
+            props
+                .encodings()
+                .any(|e| e == Encoding::DELTA_LENGTH_BYTE_ARRAY),
+            "{props:?}"
+        );
+        assert!(chunk("uuid").dictionary_page_offset().is_none());
+        assert!(chunk("distinct_id").dictionary_page_offset().is_some());
+    };
+    let files = |guard: &DeltaTable| -> Vec<DataFile> {
+        partition_files(guard)
+            .unwrap()
+            .into_values()
+            .flatten()
+            .collect()
+    };
+    let guard = table.table.lock().await.clone();
+    let store = guard.log_store().object_store(None);
+    assert_eq!(files(&guard).len(), 2);
+    for f in files(&guard) {
+        check(fetch(&store, &f.path).await.unwrap());
+    }
+    let before = rows(&table).await;
+    let stats = table
+        .compact(2, &FixedLayouts(Layouts::default()), &PersonMaps::new())
+        .await
+        .unwrap();
+    assert_eq!(stats.files_added, 1, "{stats:?}");
+    let guard = table.table.lock().await.clone();
+    for f in files(&guard) {
+        check(fetch(&store, &f.path).await.unwrap());
+    }
+    assert_eq!(rows(&table).await, before);
+    assert_eq!(before.len(), 800);
+}
+
+/// `Distinct` judges a column by the share of distinct values within each sampled batch,
+/// and leaves sparse columns alone.
+#[test]
+fn distinct_judges_columns_by_their_share_of_distinct_values() {
+    use super::write::Distinct;
+    use arrow::array::Float64Array;
+    let sample = |offset: usize| {
+        let unique: StringArray = (0..300)
+            .map(|i| Some(format!("id-{}", i + offset)))
+            .collect();
+        let repeated: StringArray = (0..300).map(|i| Some(format!("s{}", i / 4))).collect();
+        let floats: Float64Array = (0..300).map(|i| Some(i as f64 + 0.5)).collect();
+        let sparse: StringArray = (0..300)
+            .map(|i| (i % 2 == 0).then(|| format!("x{i}")))
+            .collect();
+        RecordBatch::try_from_iter([
+            ("unique", Arc::new(unique) as ArrayRef),
+            ("repeated", Arc::new(repeated) as ArrayRef),
+            ("floats", Arc::new(floats) as ArrayRef),
+            ("sparse", Arc::new(sparse) as ArrayRef),
+        ])
+        .unwrap()
+    };
+    let names = |d: Distinct| d.0.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert_eq!(names(Distinct::of(&[sample(0)])), ["unique", "floats"]);
+    // Two batches of 150 sparse values each: 300 values, all distinct.
+    assert_eq!(
+        names(Distinct::of(&[sample(0), sample(1000)])),
+        ["unique", "floats", "sparse"]
+    );
+    assert!(Distinct::of(&[]).0.is_empty());
+}
