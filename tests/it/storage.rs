@@ -9,7 +9,11 @@ use crate::support::*;
 
 fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
+    // A partition directory may vanish while it is walked (vacuum); it then holds nothing.
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
             out.extend(parquet_files(&p));
@@ -40,41 +44,45 @@ async fn results_with(srv: &Server, q: &str, modifiers: serde_json::Value) -> se
     r["results"].clone()
 }
 
+/// The leaf column names of the Parquet file at `path`, or `None` when it is gone or not
+/// readable (yet).
+fn column_names(path: &std::path::Path) -> Option<Vec<String>> {
+    use parquet::file::reader::FileReader;
+    let r =
+        parquet::file::serialized_reader::SerializedFileReader::new(std::fs::File::open(path).ok()?)
+            .ok()?;
+    Some(
+        r.metadata()
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect(),
+    )
+}
+
 /// Waits (up to a minute) until every live file of the events table at `table` has all of
 /// `columns`.
 async fn wait_for_live_files_with(table: &std::path::Path, columns: &[&str], failure: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let files = parquet_files(table);
-        let names: Vec<Vec<String>> = files
-            .iter()
-            .map(|f| {
-                use parquet::file::reader::FileReader;
-                let r = parquet::file::serialized_reader::SerializedFileReader::new(
-                    std::fs::File::open(f).unwrap(),
-                )
-                .unwrap();
-                r.metadata()
-                    .file_metadata()
-                    .schema_descr()
-                    .columns()
-                    .iter()
-                    .map(|c| c.name().to_string())
-                    .collect()
-            })
-            .collect();
+        // The snapshot first, then the directory: a file is written before the commit that
+        // makes it live, so every live file is on disk by the time it is listed. A live file
+        // that is gone anyway (compacted and vacuumed in between) only means "look again".
         let live = deltalake::open_table(
             url::Url::from_directory_path(table.canonicalize().unwrap()).unwrap(),
         )
         .await
         .unwrap();
         let live: Vec<String> = live.get_file_uris().unwrap().collect();
+        let files = parquet_files(table);
         let done = live.iter().all(|uri| {
-            let i = files
+            files
                 .iter()
-                .position(|f| uri.ends_with(f.file_name().unwrap().to_str().unwrap()))
-                .unwrap();
-            columns.iter().all(|c| names[i].iter().any(|n| n == c))
+                .find(|f| uri.ends_with(f.file_name().unwrap().to_str().unwrap()))
+                .and_then(|f| column_names(f))
+                .is_some_and(|names| columns.iter().all(|c| names.iter().any(|n| n == c)))
         });
         if done {
             return;
