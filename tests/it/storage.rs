@@ -48,9 +48,10 @@ async fn results_with(srv: &Server, q: &str, modifiers: serde_json::Value) -> se
 /// readable (yet).
 fn column_names(path: &std::path::Path) -> Option<Vec<String>> {
     use parquet::file::reader::FileReader;
-    let r =
-        parquet::file::serialized_reader::SerializedFileReader::new(std::fs::File::open(path).ok()?)
-            .ok()?;
+    let r = parquet::file::serialized_reader::SerializedFileReader::new(
+        std::fs::File::open(path).ok()?,
+    )
+    .ok()?;
     Some(
         r.metadata()
             .file_metadata()
