@@ -1,4 +1,4 @@
-//! The command line: `serve` (default), `keys create`, `schema`, `query`, `gen`.
+//! The command line: `serve` (default), `keys create|list|revoke`, `schema`, `query`, `gen`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -36,6 +36,58 @@ pub fn main() -> ExitCode {
                 Ok(secret) => {
                     println!("{secret}");
                     ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("hedgerow: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some(Command::Keys(KeysCommand::List { data_dir })) => {
+            match Engine::personal_keys(&data_dir) {
+                Ok(keys) => {
+                    println!("id\tlabel\tkey\tscopes\tprojects\tcreated_at");
+                    for k in keys {
+                        let projects = k.projects.map_or_else(
+                            || "all".to_owned(),
+                            |p| {
+                                p.iter()
+                                    .map(|t| t.0.to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(",")
+                            },
+                        );
+                        println!(
+                            "{}\t{}\t{}\t{}\t{projects}\t{}",
+                            k.id,
+                            k.label,
+                            k.mask,
+                            k.scopes.join(","),
+                            k.created_at
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("hedgerow: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some(Command::Keys(KeysCommand::Revoke { id, data_dir })) => {
+            match Engine::revoke_personal_key(&data_dir, id) {
+                Ok(Some(k)) => {
+                    println!(
+                        "revoked personal API key {} ({}, {})",
+                        k.id, k.label, k.mask
+                    );
+                    ExitCode::SUCCESS
+                }
+                Ok(None) => {
+                    eprintln!(
+                        "hedgerow: no personal API key has id {id} (see `hedgerow keys list`)"
+                    );
+                    ExitCode::from(2)
                 }
                 Err(e) => {
                     eprintln!("hedgerow: {e}");

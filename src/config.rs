@@ -149,6 +149,18 @@ pub enum KeysCommand {
         #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
         data_dir: PathBuf,
     },
+    /// List the personal API keys (id, label, masked secret, scopes, projects).
+    List {
+        #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
+        data_dir: PathBuf,
+    },
+    /// Revoke a personal API key by its id (from `keys list`); a running server refuses it
+    /// from its next request on.
+    Revoke {
+        id: i64,
+        #[arg(long, env = "HEDGEROW_DATA_DIR", default_value = "./hedgerow-data")]
+        data_dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

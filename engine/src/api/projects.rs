@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 
 use crate::Engine;
 use crate::error::{ErrorKind, HasKind};
-use crate::meta::{Bootstrap, KeyGrant, MetaError, MetaStore, Project};
+use crate::meta::{Bootstrap, KeyGrant, KeyInfo, MetaError, MetaStore, Project};
 use crate::model::TeamId;
 
 /// Why a projects or keys operation failed.
@@ -40,7 +40,8 @@ pub enum ProjectsError {
     LimitedKeyCreatesProject,
     #[error("name is required")]
     NameRequired,
-    /// The data directory could not be made.
+    /// The data directory could not be made, or (for the key commands) holds no hedgerow
+    /// metadata.
     #[error("{0}")]
     DataDir(#[source] std::io::Error),
     #[error(transparent)]
@@ -197,10 +198,37 @@ impl Engine {
         projects: Option<&[TeamId]>,
         now: DateTime<Utc>,
     ) -> Result<String> {
-        std::fs::create_dir_all(data_dir).map_err(ProjectsError::DataDir)?;
-        let meta = MetaStore::open(&data_dir.join("meta.sqlite"))?;
-        let (secret, _) = meta.create_key(label, scopes, projects, now)?;
+        let (secret, _) =
+            Self::meta_of(data_dir, true)?.create_key(label, scopes, projects, now)?;
         Ok(secret)
+    }
+
+    /// Every personal API key of the data directory `data_dir` (masked; the secrets are
+    /// stored only hashed). Needs no open engine, as [`Engine::create_personal_key`].
+    pub fn personal_keys(data_dir: &Path) -> Result<Vec<KeyInfo>> {
+        Ok(Self::meta_of(data_dir, false)?.keys()?)
+    }
+
+    /// Revokes the personal API key `id` of the data directory `data_dir`: a server running
+    /// on it refuses the key from its next request on (grants are not cached). `None`: no
+    /// key has that id.
+    pub fn revoke_personal_key(data_dir: &Path, id: i64) -> Result<Option<KeyInfo>> {
+        Ok(Self::meta_of(data_dir, false)?.revoke_key(id)?)
+    }
+
+    /// The metadata store of the data directory `data_dir`, for the key commands; made
+    /// when `create`, else it must exist (listing a mistyped directory makes nothing).
+    fn meta_of(data_dir: &Path, create: bool) -> Result<MetaStore> {
+        let path = data_dir.join("meta.sqlite");
+        if create {
+            std::fs::create_dir_all(data_dir).map_err(ProjectsError::DataDir)?;
+        } else if !path.exists() {
+            return Err(ProjectsError::DataDir(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} does not exist", path.display()),
+            )));
+        }
+        Ok(MetaStore::open(&path)?)
     }
 
     /// The project a capture token belongs to (cached; a miss asks SQLite).

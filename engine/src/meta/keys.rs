@@ -65,6 +65,29 @@ impl KeyGrant {
     }
 }
 
+/// A key as `keys list` shows it: never its secret, which is stored only hashed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyInfo {
+    pub id: i64,
+    pub label: String,
+    /// The secret's first and last four characters.
+    pub mask: String,
+    pub scopes: Vec<String>,
+    /// `None`: every project.
+    pub projects: Option<Vec<TeamId>>,
+    pub created_at: String,
+}
+
+fn parse_projects(projects: Option<String>) -> Option<Vec<TeamId>> {
+    projects.map(|p| {
+        serde_json::from_str::<Vec<i64>>(&p)
+            .unwrap_or_default()
+            .into_iter()
+            .map(TeamId)
+            .collect()
+    })
+}
+
 fn sha256_hex(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
@@ -158,14 +181,38 @@ impl MetaStore {
             key_id,
             label,
             scopes: serde_json::from_str(&scopes).unwrap_or_default(),
-            projects: projects.map(|p| {
-                serde_json::from_str::<Vec<i64>>(&p)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(TeamId)
-                    .collect()
-            }),
+            projects: parse_projects(projects),
         }))
+    }
+
+    /// Every personal key, oldest first.
+    pub fn keys(&self) -> Result<Vec<KeyInfo>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, label, mask, scopes, projects, created_at FROM personal_api_keys ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(KeyInfo {
+                id: r.get(0)?,
+                label: r.get(1)?,
+                mask: r.get(2)?,
+                scopes: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
+                projects: parse_projects(r.get(4)?),
+                created_at: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Deletes the personal key `id`; its next request is refused as an unknown key (the
+    /// grant is read from SQLite on every request, nothing caches it). `None`: no such key.
+    pub fn revoke_key(&self, id: i64) -> Result<Option<KeyInfo>> {
+        let Some(info) = self.keys()?.into_iter().find(|k| k.id == id) else {
+            return Ok(None);
+        };
+        self.conn()
+            .execute("DELETE FROM personal_api_keys WHERE id = ?1", params![id])?;
+        Ok(Some(info))
     }
 }
 
@@ -196,6 +243,13 @@ mod tests {
             .unwrap();
         let g2 = s.key_grant(&secret).unwrap().unwrap();
         assert_eq!(g, g2);
+        let listed = s.keys().unwrap();
+        let info = listed.iter().find(|k| k.id == g.key_id).unwrap();
+        assert_eq!(
+            (info.label.as_str(), &info.scopes, &info.projects),
+            ("ro", &g.scopes, &Some(vec![p2.id]))
+        );
+        assert!(info.mask.starts_with("phx_") && !info.mask.contains(&secret[4..]));
         assert!(g.allows("person:read"));
         assert!(!g.allows("person:write"));
         assert!(!g.allows("query:read"));
@@ -216,5 +270,11 @@ mod tests {
         assert!(s.create_project("Bad tz", "Mars/Olympus", now).is_err());
         assert!(s.create_project("  ", "UTC", now).is_err());
         assert!(s.key_grant("phx_nope").unwrap().is_none());
+
+        let revoked = s.revoke_key(g.key_id).unwrap().unwrap();
+        assert_eq!(revoked.label, "ro");
+        assert!(s.key_grant(&secret).unwrap().is_none());
+        assert!(s.keys().unwrap().iter().all(|k| k.id != g.key_id));
+        assert!(s.revoke_key(g.key_id).unwrap().is_none());
     }
 }

@@ -35,7 +35,7 @@ mod query_log;
 
 pub use bootstrap::Bootstrap;
 pub use group_types::MAX_GROUP_TYPES;
-pub use keys::{KNOWN_SCOPES, KeyGrant};
+pub use keys::{KNOWN_SCOPES, KeyGrant, KeyInfo};
 pub use projects::{Project, validate_project_token, validate_timezone};
 pub use property_columns::PropertyColumnsConfig;
 pub use property_definitions::PropertyDefinition;
