@@ -8,6 +8,7 @@
 //! so it builds and tests without the engine and can be fuzzed on its own.
 
 pub mod ast;
+pub mod fuzzing;
 pub mod grammar;
 pub mod lexer;
 pub mod nesting;

@@ -25,6 +25,8 @@
 //! non-last segment's range are the remains of a group whose fsync failed (it was answered with
 //! an error, and its seqs were reused in the next segment), so they are cut off too.
 
+pub mod fuzzing;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
