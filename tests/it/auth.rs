@@ -283,6 +283,17 @@ async fn a_replaced_token_is_forgotten_at_once() {
     engine.shutdown().await;
 }
 
+/// Runs `hedgerow keys <args> --data-dir <data_dir>` beside the server.
+fn keys_cmd(data_dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin())
+        .arg("keys")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .unwrap()
+}
+
 /// How a request of the matrix authenticates.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Caller<'a> {
@@ -404,26 +415,13 @@ async fn every_route_answers_every_caller_as_written() {
     let project_read_only = create_key(&srv.data_dir, "project:read", None);
     let activity_only = create_key(&srv.data_dir, "activity_log:read", None);
     let revoked = {
-        let out = std::process::Command::new(bin())
-            .args([
-                "keys",
-                "create",
-                "--scopes",
-                "*",
-                "--label",
-                "to-revoke",
-                "--data-dir",
-            ])
-            .arg(&srv.data_dir)
-            .output()
-            .unwrap();
+        let out = keys_cmd(
+            &srv.data_dir,
+            &["create", "--scopes", "*", "--label", "to-revoke"],
+        );
         assert!(out.status.success());
         let secret = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-        let list = std::process::Command::new(bin())
-            .args(["keys", "list", "--data-dir"])
-            .arg(&srv.data_dir)
-            .output()
-            .unwrap();
+        let list = keys_cmd(&srv.data_dir, &["list"]);
         let list = String::from_utf8(list.stdout).unwrap();
         assert!(!list.contains(&secret), "keys list shows no secret: {list}");
         let id = list
@@ -439,21 +437,13 @@ async fn every_route_answers_every_caller_as_written() {
                 .0,
             200
         );
-        let out = std::process::Command::new(bin())
-            .args(["keys", "revoke", &id, "--data-dir"])
-            .arg(&srv.data_dir)
-            .output()
-            .unwrap();
+        let out = keys_cmd(&srv.data_dir, &["revoke", &id]);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let again = std::process::Command::new(bin())
-            .args(["keys", "revoke", &id, "--data-dir"])
-            .arg(&srv.data_dir)
-            .output()
-            .unwrap();
+        let again = keys_cmd(&srv.data_dir, &["revoke", &id]);
         assert_eq!(
             again.status.code(),
             Some(2),
@@ -805,11 +795,7 @@ async fn every_route_answers_every_caller_as_written() {
 
     // The key commands read an existing data directory only; a mistyped one is an error.
     let missing = srv.data_dir.join("no-such-dir");
-    let out = std::process::Command::new(bin())
-        .args(["keys", "list", "--data-dir"])
-        .arg(&missing)
-        .output()
-        .unwrap();
+    let out = keys_cmd(&missing, &["list"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
     assert!(!missing.exists());
