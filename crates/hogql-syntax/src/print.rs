@@ -34,8 +34,11 @@ fn part(name: &str) -> String {
 
 /// A function name: special forms (`CAST(`, `NOT(`, `tuple(` …) must be quoted to stay calls.
 fn call_name(name: &str) -> String {
+    // SELECT and WITH: a call of that name right after `(` would read back as a subquery
+    // (found by fuzzing: `SELECT(1)[2] IN (…)` printed inside parentheses).
     const SPECIAL: &[&str] = &[
         "CAST", "CASE", "INTERVAL", "EXISTS", "NOT", "NULL", "TRUE", "FALSE", "INF", "NAN",
+        "SELECT", "WITH",
     ];
     if is_plain_identifier(name)
         && name != "tuple"
@@ -613,7 +616,17 @@ impl Printer {
                             self.exprs(items);
                             self.s(")");
                         }
-                        _ => self.expr(e, prec::COMPARE + 1),
+                        // Text that opens with `(` right after IN would read back as a
+                        // list, and what follows it (`(a).1`) would apply to the whole IN
+                        // (found by fuzzing): such an operand goes in parentheses of its own.
+                        _ => {
+                            let start = self.out.len();
+                            self.expr(e, prec::COMPARE + 1);
+                            if self.out[start..].starts_with('(') {
+                                self.out.insert(start, '(');
+                                self.s(")");
+                            }
+                        }
                     },
                 }
             }
