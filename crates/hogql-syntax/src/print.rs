@@ -50,6 +50,38 @@ fn call_name(name: &str) -> String {
     }
 }
 
+/// Whether `text`, which opens with `(`, is one parenthesized group: the `(` closes at the
+/// last character. Quoted strings and names are skipped, escapes and all.
+fn one_group(text: &str) -> bool {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' | '`' => quote = Some(c),
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1 == text.len();
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 fn float(v: f64) -> String {
     if v.is_nan() {
         "nan".to_string()
@@ -616,13 +648,16 @@ impl Printer {
                             self.exprs(items);
                             self.s(")");
                         }
-                        // Text that opens with `(` right after IN would read back as a
-                        // list, and what follows it (`(a).1`) would apply to the whole IN
-                        // (found by fuzzing): such an operand goes in parentheses of its own.
+                        // Text that opens with `(` right after IN reads back as a list, and
+                        // what follows the list (`(a).1`) would apply to the whole IN (found
+                        // by fuzzing): such an operand goes in parentheses of its own, unless
+                        // one pair already encloses all of it (`(NOT y)`, a list of one).
                         _ => {
                             let start = self.out.len();
                             self.expr(e, prec::COMPARE + 1);
-                            if self.out[start..].starts_with('(') {
+                            if self.out[start..].starts_with('(')
+                                && !one_group(&self.out[start..])
+                            {
                                 self.out.insert(start, '(');
                                 self.s(")");
                             }
@@ -733,7 +768,8 @@ impl Printer {
 
     /// The base of `x[i]` / `x.1`: a number literal needs parentheses (`(1).1`, `(-1)[1]`).
     fn postfix_base(&mut self, base: &Expr) {
-        if is_number(base) {
+        // A star too: `*.10` would read back as `*` and the number `.10` (found by fuzzing).
+        if is_number(base) || matches!(base.kind, ExprKind::Star(_)) {
             self.s("(");
             self.bare(base);
             self.s(")");
