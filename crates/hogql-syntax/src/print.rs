@@ -655,8 +655,7 @@ impl Printer {
                         _ => {
                             let start = self.out.len();
                             self.expr(e, prec::COMPARE + 1);
-                            if self.out[start..].starts_with('(')
-                                && !one_group(&self.out[start..])
+                            if self.out[start..].starts_with('(') && !one_group(&self.out[start..])
                             {
                                 self.out.insert(start, '(');
                                 self.s(")");
