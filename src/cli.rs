@@ -330,7 +330,7 @@ async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
         let team = TeamId(args.project);
         if args.explain {
             return engine
-                .explain_hogql(team, &args.hogql)
+                .explain_hogql(team, &args.hogql, args.explain_runs)
                 .await
                 .map(serde_json::Value::String)
                 .map_err(|e| e.to_string());

@@ -116,6 +116,10 @@ pub struct QueryArgs {
     /// operator's metrics (files and row groups pruned, rows, time). Data directory only.
     #[arg(long, conflicts_with = "url")]
     pub explain: bool,
+    /// With --explain: run the query this many times and show the last run, so the
+    /// metadata cache is warm as on a running server (the first run opens every file cold).
+    #[arg(long, default_value_t = 1, requires = "explain", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub explain_runs: u32,
 }
 
 #[derive(Debug, Subcommand)]

@@ -107,12 +107,13 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
             .explain_hogql(
                 TeamId(1),
                 &format!("SELECT {cols} FROM events WHERE timestamp >= '2024-03-01' AND timestamp < '2024-04-01'"),
+                1,
             )
             .await
             .unwrap();
         eprintln!("{e}");
         let e = engine
-            .explain_hogql(TeamId(1), &format!("SELECT {cols} FROM events"))
+            .explain_hogql(TeamId(1), &format!("SELECT {cols} FROM events"), 1)
             .await
             .unwrap();
         eprintln!("{e}");

@@ -76,8 +76,13 @@ impl Engine {
 
     /// Runs a HogQL query of `team` and describes how it ran: the optimized logical plan
     /// and the physical plan with each operator's metrics (`hedgerow query --explain`).
-    pub async fn explain_hogql(&self, team: TeamId, text: &str) -> Result<String, QueryError> {
+    pub async fn explain_hogql(
+        &self,
+        team: TeamId,
+        text: &str,
+        runs: u32,
+    ) -> Result<String, QueryError> {
         let project = self.query_project(team)?;
-        self.query.explain_hogql(&project, text).await
+        self.query.explain_hogql(&project, text, runs).await
     }
 }

@@ -201,27 +201,43 @@ impl QueryService {
         self: &Arc<Self>,
         project: &Project,
         text: &str,
+        runs: u32,
     ) -> Result<String, QueryError> {
         let (this, project2, text) = (self.clone(), project.clone(), text.to_string());
         self.exec
             .run(project.id, &CancellationToken::new(), async move {
-                this.explain_here(&project2, &text).await
+                this.explain_here(&project2, &text, runs).await
             })
             .await
     }
 
-    async fn explain_here(&self, project: &Project, text: &str) -> Result<String, QueryError> {
+    /// Runs `text` `runs` times (at least once) and shows the last run: the earlier ones
+    /// warm the caches a running server would have warm.
+    async fn explain_here(
+        &self,
+        project: &Project,
+        text: &str,
+        runs: u32,
+    ) -> Result<String, QueryError> {
+        for _ in 1..runs {
+            let p = self
+                .plan_hogql(project, text, &HashMap::new(), Modifiers::default())
+                .await?;
+            self.execute(&p.ctx, p.plan).await?;
+        }
+        let started = std::time::Instant::now();
         let p = self
             .plan_hogql(project, text, &HashMap::new(), Modifiers::default())
             .await?;
         let (plan, physical, _) = self.execute(&p.ctx, p.plan).await?;
+        let elapsed = started.elapsed();
         let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(
             physical.as_ref(),
         )
         .indent(true)
         .to_string();
         Ok(format!(
-            "-- HogQL\n{}\n\n-- optimized logical plan\n{}\n\n-- physical plan, with metrics\n{}",
+            "-- HogQL\n{}\n\n-- optimized logical plan\n{}\n\n-- physical plan, with metrics (run {runs}: {elapsed:?} planning included)\n{}",
             p.hogql,
             plan.display_indent(),
             shown
