@@ -160,8 +160,13 @@ struct UniqIdAcc {
 
 impl Accumulator for UniqIdAcc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        // A run of one id (the files are sorted by person) is one probe.
+        let mut last = None;
         each_id(&values[0], None, |_, id| {
-            self.set.insert(id);
+            if last != Some(id) {
+                last = Some(id);
+                self.set.insert(id);
+            }
         })
     }
 
@@ -206,8 +211,16 @@ impl GroupsAccumulator for UniqIdGroups {
         total_num_groups: usize,
     ) -> Result<()> {
         self.sets.resize(total_num_groups);
+        // The files hold each event's rows sorted by person: a row with the group and id
+        // of the row before it adds nothing, and skipping it skips a hash-set probe (a
+        // fifth of a weekly-active-users query's CPU at 10M events).
+        let mut last = None;
         each_id(&values[0], opt_filter, |row, id| {
-            self.insert(group_indices[row], id)
+            let key = (group_indices[row], id);
+            if last != Some(key) {
+                last = Some(key);
+                self.insert(key.0, id);
+            }
         })
     }
 
@@ -274,6 +287,37 @@ mod tests {
             )
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn runs_of_one_id_count_once_in_each_of_their_groups() {
+        // Rows sorted by person come as runs of one id; a run crossing groups (or broken
+        // by a filtered or NULL row) still counts in every group it reaches.
+        let mut a = UniqIdGroups::default();
+        a.update_batch(
+            &[ids(&[
+                Some(1),
+                Some(1),
+                Some(1),
+                None,
+                Some(1),
+                Some(2),
+                Some(2),
+            ])],
+            &[0, 0, 1, 1, 0, 2, 2],
+            Some(&BooleanArray::from(vec![
+                true, true, true, true, true, false, true,
+            ])),
+            3,
+        )
+        .unwrap();
+        let counts = a.evaluate(EmitTo::All).unwrap();
+        let counts = counts.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        assert_eq!(counts.values(), &[1, 1, 1]);
+        let mut one = UniqIdAcc::default();
+        one.update_batch(&[ids(&[Some(1), Some(1), Some(2), Some(1), None])])
+            .unwrap();
+        assert_eq!(one.evaluate().unwrap(), ScalarValue::Int64(Some(2)));
     }
 
     #[test]
