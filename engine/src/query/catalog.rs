@@ -14,7 +14,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use super::person_snapshot::PersonSnapshots;
-use super::{LOG_RETENTION, QueryError, QueryService, persons_tables, provider};
+use super::{LOG_RETENTION, QueryError, QueryService, files, persons_tables, provider};
 use crate::hogql::overrides::OverrideMap;
 use crate::hogql::schema::Catalog;
 use crate::meta::{MetaStore, QueryLogEntry};
@@ -83,13 +83,14 @@ impl QueryService {
             .snapshot_with_seq()
             .await
             .map_err(QueryError::Storage)?;
-        table
-            .update_datafusion_session(&ctx.state())
-            .map_err(QueryError::Delta)?;
-        let files = table
-            .table_provider()
-            .await
-            .map_err(QueryError::DataFusionInternal)?;
+        // The files are read through the table's store, rooted at the table (the paths in
+        // the log are relative to it), registered once on the shared runtime.
+        let log_store = table.log_store();
+        let store_url = deltalake::logstore::LogStore::object_store_url(log_store.as_ref());
+        let runtime = ctx.runtime_env();
+        if runtime.object_store(&store_url).is_err() {
+            runtime.register_object_store(store_url.as_ref(), log_store.object_store(None));
+        }
         let buffered: Vec<RecordBatch> = parts
             .into_iter()
             .filter(|(seq, _)| *seq > committed)
@@ -97,8 +98,22 @@ impl QueryService {
             .collect();
         // How many promoted columns of each family every row read here holds (files by
         // their statistics).
-        let crate::storage::table::TeamFiles { names, min_layout } =
-            crate::storage::table::team_files(&table, team).map_err(QueryError::Storage)?;
+        let crate::storage::table::TeamFiles {
+            names,
+            files,
+            min_layout,
+        } = crate::storage::table::team_files(&table, team).map_err(QueryError::Storage)?;
+        let delta_schema = table
+            .snapshot()
+            .map_err(QueryError::Delta)?
+            .snapshot()
+            .arrow_schema();
+        let files = Arc::new(files::FilesProvider::new(
+            team,
+            &delta_schema,
+            store_url,
+            files,
+        ));
         let held = Family::ALL.map(|family| {
             let mut held = min_layout[family as usize];
             for b in &buffered {

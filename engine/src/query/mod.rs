@@ -20,6 +20,7 @@ mod catalog;
 mod draft;
 mod error;
 pub(crate) mod exec;
+mod files;
 mod late_projection;
 mod log;
 mod page_index;

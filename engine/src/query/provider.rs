@@ -19,12 +19,11 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::{DFSchema, DataFusionError, Result as DFResult, ScalarValue};
+use datafusion::common::{DataFusionError, Result as DFResult, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 
@@ -76,10 +75,6 @@ impl EventsProvider {
         })
     }
 
-    fn guard(&self) -> Expr {
-        col("team_id").eq(lit(ScalarValue::Int64(Some(self.team.0))))
-    }
-
     /// Fails unless every file of `files` is one of the project's.
     fn check_files(&self, files: &[super::page_index::ScannedFile]) -> DFResult<()> {
         for (_, meta) in files {
@@ -129,7 +124,7 @@ impl TableProvider for EventsProvider {
         // Filters on buffer-only columns cannot reach the files' scan (it does not know
         // them); every filter is inexact, so all of them are applied above anyway.
         let files_schema = &self.files_schema;
-        let mut pushed: Vec<Expr> = filters
+        let pushed: Vec<Expr> = filters
             .iter()
             .filter(|f| {
                 f.column_refs()
@@ -138,40 +133,19 @@ impl TableProvider for EventsProvider {
             })
             .cloned()
             .collect();
-        pushed.push(self.guard());
         let mut files = self
             .files
             .scan(state, Some(&file_cols), &pushed, None)
             .await?;
-        match super::page_index::scanned_files(&files) {
-            Some(scanned) => {
-                self.check_files(&scanned)?;
-                super::page_index::warm(state, &scanned).await?;
-            }
-            None => {
-                // A scan whose files cannot be listed (delta-rs answers some aggregates from
-                // the log alone, `DeltaScanMetaExec`): check every row's team_id instead.
-                let team_idx = self.schema.index_of("team_id")?;
-                let mut cols = file_cols.clone();
-                if !cols.contains(&team_idx) {
-                    cols.push(team_idx);
-                }
-                let scan = self.files.scan(state, Some(&cols), &pushed, None).await?;
-                let scan_schema = DFSchema::try_from(scan.schema().as_ref().clone())?;
-                let guard = state.create_physical_expr(self.guard(), &scan_schema)?;
-                let filtered: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(guard, scan)?);
-                let exprs = (0..file_cols.len())
-                    .map(|i| {
-                        let name = filtered.schema().field(i).name().clone();
-                        let c: Arc<dyn datafusion::physical_expr::PhysicalExpr> = Arc::new(
-                            datafusion::physical_expr::expressions::Column::new(&name, i),
-                        );
-                        (c, name)
-                    })
-                    .collect::<Vec<_>>();
-                files = Arc::new(ProjectionExec::try_new(exprs, filtered)?);
-            }
-        }
+        // Every leaf of the files' plan is a Parquet scan whose files are listed, all of
+        // them the project's (`FilesProvider` builds nothing else; anything else is refused).
+        let Some(scanned) = super::page_index::scanned_files(&files) else {
+            return Err(DataFusionError::Internal(format!(
+                "the scan of project {} reads something other than listed files",
+                self.team.0
+            )));
+        };
+        self.check_files(&scanned)?;
         if file_cols.len() != wanted.len() {
             // Back to the columns asked for, in their order: the files' by position in the
             // scan, buffer-only columns as NULL.
@@ -242,11 +216,21 @@ mod tests {
         table.append(batch, 1).await.unwrap();
         let t = table.current().await;
         let ctx = SessionContext::new();
-        t.update_datafusion_session(&ctx.state()).unwrap();
-        let files = t.table_provider().await.unwrap();
+        let url = deltalake::logstore::LogStore::object_store_url(t.log_store().as_ref());
+        ctx.runtime_env()
+            .register_object_store(url.as_ref(), t.log_store().object_store(None));
         let names = |team| Arc::new(team_files(&t, TeamId(team)).unwrap().names);
-        let read = async |team: i64, team_files: Arc<HashSet<String>>| {
-            let p = EventsProvider::new(TeamId(team), files.clone(), team_files, vec![])?;
+        // The files provider of project `files_of`'s files.
+        let files = |files_of: i64| {
+            Arc::new(super::super::files::FilesProvider::new(
+                TeamId(files_of),
+                &t.snapshot().unwrap().snapshot().arrow_schema(),
+                deltalake::logstore::LogStore::object_store_url(t.log_store().as_ref()),
+                team_files(&t, TeamId(files_of)).unwrap().files,
+            ))
+        };
+        let read = async |team: i64, files_of: i64, team_files: Arc<HashSet<String>>| {
+            let p = EventsProvider::new(TeamId(team), files(files_of), team_files, vec![])?;
             let batches = ctx
                 .read_table(Arc::new(p))?
                 .select_columns(&["distinct_id"])?
@@ -269,7 +253,7 @@ mod tests {
             ids.sort();
             DFResult::Ok(ids)
         };
-        assert_eq!(read(1, names(1)).await.unwrap(), ["a"]);
+        assert_eq!(read(1, 1, names(1)).await.unwrap(), ["a"]);
         // The scan left the file's page index in the metadata cache (`page_index::warm`).
         let cache = ctx.runtime_env().cache_manager.get_file_metadata_cache();
         let entries = cache.list_entries();
@@ -281,11 +265,14 @@ mod tests {
                 .downcast_ref::<datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData>()
                 .is_some_and(|m| m.parquet_metadata().offset_index().is_some())
         }));
-        assert_eq!(read(2, names(2)).await.unwrap(), ["b", "c"]);
-        // A scan that would open a file the snapshot does not give the project (here: the
-        // guard is handed the other project's names) fails instead of answering.
-        let err: DataFusionError = read(2, names(1)).await.unwrap_err();
-        let err = err.to_string();
-        assert!(err.contains("not one of its files"), "{err}");
+        assert_eq!(read(2, 2, names(2)).await.unwrap(), ["b", "c"]);
+        // A scan that would open a file the snapshot does not give the project fails
+        // instead of answering: here the files provider is handed the other project's
+        // files, and (the other way round) the guard the other project's names.
+        for (files_of, names_of) in [(1, 2), (2, 1)] {
+            let err: DataFusionError = read(2, files_of, names(names_of)).await.unwrap_err();
+            let err = err.to_string();
+            assert!(err.contains("not one of its files"), "{err}");
+        }
     }
 }

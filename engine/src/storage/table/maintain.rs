@@ -158,12 +158,30 @@ pub(super) fn partition_files_where(
 /// say.
 fn file_layouts(f: &deltalake::kernel::LogicalFileView) -> [Option<i64>; 2] {
     let stats: Option<serde_json::Value> = f.stats().and_then(|s| serde_json::from_str(&s).ok());
+    layouts_of(stats.as_ref())
+}
+
+fn layouts_of(stats: Option<&serde_json::Value>) -> [Option<i64>; 2] {
     Family::ALL.map(|family| {
-        let v = stats.as_ref()?;
+        let v = stats?;
         let column = family.layout_column();
         let nulls = v.get("nullCount")?.get(column)?.as_i64()?;
         (nulls == 0).then(|| v.get("minValues")?.get(column)?.as_i64())?
     })
+}
+
+/// A data file of the snapshot as a query's scan opens it.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanFile {
+    /// Its path under the table's root (the store `EventsTable::store_url` names).
+    pub location: object_store::path::Path,
+    pub size: u64,
+    /// When it was written, in milliseconds since the epoch (the log's `modificationTime`).
+    pub modified_ms: i64,
+    /// Its `event_date` partition: days since the epoch.
+    pub event_date: Option<i32>,
+    /// Its Delta statistics (`numRecords`, `minValues`, `maxValues`, `nullCount`).
+    pub stats: Option<Arc<serde_json::Value>>,
 }
 
 /// What a query of one project needs from the table's snapshot, read in one pass over its
@@ -172,6 +190,8 @@ pub(crate) struct TeamFiles {
     /// The names (last path segment, unique by their uuid) of the project's files, by the
     /// log's partition values: what the project guard lets a scan of that project open.
     pub names: std::collections::HashSet<String>,
+    /// The project's files, in the log's order.
+    pub files: Vec<ScanFile>,
     /// Per family (`Family::ALL`'s order), the least number of promoted columns any of the
     /// project's rows in the files holds: `None` when some row holds none or a file's
     /// statistics do not say (a file from before storage v2); `i64::MAX` without files.
@@ -183,24 +203,35 @@ pub(crate) fn team_files(table: &DeltaTable, team: TeamId) -> Result<TeamFiles, 
     let team = team.0.to_string();
     let mut out = TeamFiles {
         names: Default::default(),
+        files: Vec::new(),
         min_layout: [Some(i64::MAX); 2],
     };
     for f in table.snapshot()?.log_data().iter() {
-        if f.partition_values_map()
-            .get("team_id")
-            .cloned()
-            .flatten()
-            .as_deref()
-            != Some(team.as_str())
-        {
+        let partition = f.partition_values_map();
+        if partition.get("team_id").cloned().flatten().as_deref() != Some(team.as_str()) {
             continue;
         }
         let path = f.path();
         out.names
             .insert(path.rsplit('/').next().unwrap_or(&path).to_string());
-        for (min, layout) in out.min_layout.iter_mut().zip(file_layouts(&f)) {
+        let stats: Option<serde_json::Value> =
+            f.stats().and_then(|s| serde_json::from_str(&s).ok());
+        for (min, layout) in out.min_layout.iter_mut().zip(layouts_of(stats.as_ref())) {
             *min = min.zip(layout).map(|(m, l)| m.min(l));
         }
+        let event_date = partition
+            .get("event_date")
+            .cloned()
+            .flatten()
+            .and_then(|d| chrono::NaiveDate::parse_from_str(&d, "%Y-%m-%d").ok())
+            .map(|d| (d - chrono::NaiveDate::default()).num_days() as i32);
+        out.files.push(ScanFile {
+            location: f.object_store_path(),
+            size: u64::try_from(f.size()).unwrap_or(0),
+            modified_ms: f.modification_time(),
+            event_date,
+            stats: stats.map(Arc::new),
+        });
     }
     Ok(out)
 }

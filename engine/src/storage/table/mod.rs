@@ -43,7 +43,7 @@ use crate::model::TeamId;
 mod erase;
 mod maintain;
 mod merge;
-pub(crate) use maintain::{PersonMaps, TeamFiles, team_files};
+pub(crate) use maintain::{PersonMaps, ScanFile, TeamFiles, team_files};
 #[cfg(test)]
 use maintain::{decode, fetch, partition_files};
 mod rewrite;
