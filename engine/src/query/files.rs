@@ -156,10 +156,17 @@ impl TableProvider for FilesProvider {
         let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
         // Every filter is inexact (applied above the scan too): one the scan cannot
         // express is simply not pushed.
-        let physical: Vec<_> = filters
-            .iter()
-            .filter_map(|f| state.create_physical_expr(f.clone(), &df_schema).ok())
-            .collect();
+        // The same conjunct can come more than once (HogQL's planner reads `timestamp`
+        // through a cast to its own type, and the filter arrives with and without it):
+        // each is evaluated once.
+        let mut physical: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = Vec::new();
+        for f in filters {
+            if let Ok(p) = state.create_physical_expr(f.clone(), &df_schema)
+                && !physical.iter().any(|q| q.as_ref() == p.as_ref())
+            {
+                physical.push(p);
+            }
+        }
         let predicate = (!physical.is_empty()).then(|| conjunction(physical));
         let keep = match &predicate {
             Some(p) => match PruningPredicateBuilder::new()
