@@ -1090,6 +1090,10 @@ async fn deletion_task_leaves_no_byte_of_the_person() {
         )
         .await;
     assert_eq!(before, vec![json!([200])]);
+    // Everyone else's ids, to read again from the files the deletion rewrites.
+    let ids_query = "SELECT uuid, person_id FROM events WHERE distinct_id NOT LIKE 'aaaa%' ORDER BY uuid LIMIT 1000";
+    let ids_before = api.hogql(ids_query, json!({})).await;
+    assert_eq!(ids_before.len(), 200);
     let raw_hits = grep_dir(&srv.data_dir, &needles);
     let value_hits = parquet_values_containing(&srv.data_dir, &needles);
     assert!(
@@ -1155,6 +1159,14 @@ async fn deletion_task_leaves_no_byte_of_the_person() {
         )
         .await;
     assert_eq!(kept, vec![json!([250])], "everyone else's events stay");
+    let ids_after = api.hogql(ids_query, json!({})).await;
+    assert_eq!(ids_after.len(), 250);
+    for row in &ids_before {
+        assert!(
+            ids_after.contains(row),
+            "{row} read differently after the deletion"
+        );
+    }
     let act = api
         .get(&format!("/api/projects/1/persons/{id}/activity/"))
         .await;
