@@ -4,6 +4,8 @@ the persons API and HogQL."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import requests
 from posthog import Posthog
 
@@ -98,3 +100,50 @@ def test_sdk_person_flows(server_factory):
     ping = _hogql(server, "SELECT distinct_id, person.properties FROM events WHERE event = 'anonymous_ping'")
     assert len(ping) == 1 and ping[0][1] is None, ping
     assert _person(server, ping[0][0]) is None
+
+
+def test_sdk_personless_activity_joins_the_identified_person(server_factory):
+    """posthog-js's default `person_profiles: 'identified_only'` as the real SDK sends it:
+    the anonymous visitor's events are personless until login, then `$identify` (and
+    `alias`, and a personless event after the merge). Every one of them counts as the one
+    person in HogQL, and a funnel across the login sees a single person."""
+    server = server_factory("hedgerow-personless").start()
+    errors = []
+    ph = Posthog(PROJECT_API_KEY, host=server.url, flush_at=1, sync_mode=True, timeout=30,
+                 on_error=lambda e, b: errors.append(repr(e)), enable_exception_autocapture=False)
+    personless = {"$process_person_profile": False}
+    t0 = datetime.now(timezone.utc) - timedelta(hours=1)
+    at = lambda s: t0 + timedelta(seconds=s)  # noqa: E731 -- one clock, seconds apart
+    # Visitor 1: browses anonymously, logs in ($identify), browses on.
+    ph.capture("$pageview", distinct_id="anon-1", timestamp=at(0),
+               properties={**personless, "$pathname": "/pricing"})
+    ph.capture("viewed_plan", distinct_id="anon-1", timestamp=at(1), properties=personless)
+    ph.capture("$identify", distinct_id="user-1", timestamp=at(2),
+               properties={"$anon_distinct_id": "anon-1", "$set": {"email": "one@shop.io"}})
+    ph.capture("purchase", distinct_id="user-1", timestamp=at(3))
+    # A late personless event of the anonymous id (another tab), after the identify.
+    ph.capture("$pageview", distinct_id="anon-1", timestamp=at(4), properties=personless)
+    # Visitor 2: the user already has a person; the anonymous id is aliased to it.
+    ph.capture("signed_up", distinct_id="user-2", timestamp=at(5))
+    ph.capture("$pageview", distinct_id="anon-2", timestamp=at(6), properties=personless)
+    ph.alias(previous_id="anon-2", distinct_id="user-2", timestamp=at(7))
+    ph.flush()
+    ph.shutdown()
+    assert not errors, errors
+
+    for n in (1, 2):
+        person = _person(server, f"user-{n}")
+        assert person is not None and sorted(person["distinct_ids"]) == [f"anon-{n}", f"user-{n}"]
+        rows = _hogql(server, f"SELECT DISTINCT person_id FROM events "
+                              f"WHERE distinct_id IN ('anon-{n}', 'user-{n}')")
+        assert rows == [[person["uuid"]]], (n, rows, person["uuid"])
+    # The funnel from the anonymous pricing pageview to the identified purchase: one person
+    # who converted.
+    rows = _hogql(server, """
+        SELECT level, count() FROM (
+            SELECT person_id, windowFunnel(86400)(toDateTime(timestamp),
+                event = '$pageview' AND properties.$pathname = '/pricing',
+                event = 'purchase') AS level
+            FROM events GROUP BY person_id)
+        WHERE level > 0 GROUP BY level ORDER BY level""")
+    assert rows == [[2, 1]], rows

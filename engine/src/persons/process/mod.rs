@@ -216,6 +216,21 @@ impl Persons {
         }
     }
 
+    /// `did`, which had no person, now has person `id`: the events it sent without one
+    /// (personless, stamped with the id derived from `did`) answer as that person from now
+    /// on, through a person-id override. Without it a posthog-js site's anonymous activity
+    /// (`person_profiles: 'identified_only'`) was cut off from the user at identify.
+    fn adopt_personless(&mut self, team: TeamId, did: &DistinctId, id: i64) -> Result<()> {
+        let Some(new) = self.load(team, id)?.map(|p| p.row.uuid) else {
+            return Ok(());
+        };
+        let old = PersonUuid::of(team, did);
+        if old != new {
+            self.ops.push(Op::Override { team, old, new });
+        }
+        Ok(())
+    }
+
     fn set_distinct(&mut self, team: TeamId, did: &DistinctId, person_id: i64) {
         self.distinct.insert((team, did.clone()), Some(person_id));
         self.ops.push(Op::SetDistinct {
@@ -349,15 +364,18 @@ impl Persons {
             (None, None) => {
                 let id = self.create(team, target, at, true, actor, received);
                 self.set_distinct(team, other, id);
+                self.adopt_personless(team, other, id)?;
                 Ok(id)
             }
             (Some(t), None) => {
                 self.set_distinct(team, other, t);
+                self.adopt_personless(team, other, t)?;
                 self.mark_identified(team, t)?;
                 Ok(t)
             }
             (None, Some(o)) => {
                 self.set_distinct(team, target, o);
+                self.adopt_personless(team, target, o)?;
                 self.mark_identified(team, o)?;
                 Ok(o)
             }
@@ -512,8 +530,18 @@ impl Persons {
                         ctx.received,
                     );
                 }
+                // A personless event of a distinct id that has a person (an anonymous id
+                // after its identify, say) is that person's, as PostHog stamps it; its
+                // properties are not touched.
+                let person_id = match self.enabled {
+                    true => match self.lookup(team, &i.distinct_id)? {
+                        Some(id) => self.load(team, id)?.map(|p| p.row.uuid),
+                        None => None,
+                    },
+                    false => None,
+                };
                 out.push(Stamp {
-                    person_id: PersonUuid::of(team, &i.distinct_id),
+                    person_id: person_id.unwrap_or_else(|| PersonUuid::of(team, &i.distinct_id)),
                     properties: None,
                 });
                 continue;
@@ -877,6 +905,52 @@ mod tests {
         );
         assert_eq!(o[&puuid("user").to_string()], puuid("other").to_string());
         assert_eq!(h.person("anon").unwrap().distinct_ids.len(), 3);
+    }
+
+    /// posthog-js's default (`person_profiles: 'identified_only'`): the anonymous id's
+    /// events come personless, then the user identifies. Whichever of the two ids had a
+    /// person, and through `$identify`, `$create_alias` and `$merge_dangerously`, the
+    /// personless events answer as the person afterwards (an override of the id they were
+    /// stamped with), and so does a personless event of either id sent after the merge.
+    #[test]
+    fn personless_activity_joins_the_person_it_merges_into() {
+        let personless = || json!({"$process_person_profile": false});
+        let merge = |kind: &str, other: &str| match kind {
+            "$identify" => json!({"$anon_distinct_id": other}),
+            _ => json!({"alias": other}),
+        };
+        for kind in ["$identify", "$create_alias", "$merge_dangerously"] {
+            // Which ids have a person before the merge: neither, the target, the other.
+            for person_of in [None, Some("user"), Some("anon")] {
+                let mut h = Harness::new();
+                if let Some(did) = person_of {
+                    h.send("$pageview", did, json!({}));
+                }
+                for did in ["anon", "user"] {
+                    if Some(did) != person_of {
+                        let s = h.send("$pageview", did, personless());
+                        assert_eq!(s.person_id, puuid(did));
+                    }
+                }
+                let s = h.send(kind, "user", merge(kind, "anon"));
+                let person = s.person_id;
+                assert_eq!(
+                    person,
+                    puuid(person_of.unwrap_or("user")),
+                    "{kind} {person_of:?}"
+                );
+                let overrides = h.p.store().overrides(T).unwrap();
+                for did in ["anon", "user"] {
+                    let stamped = puuid(did).to_string();
+                    let reads_as = overrides.get(&stamped).cloned().unwrap_or(stamped);
+                    assert_eq!(reads_as, person.to_string(), "{kind} {person_of:?}: {did}");
+                    let s = h.send("$pageview", did, personless());
+                    assert_eq!(s.person_id, person, "{kind} {person_of:?}: {did} after");
+                    assert_eq!(s.properties, None);
+                }
+                assert_eq!(h.count(), 1);
+            }
+        }
     }
 
     #[test]
