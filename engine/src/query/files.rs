@@ -41,6 +41,7 @@ use parquet::file::metadata::ParquetMetaData;
 use super::page_index::ScannedFile;
 
 use crate::model::TeamId;
+use crate::storage::ids::ID_COLUMNS;
 use crate::storage::schema::PARTITION_COLUMNS;
 use crate::storage::table::ScanFile;
 
@@ -213,11 +214,13 @@ impl TableProvider for FilesProvider {
         for (file, (_, meta)) in kept {
             let mut f = PartitionedFile::new_from_meta(meta.clone())
                 .with_partition_values(self.partition_values(file));
-            if let Some(stats) = cached_footer(&cache, &meta)
-                .map(|footer| footer_statistics(&footer, &self.file_schema))
-            {
+            if let Some(footer) = cached_footer(&cache, &meta) {
+                let stats = footer_statistics(&footer, &self.file_schema);
                 rows += stats.num_rows.get_value().copied().unwrap_or(0);
                 f = f.with_statistics(Arc::new(stats));
+                if let Some(schema) = variable_length_ids(&footer)? {
+                    f = f.with_arrow_schema(schema);
+                }
             }
             bytes += file.size as usize;
             files.push(f);
@@ -325,6 +328,45 @@ fn footer_statistics(footer: &ParquetMetaData, file_schema: &Schema) -> Statisti
         }
     }
     stats
+}
+
+/// The Arrow schema to read a file with whose ids are variable-length binary, or `None`
+/// for a file whose ids are 16-byte values (every file our writers write).
+///
+/// delta-rs's DELETE (GDPR erasure) rewrites files with its own writer, which stores the
+/// ids as plain binary and declares them `BinaryView` in the file's Arrow schema; DataFusion
+/// cannot cast a view to `FixedSizeBinary(16)`, but it casts `Binary`. Such a file is read
+/// with its schema saying `Binary` for those columns until compaction rewrites it.
+fn variable_length_ids(footer: &ParquetMetaData) -> DFResult<Option<SchemaRef>> {
+    use parquet::basic::Type as Physical;
+    let descr = footer.file_metadata().schema_descr();
+    let variable = descr.columns().iter().any(|c| {
+        ID_COLUMNS.contains(&c.path().string().as_str())
+            && c.physical_type() == Physical::BYTE_ARRAY
+    });
+    if !variable {
+        return Ok(None);
+    }
+    let schema = parquet::arrow::parquet_to_arrow_schema(
+        descr,
+        footer.file_metadata().key_value_metadata(),
+    )?;
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::BinaryView | DataType::LargeBinary
+                if ID_COLUMNS.contains(&f.name().as_str()) =>
+            {
+                f.as_ref().clone().with_data_type(DataType::Binary)
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Ok(Some(Arc::new(Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    ))))
 }
 
 /// The files' Delta statistics and partition values, for [`PruningPredicate::prune`].
