@@ -155,11 +155,10 @@ impl TableProvider for FilesProvider {
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
-        // Every filter is inexact (applied above the scan too): one the scan cannot
-        // express is simply not pushed.
-        // The same conjunct can come more than once (HogQL's planner reads `timestamp`
-        // through a cast to its own type, and the filter arrives with and without it):
-        // each is evaluated once.
+        // Every filter is inexact (applied above the scan too), so one the scan cannot
+        // express is simply not pushed. The same conjunct can come more than once (HogQL's
+        // planner reads `timestamp` through a cast to its own type, and the filter arrives
+        // with and without it): each is evaluated once.
         let mut physical: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = Vec::new();
         for f in filters {
             if let Ok(p) = state.create_physical_expr(f.clone(), &df_schema)
@@ -218,7 +217,7 @@ impl TableProvider for FilesProvider {
                 let stats = footer_statistics(&footer, &self.file_schema);
                 rows += stats.num_rows.get_value().copied().unwrap_or(0);
                 f = f.with_statistics(Arc::new(stats));
-                if let Some(schema) = variable_length_ids(&footer)? {
+                if let Some(schema) = variable_length_ids(&footer, &self.file_schema)? {
                     f = f.with_arrow_schema(schema);
                 }
             }
@@ -306,12 +305,23 @@ fn footer_statistics(footer: &ParquetMetaData, file_schema: &Schema) -> Statisti
         else {
             continue;
         };
+        // The stored integers are microseconds only if the file says so.
+        let micros = matches!(
+            descr.column(leaf).logical_type_ref(),
+            Some(parquet::basic::LogicalType::Timestamp(t))
+                if matches!(t.unit, parquet::basic::TimeUnit::MICROS)
+        );
+        if !micros {
+            continue;
+        }
         let mut bounds: Option<(i64, i64)> = None;
         let mut nulls = 0u64;
         let mut known = true;
         for rg in footer.row_groups() {
             match rg.column(leaf).statistics() {
-                Some(Pq::Int64(v)) if v.min_is_exact() && v.max_is_exact() => {
+                Some(Pq::Int64(v))
+                    if v.min_is_exact() && v.max_is_exact() && v.null_count_opt().is_some() =>
+                {
                     nulls += v.null_count_opt().unwrap_or(0);
                     if let (Some(lo), Some(hi)) = (v.min_opt(), v.max_opt()) {
                         bounds = Some(bounds.map_or((*lo, *hi), |(a, b)| (a.min(*lo), b.max(*hi))));
@@ -337,12 +347,20 @@ fn footer_statistics(footer: &ParquetMetaData, file_schema: &Schema) -> Statisti
 /// ids as plain binary and declares them `BinaryView` in the file's Arrow schema; DataFusion
 /// cannot cast a view to `FixedSizeBinary(16)`, but it casts `Binary`. Such a file is read
 /// with its schema saying `Binary` for those columns until compaction rewrites it.
-fn variable_length_ids(footer: &ParquetMetaData) -> DFResult<Option<SchemaRef>> {
+fn variable_length_ids(
+    footer: &ParquetMetaData,
+    file_schema: &Schema,
+) -> DFResult<Option<SchemaRef>> {
     use parquet::basic::Type as Physical;
     let descr = footer.file_metadata().schema_descr();
+    // Only where the table reads 16 bytes: a table with text ids reads text.
     let variable = descr.columns().iter().any(|c| {
-        ID_COLUMNS.contains(&c.path().string().as_str())
+        let name = c.path().string();
+        ID_COLUMNS.contains(&name.as_str())
             && c.physical_type() == Physical::BYTE_ARRAY
+            && file_schema
+                .field_with_name(&name)
+                .is_ok_and(|f| matches!(f.data_type(), DataType::FixedSizeBinary(16)))
     });
     if !variable {
         return Ok(None);
