@@ -617,11 +617,17 @@ impl Persons {
     }
 
     fn stamp_only(&mut self, team: TeamId, i: &PersonInput) -> Result<Stamp> {
-        if i.process
-            && self.enabled
+        if self.enabled
             && let Some(id) = self.lookup(team, &i.distinct_id)?
             && let Some(p) = self.load(team, id)?
         {
+            // A personless event gets the person's id as when it was first processed.
+            if !i.process {
+                return Ok(Stamp {
+                    person_id: p.row.uuid,
+                    properties: None,
+                });
+            }
             let stamp = Stamp {
                 person_id: p.row.uuid,
                 properties: Some(p.snapshot()),
