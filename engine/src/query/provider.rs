@@ -1,8 +1,8 @@
 //! The events table as one project sees it: the table's Parquet files ∪ the project's
 //! unflushed Arrow buffer, behind the project guard.
 //!
-//! The guard lives here and only here: [`EventsProvider`] is built for one project, asks the
-//! table for that project's partition only, and checks that every file the table's scan
+//! The guard lives here and only here: [`EventsProvider`] is built for one project over a
+//! scan of that project's files only (`query::files`), and checks that every file the scan
 //! opens is one of that project's files in the snapshot (by the Delta log's partition
 //! values, which are where a row's `team_id` comes from), so no plan, filter or pruning bug
 //! elsewhere can make another project's rows appear.
