@@ -96,6 +96,9 @@ pub trait PersonStore: Send + Sync {
     fn next_person_id(&self) -> Result<i64>;
 
     fn person_id_of(&self, team: TeamId, distinct_id: &DistinctId) -> Result<Option<i64>>;
+    /// Whether `distinct_id` sent personless events while it had no person, not yet
+    /// adopted by one ([`Op::Personless`]).
+    fn was_personless(&self, team: TeamId, distinct_id: &DistinctId) -> Result<bool>;
     fn person(&self, team: TeamId, id: i64) -> Result<Option<PersonRow>>;
     fn person_by_uuid(&self, team: TeamId, uuid: PersonUuid) -> Result<Option<PersonRow>>;
     fn distinct_ids(&self, team: TeamId, id: i64) -> Result<Vec<DistinctId>>;

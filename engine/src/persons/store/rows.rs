@@ -73,6 +73,18 @@ pub enum Op {
         old: PersonUuid,
         new: PersonUuid,
     },
+    /// `distinct_id` sent events without person processing while it had no person: they
+    /// are stored under its derived uuid, which an identify must later point at its person.
+    Personless {
+        team: TeamId,
+        distinct_id: DistinctId,
+    },
+    /// `distinct_id`'s personless events were adopted by a person (an [`Op::Override`]
+    /// says whose): it is no longer recorded as personless.
+    Adopted {
+        team: TeamId,
+        distinct_id: DistinctId,
+    },
     /// A new person took the uuid `old`: its events are its own again.
     ClearOverride {
         team: TeamId,

@@ -51,6 +51,14 @@ CREATE TABLE IF NOT EXISTS person_overrides (
     PRIMARY KEY (team_id, old_person_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS overrides_by_target ON person_overrides (team_id, override_person_id);
+-- Distinct ids that sent personless events while they had no person (PostHog keeps the
+-- same list): an identify adopts those events with an override only for these, not for
+-- every distinct id it links. A row goes once its events are adopted.
+CREATE TABLE IF NOT EXISTS personless_distinct_ids (
+    team_id INTEGER NOT NULL,
+    distinct_id TEXT NOT NULL,
+    PRIMARY KEY (team_id, distinct_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS groups (
     team_id INTEGER NOT NULL,
     group_type_index INTEGER NOT NULL,
@@ -362,6 +370,18 @@ impl SqliteStore {
                     )?
                     .execute(params![team.0, old, new, seq as i64])?;
                 }
+                Op::Personless { team, distinct_id } => {
+                    tx.prepare_cached(
+                        "INSERT OR IGNORE INTO personless_distinct_ids (team_id, distinct_id) VALUES (?1, ?2)",
+                    )?
+                    .execute(params![team.0, distinct_id.as_str()])?;
+                }
+                Op::Adopted { team, distinct_id } => {
+                    tx.prepare_cached(
+                        "DELETE FROM personless_distinct_ids WHERE team_id = ?1 AND distinct_id = ?2",
+                    )?
+                    .execute(params![team.0, distinct_id.as_str()])?;
+                }
                 Op::ClearOverride { team, old } => {
                     tx.prepare_cached(
                         "DELETE FROM person_overrides WHERE team_id = ?1 AND old_person_id = ?2",
@@ -505,6 +525,15 @@ impl PersonStore for SqliteStore {
             )?
             .query_row(params![team.0, distinct_id.as_str()], |r| r.get(0))
             .optional()?)
+    }
+
+    fn was_personless(&self, team: TeamId, distinct_id: &DistinctId) -> Result<bool> {
+        let conn = lock(&self.writer);
+        Ok(conn
+            .prepare_cached(
+                "SELECT 1 FROM personless_distinct_ids WHERE team_id = ?1 AND distinct_id = ?2",
+            )?
+            .exists(params![team.0, distinct_id.as_str()])?)
     }
 
     fn person(&self, team: TeamId, id: i64) -> Result<Option<PersonRow>> {
@@ -874,6 +903,10 @@ impl PersonStore for SqliteStore {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         for n in needles.iter().filter(|n| !n.is_empty()) {
             tx.execute(
+                "DELETE FROM personless_distinct_ids WHERE team_id = ?1 AND distinct_id = ?2",
+                params![team.0, n],
+            )?;
+            tx.execute(
                 "DELETE FROM ingestion_warnings WHERE team_id = ?1 AND instr(details, ?2) > 0",
                 params![team.0, n],
             )?;
@@ -922,6 +955,32 @@ mod tests {
             )
             .unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn personless_ids_are_recorded_adopted_and_erased() {
+        let (_d, s) = store();
+        let t = TeamId(1);
+        let note = |did: &str| Op::Personless {
+            team: t,
+            distinct_id: did.into(),
+        };
+        let mut c = ChangeSet::default();
+        c.ops.extend([note("a"), note("a"), note("b"), note("c")]);
+        s.commit(&c, 1, 1).unwrap();
+        let was = |did: &str| s.was_personless(t, &did.into()).unwrap();
+        assert!(was("a") && was("b") && was("c") && !was("d"));
+        assert!(!s.was_personless(TeamId(2), &"a".into()).unwrap());
+        let mut c = ChangeSet::default();
+        c.ops.push(Op::Adopted {
+            team: t,
+            distinct_id: "a".into(),
+        });
+        s.commit(&c, 2, 1).unwrap();
+        assert!(!was("a") && was("b"));
+        // Erasure forgets a personless id with everything else that names it.
+        s.scrub(t, &["b".to_string()]).unwrap();
+        assert!(!was("b") && was("c"));
     }
 
     fn seed(s: &SqliteStore) {
