@@ -10,6 +10,7 @@ pub mod clock;
 mod config;
 pub mod datagen;
 pub mod error;
+pub mod faults;
 pub(crate) mod hogql;
 pub(crate) mod ingest;
 #[doc(hidden)]

@@ -74,6 +74,9 @@ pub enum EngineError {
     /// Another process holds the data directory.
     #[error("{0} is in use by another hedgerow process")]
     Locked(std::path::PathBuf),
+    /// `HEDGEROW_FAILPOINTS` does not parse.
+    #[error("{0}")]
+    Failpoints(String),
 }
 
 impl HasKind for EngineError {
@@ -90,6 +93,7 @@ impl HasKind for EngineError {
             | EngineError::Task { .. }
             | EngineError::FlushTimeout { .. } => ErrorKind::Internal,
             EngineError::Locked(_) => ErrorKind::Conflict,
+            EngineError::Failpoints(_) => ErrorKind::InvalidInput,
         }
     }
 }
@@ -120,6 +124,7 @@ impl Engine {
     /// SQLite, the table and the WAL, replays what the table does not cover yet, and starts
     /// the ingest pipeline.
     pub async fn open(cfg: EngineConfig, clock: SharedClock) -> Result<Self, EngineError> {
+        crate::faults::init().map_err(EngineError::Failpoints)?;
         std::fs::create_dir_all(&cfg.data_dir).map_err(io("cannot create the data directory"))?;
         let data_dir = cfg
             .data_dir
@@ -148,6 +153,16 @@ impl Engine {
         tcfg.target_file_bytes = cfg.target_file_bytes;
         let table = Arc::new(EventsTable::open(tcfg).await?);
         let committed = table.committed_seq().await?;
+        // A write that died between its files and its commit (a kill, a power cut) left
+        // files no version of the log names; with the lease held nothing of ours is in
+        // flight, so they go now.
+        let leftovers = table.delete_uncommitted_files().await?;
+        if leftovers > 0 {
+            tracing::info!(
+                files = leftovers,
+                "deleted data files an interrupted write left uncommitted"
+            );
+        }
         let metrics = Arc::new(Metrics::default());
         metrics.committed_seq.store(committed, Ordering::Relaxed);
 

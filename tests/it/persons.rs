@@ -1009,6 +1009,50 @@ async fn crash_during_person_processing_replays_to_the_same_persons() {
     assert_eq!(crashed, clean);
 }
 
+/// A deletion run right after its task is queued, with no event after it: the queueing
+/// command is the WAL's last record, so the table must be flushed to a position past the
+/// last event although the buffer holds no row. (It waited for an event, or 10 minutes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_run_right_after_queueing_needs_no_further_event() {
+    let srv = Server::start(&["--deletion-schedule", "off"]);
+    let api = Api::new(&srv);
+    let events: Vec<Value> = (0..6)
+        .map(|i| json!({"event": "e", "distinct_id": if i % 2 == 0 { "gone" } else { "kept" }}))
+        .collect();
+    api.capture(json!(events)).await;
+    let mut found = Value::Null;
+    for _ in 0..200 {
+        found = api.get("/api/projects/1/persons/?distinct_id=gone").await;
+        if found["count"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let id = found["results"][0]["id"]
+        .as_i64()
+        .expect("a person for `gone`");
+    let (s, _) = api
+        .send(
+            Method::POST,
+            &format!("/api/projects/1/persons/{id}/delete_events/"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (s, run) = api
+        .json(Method::POST, "/api/deletion_tasks/run/", None)
+        .await;
+    assert_eq!(s, 200, "{run}");
+    assert_eq!(run["rows_deleted"], 3, "{run}");
+    let left = api
+        .hogql(
+            "SELECT distinct_id, count() FROM events GROUP BY 1",
+            json!({}),
+        )
+        .await;
+    assert_eq!(left, vec![json!(["kept", 3])]);
+}
+
 /// GDPR: DELETE with delete_events, then `hedgerow tasks run`: no byte of the person's
 /// distinct ids or property values is left anywhere in the data directory, and everyone
 /// else's events are all still there.

@@ -277,7 +277,8 @@ impl Engine {
                 )),
             }
         })?);
-        self.wal
+        let seq = self
+            .wal
             .append(r.bytes, r.ingested)
             .await
             .map_err(|e| match e {
@@ -286,6 +287,8 @@ impl Engine {
                     self.metrics.reject("unavailable", r.events);
                     CaptureError::Unavailable(other.to_string())
                 }
-            })
+            })?;
+        crate::faults::point("capture.durable");
+        Ok(seq)
     }
 }

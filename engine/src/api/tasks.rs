@@ -65,6 +65,7 @@ impl Engine {
             *rows_by_team.entry(*team).or_default() +=
                 self.buffer.remove_person_events(*team, ids) as u64;
         }
+        crate::faults::point("erase.buffer");
         // 2. Everything acknowledged so far goes to the table, and the WAL segments that held
         //    it are deleted.
         let through = self.wal.rotate()?;
@@ -88,6 +89,7 @@ impl Engine {
                 what: "WAL truncation",
                 source,
             })??;
+        crate::faults::point("erase.wal");
         // 3. The table: the rows, the replaced files and the log history.
         for (team, ids) in &by_team {
             let list: Vec<String> = ids.iter().cloned().collect();
@@ -97,7 +99,10 @@ impl Engine {
             *rows_by_team.entry(*team).or_default() += stats.rows_deleted;
         }
         self.query.bump_epoch();
-        // 4. The metadata: warnings and query log, then the tasks, then SQLite is rewritten.
+        crate::faults::point("erase.table");
+        // 4. The metadata: warnings and query log, then the tasks, then SQLite is rewritten
+        //    (a run stopped before the tasks are done does it all again; one stopped after,
+        //    has the store rewritten when it opens next).
         let mut scrub: std::collections::BTreeMap<TeamId, Vec<String>> = Default::default();
         for t in &events {
             scrub
@@ -105,15 +110,18 @@ impl Engine {
                 .or_default()
                 .extend(t.scrub.iter().cloned());
         }
+        for (team, terms) in &scrub {
+            self.person_store.scrub(*team, terms)?;
+        }
+        crate::faults::point("erase.scrubbed");
         for t in &events {
             // Rows are counted per project; each task of the project reports the total.
             let rows = rows_by_team.get(&t.team).copied().unwrap_or(0);
             self.person_store.finish_task(t, rows, now)?;
             run.event_tasks += 1;
         }
-        for (team, terms) in &scrub {
-            self.person_store.scrub(*team, terms)?;
-        }
+        crate::faults::point("erase.finished");
+        self.person_store.rewrite_file()?;
         // The persons snapshots: the erased persons' rows leave their files.
         let teams: Vec<TeamId> = by_team.keys().copied().collect();
         self.query.refresh_person_snapshots(&teams).await?;

@@ -135,6 +135,7 @@ async fn fold_overrides(
             .filter(|(old, _)| map.contains_key(*old) && !stats.still_present.contains(*old))
             .map(|(old, new)| (old.clone(), new.clone()))
             .collect();
+        crate::faults::point("fold.forget");
         if let Err(e) = store.forget_overrides(team, &gone) {
             warn!(error = %e, "cannot forget folded person-id overrides; they stay (harmless)");
         }
@@ -457,7 +458,13 @@ impl Pipeline {
 
     fn due(&self) -> bool {
         let s = self.buffer.stats();
-        (s.rows > 0 && self.flush_now.swap(false, Ordering::AcqRel))
+        // A flush asked for (a deletion run waits for the table to cover the WAL) is due
+        // also with no rows when records without events (person commands) moved the WAL
+        // position past the table's: the commit records the position. Without it, a
+        // deletion run right after `delete_events` waited for an event, or 10 minutes.
+        let behind = s.rows > 0
+            || self.buffer.applied_seq() > self.metrics.committed_seq.load(Ordering::Acquire);
+        (behind && self.flush_now.swap(false, Ordering::AcqRel))
             || s.rows >= self.cfg.max_rows
             || s.bytes >= self.cfg.max_bytes
             || s.age.is_some_and(|a| a >= self.cfg.max_age)
@@ -526,6 +533,7 @@ impl Pipeline {
                 let seq = part.last_seq.min(self.persons.stored_seq());
                 let wal = self.wal.clone();
                 tokio::task::spawn_blocking(move || {
+                    crate::faults::point("wal.truncate");
                     if let Err(e) = wal.truncate_through(seq) {
                         warn!(error = %e, "could not delete covered WAL segments; will retry after the next flush");
                     }

@@ -711,7 +711,12 @@ impl Persons {
                 changes.ops.push(Op::Group(g.clone()));
             }
         }
-        if let Err(e) = self.store.commit(&changes, seq, self.next_id) {
+        crate::faults::point("persons.commit");
+        let stored = self.store.commit(&changes, seq, self.next_id);
+        if stored.is_ok() {
+            crate::faults::point("persons.committed");
+        }
+        if let Err(e) = stored {
             // Keep everything for the next attempt.
             self.dirty.extend(changes.persons.keys().copied());
             let mut ops = Vec::with_capacity(changes.ops.len());

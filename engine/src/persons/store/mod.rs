@@ -148,7 +148,10 @@ pub trait PersonStore: Send + Sync {
     /// Marks a task done, forgets its person ids, and logs the outcome.
     fn finish_task(&self, task: &Task, rows_deleted: u64, at: DateTime<Utc>) -> Result<()>;
     fn tasks(&self, team: TeamId) -> Result<Vec<Task>>;
-    /// Removes every trace of these distinct ids from warnings and the query log, then
-    /// rewrites the file so no deleted byte remains in it.
+    /// Removes every trace of these distinct ids from warnings, the query log and the
+    /// personless ids, and marks the file for [`PersonStore::rewrite_file`] (which opening
+    /// the store does if a rewrite is still pending).
     fn scrub(&self, team: TeamId, needles: &[String]) -> Result<()>;
+    /// Rewrites the file so that no deleted byte remains in it (free pages, SQLite's WAL).
+    fn rewrite_file(&self) -> Result<()>;
 }

@@ -116,6 +116,16 @@ CREATE TABLE IF NOT EXISTS persons_state (
 );
 ";
 
+/// Rewrites the database and empties SQLite's own WAL file, so no freed page or old page
+/// image keeps deleted bytes; then no rewrite is pending.
+fn rewrite_file(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "VACUUM; PRAGMA wal_checkpoint(TRUNCATE);
+         DELETE FROM persons_state WHERE key = 'rewrite_pending';",
+    )?;
+    Ok(())
+}
+
 /// What a store written before persons snapshots lacks (`rev` columns), then their indexes.
 fn migrate(conn: &Connection) -> Result<()> {
     for table in ["persons", "groups"] {
@@ -240,6 +250,11 @@ impl SqliteStore {
         };
         let seq = state("last_seq")?;
         let rev = state("rev")?;
+        if state("rewrite_pending")? != 0 {
+            // A deletion run stopped between its scrub and the rewrite.
+            tracing::info!("rewriting the person store left unrewritten by a deletion run");
+            rewrite_file(&writer)?;
+        }
         Ok(Self {
             path: path.to_owned(),
             writer: Mutex::new(writer),
@@ -917,11 +932,18 @@ impl PersonStore for SqliteStore {
                 params![team.0, n],
             )?;
         }
+        tx.execute(
+            "INSERT INTO persons_state (key, value) VALUES ('rewrite_pending', 1)
+             ON CONFLICT (key) DO UPDATE SET value = 1",
+            [],
+        )?;
         tx.commit()?;
-        // Rewrite the database and empty SQLite's own WAL file: no freed page or old page
-        // image keeps the deleted bytes.
-        conn.execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")?;
         Ok(())
+    }
+
+    fn rewrite_file(&self) -> Result<()> {
+        let conn = lock(&self.writer);
+        rewrite_file(&conn)
     }
 }
 
@@ -981,6 +1003,25 @@ mod tests {
         // Erasure forgets a personless id with everything else that names it.
         s.scrub(t, &["b".to_string()]).unwrap();
         assert!(!was("b") && was("c"));
+        // The scrub left the file to rewrite; a store opened before the rewrite does it.
+        let pending = |s: &SqliteStore| -> bool {
+            s.writer
+                .lock()
+                .unwrap()
+                .query_row(
+                    "SELECT count(*) FROM persons_state WHERE key = 'rewrite_pending'",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .unwrap()
+                > 0
+        };
+        assert!(pending(&s));
+        let reopened = SqliteStore::open(&s.path).unwrap();
+        assert!(!pending(&reopened));
+        s.scrub(t, &["c".to_string()]).unwrap();
+        s.rewrite_file().unwrap();
+        assert!(!pending(&s));
     }
 
     fn seed(s: &SqliteStore) {

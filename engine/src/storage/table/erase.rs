@@ -79,6 +79,7 @@ impl EventsTable {
             stats.files_rewritten += metrics.num_removed_files as u64;
         }
 
+        crate::faults::point("erase.deleted");
         // Tombstones expire when older than now minus the retention: a negative retention
         // expires those made this very millisecond too, and tolerates some clock skew.
         let (table, metrics) = guard
@@ -94,6 +95,7 @@ impl EventsTable {
         deleted.extend(self.delete_unreferenced_files(&guard).await?);
         stats.files_vacuumed = deleted.len() as u64;
 
+        crate::faults::point("erase.vacuumed");
         let (removed, kept) = self.erase_log_history(&guard).await?;
         stats.log_files_removed = removed;
         // The handle's log segment names the entries just deleted: start from the checkpoint.
@@ -130,6 +132,27 @@ impl EventsTable {
         Ok(stats)
     }
 
+    /// Deletes the data files no version of the log refers to: neither the current snapshot
+    /// nor an unexpired tombstone (which a reader of an older version may still read and
+    /// vacuum deletes in its time). Only a write interrupted before its commit leaves such
+    /// files. Called when the table opens, before any write of this process; returns how
+    /// many went.
+    pub async fn delete_uncommitted_files(&self) -> Result<usize, StorageError> {
+        let guard = self.table.lock().await;
+        let mut known = std::collections::HashSet::new();
+        {
+            let mut tombstones = guard.snapshot()?.all_tombstones(guard.log_store().as_ref());
+            while let Some(t) = tombstones.next().await.transpose()? {
+                let p = t.path().into_owned();
+                known.insert(percent_decode(&p));
+                known.insert(p);
+            }
+        }
+        let doomed = self.unreferenced_files(&guard, &known).await?;
+        self.delete_files(&guard, &doomed).await?;
+        Ok(doomed.len())
+    }
+
     /// Deletes every object the snapshot does not reference, outside the log and other
     /// `_`/`.` directories (the writer lease lives in `_hedgerow`). The caller holds the commit
     /// lock, so no write of ours is in flight. Returns the deleted paths.
@@ -137,6 +160,18 @@ impl EventsTable {
         &self,
         table: &DeltaTable,
     ) -> Result<Vec<String>, StorageError> {
+        let doomed = self.unreferenced_files(table, &Default::default()).await?;
+        self.delete_files(table, &doomed).await?;
+        Ok(doomed.iter().map(|p| p.to_string()).collect())
+    }
+
+    /// The objects outside `_`/`.` directories that neither `table`'s snapshot nor `also`
+    /// names.
+    async fn unreferenced_files(
+        &self,
+        table: &DeltaTable,
+        also: &std::collections::HashSet<String>,
+    ) -> Result<Vec<Path>, StorageError> {
         let live: std::collections::HashSet<String> = table
             .snapshot()?
             .log_data()
@@ -155,19 +190,27 @@ impl EventsTable {
             if top.starts_with('_') || top.starts_with('.') {
                 continue;
             }
-            if live.contains(loc) || live.contains(&percent_decode(loc)) {
+            let decoded = percent_decode(loc);
+            let named = |set: &std::collections::HashSet<String>| {
+                set.contains(loc) || set.contains(&decoded)
+            };
+            if named(&live) || named(also) {
                 continue;
             }
             doomed.push(meta.location);
         }
-        drop(listing);
-        for p in &doomed {
+        Ok(doomed)
+    }
+
+    async fn delete_files(&self, table: &DeltaTable, paths: &[Path]) -> Result<(), StorageError> {
+        let store = table.log_store().object_store(None);
+        for p in paths {
             match store.delete(p).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(doomed.iter().map(|p| p.to_string()).collect())
+        Ok(())
     }
 
     /// Writes a checkpoint of `table`'s version `v`, then deletes every log entry except

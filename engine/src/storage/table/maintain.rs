@@ -506,6 +506,7 @@ impl EventsTable {
             Action::Add(a)
         }));
         let team = team_id.0;
+        crate::faults::point("rewrite.written");
         let commit = CommitBuilder::default()
             .with_actions(actions)
             .build(
@@ -518,6 +519,7 @@ impl EventsTable {
             )
             .await?;
         let version = commit.version() as i64;
+        crate::faults::point("rewrite.committed");
         let mut table = guard.clone();
         table.update_incremental(None).await?;
         self.sync_local(added.iter().map(String::as_str), version)
@@ -571,6 +573,7 @@ impl EventsTable {
     /// Deletes files no snapshot younger than `retention` refers to.
     pub async fn vacuum(&self, retention: chrono::Duration) -> Result<usize, StorageError> {
         let mut guard = self.table.lock().await;
+        crate::faults::point("vacuum");
         let (table, metrics) = guard
             .clone()
             .vacuum()

@@ -519,6 +519,47 @@ async fn compaction_merges_files_into_one_sorted_run() {
     assert_eq!(rows(&table).await.len(), 200);
 }
 
+/// Opening after a crash between a write's files and its commit deletes those files, and
+/// only those: files of the current version and files a compaction replaced (an older
+/// version still names them until vacuum) stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_no_version_names_are_deleted_and_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let p = json!({"$browser": "Firefox"});
+    for seq in 1..=3u64 {
+        let evs: Vec<(i64, Event)> = (0..20)
+            .map(|i| (1, event(&format!("u{i}"), 1, i, &p)))
+            .collect();
+        table.append(batch(&evs), seq).await.unwrap();
+    }
+    let replaced = files_under(&dir.path().join("events"));
+    table
+        .compact(2, &FixedLayouts(Layouts::default()), &PersonMaps::new())
+        .await
+        .unwrap();
+    let data = |p: &std::path::Path| p.extension().is_some_and(|e| e == "parquet");
+    let before: Vec<_> = files_under(&dir.path().join("events"))
+        .into_iter()
+        .filter(|p| data(p))
+        .collect();
+    assert!(replaced.iter().filter(|p| data(p)).all(|p| p.exists()));
+    let orphan = before[0].with_file_name("part-left-by-a-crash.zstd.parquet");
+    std::fs::copy(&before[0], &orphan).unwrap();
+    drop(table);
+
+    let table = open(dir.path()).await;
+    assert_eq!(table.delete_uncommitted_files().await.unwrap(), 1);
+    assert!(!orphan.exists());
+    let after: Vec<_> = files_under(&dir.path().join("events"))
+        .into_iter()
+        .filter(|p| data(p))
+        .collect();
+    assert_eq!(after.len(), before.len());
+    assert_eq!(rows(&table).await.len(), 60);
+    assert_eq!(table.delete_uncommitted_files().await.unwrap(), 0);
+}
+
 /// A file whose footer does not claim the sort order (written by an older version, or by
 /// another tool) is sorted before it joins the merge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

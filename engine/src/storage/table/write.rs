@@ -294,6 +294,7 @@ impl EventsTable {
             adds.extend(writer.close().await?);
         }
         let new: Vec<(String, i64)> = adds.iter().map(|a| (a.path.clone(), a.size)).collect();
+        crate::faults::point("flush.written");
         let commit = CommitBuilder::from(
             CommitProperties::default()
                 .with_application_transaction(Transaction::new(WAL_APP_ID, last_seq as i64)),
@@ -310,6 +311,7 @@ impl EventsTable {
         )
         .await?;
         let version = commit.version() as i64;
+        crate::faults::point("flush.committed");
         let mut table = guard.clone();
         table.update_incremental(None).await?;
         self.sync_local(new.iter().map(|(p, _)| p.as_str()), version)

@@ -1,0 +1,439 @@
+"""SIGKILL at the write paths' failpoints: nothing acknowledged is lost, persons and the
+Delta log come out as a clean run leaves them.
+
+The server is built with failpoints (`engine/src/faults.rs`): `HEDGEROW_FAILPOINTS=<point>=kill@N`
+makes it SIGKILL itself at the N-th time it reaches `<point>` — between a flush's files
+and its commit, after the commit, before WAL segments are deleted, around the person
+store's transaction, between a compaction's or fold's files and their commit, before the
+fold forgets overrides, at vacuum, and at each step of a person-event erasure.
+
+One workload, the same in every trial: posthog-js-shaped batches for a dozen users
+(anonymous pageviews, personless events, `$identify` merges, `$set`/`$set_once`, an alias
+merge of two identified users), a queued event deletion for one of them and a deletion run
+midway, with flushes, compaction and the override fold forced to run often. It runs once
+cleanly (the reference), then once per trial with a failpoint armed; when the server dies,
+it restarts on the same data directory without failpoints and the workload goes on, the
+interrupted step sent again (capture with fresh uuids: its first outcome is unknown).
+
+Each trial then checks, after a clean stop and start:
+  * every event of every acknowledged request is stored exactly once, unless the reference
+    erased it; nothing never sent is stored; what the reference erased is absent;
+  * every logical event of the reference is present, with the same person_id;
+  * the persons API lists the same persons (uuid, distinct ids, properties);
+  * every file the Delta log names exists, and every data file on disk is named by the
+    log (current, or removed and awaiting vacuum): no orphan, no missing file.
+
+TRIALS (`HEDGEROW_FAULT_TRIALS`; 17 by default, one per point) cycles through the points
+with kill@1, then @2, @3…, so kills also land in later flushes and rewrites; every point a
+trial arms must fire.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+import random
+import subprocess
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+import requests
+
+from conftest import PERSONAL_API_KEY, PROJECT_API_KEY, TEAM_ID, Hedgerow, new_server
+
+# scripts/test runs each point once; the documented run is 50 (docs/testing.md).
+TRIALS = int(os.environ.get("HEDGEROW_FAULT_TRIALS", "17"))
+SEED = int(os.environ.get("HEDGEROW_FAULT_SEED", "1709"))
+POINTS = [
+    "capture.durable", "flush.written", "flush.committed", "wal.truncate",
+    "persons.commit", "persons.committed", "rewrite.written", "rewrite.committed",
+    "fold.forget", "vacuum", "erase.buffer", "erase.wal", "erase.deleted",
+    "erase.vacuumed", "erase.table", "erase.scrubbed", "erase.finished",
+]
+# Flushes every few batches, compaction and the fold every second, vacuum of what they
+# replace right away: every point is reached within the workload.
+SERVER_ENV = {
+    "HEDGEROW_FLUSH_ROWS": "120",
+    "HEDGEROW_COMPACTION_INTERVAL": "1s",
+    "HEDGEROW_COMPACTION_MIN_FILES": "2",
+    "HEDGEROW_OVERRIDE_FOLD_INTERVAL": "1s",
+    "HEDGEROW_OVERRIDE_FOLD_SHARE": "0",
+    "HEDGEROW_VACUUM_RETENTION": "0s",
+    "HEDGEROW_DELETION_SCHEDULE": "off",
+}
+AUTH = {"Authorization": f"Bearer {PERSONAL_API_KEY}"}
+BASE = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
+USERS = 12
+STEPS = 30
+
+
+def workload(erasure: bool) -> list[tuple]:
+    """The steps: ("batch", [events]) with logical ids in `lid`, ("delete_events", did)
+    (queue the deletion of that user's events), ("run_deletions",), ("pause", seconds).
+    Without `erasure`, no deletion: a deletion run deletes every file the log does not name,
+    which would hide the files an interrupted write left."""
+    rng = random.Random(SEED)
+    steps: list[tuple] = []
+    n = 0
+    for step in range(STEPS):
+        events = []
+        for k in range(rng.randint(20, 60)):
+            u = rng.randrange(USERS)
+            anon, user = f"anon-{u}", f"user-{u}"
+            identified = step * 2 > u
+            props = {"$current_url": f"https://example.com/{rng.randint(0, 9)}"}
+            name = "$pageview"
+            did = user if identified else anon
+            roll = rng.random()
+            if not identified and roll < 0.3:
+                props["$process_person_profile"] = False
+            elif identified and step * 2 == u + 1 and roll < 0.5:
+                name = "$identify"
+                props |= {"$anon_distinct_id": anon, "$set": {"plan": rng.choice(["free", "pro"])},
+                          "$set_once": {"first_step": step}}
+            elif roll < 0.2:
+                props["$set"] = {"last_step": step, "score": rng.randint(0, 100)}
+            n += 1
+            props["lid"] = f"{step}-{k}"
+            ts = BASE + dt.timedelta(minutes=step * 7, seconds=k)
+            events.append({"event": name, "distinct_id": did, "properties": props,
+                           "timestamp": ts.isoformat()})
+        steps.append(("batch", events))
+        if step == 18:
+            # Two identified users become one.
+            ts = BASE + dt.timedelta(minutes=step * 7, seconds=59)
+            steps.append(("batch", [{"event": "$merge_dangerously", "distinct_id": "user-0",
+                                     "properties": {"alias": "user-1", "lid": "alias"},
+                                     "timestamp": ts.isoformat()}]))
+        if step == 12 and erasure:
+            steps.append(("delete_events", "user-3"))
+            steps.append(("pause", 1.5))
+            steps.append(("run_deletions",))
+        if step % 6 == 5:
+            steps.append(("pause", 1.2))
+    if erasure:
+        steps.append(("delete_events", "user-5"))
+        steps.append(("run_deletions",))
+    return steps
+
+
+class Run:
+    """One pass of the workload against a server that may die at a failpoint."""
+
+    def __init__(self, tmp: Path, name: str, failpoint: str | None, erasure: bool):
+        self.server = new_server(tmp, name, flush_interval="300ms", env=SERVER_ENV)
+        self.failpoint = failpoint
+        self.erasure = erasure
+        self.acked: list[str] = []      # uuids of acknowledged events
+        self.sent: set[str] = set()      # every uuid ever sent
+        self.lid_of: dict[str, str] = {}  # uuid -> logical id
+        self.kills = 0
+
+    def start(self, armed: bool) -> None:
+        env = {"HEDGEROW_FAILPOINTS": self.failpoint} if armed and self.failpoint else None
+        self.server.start(env_overrides=env)
+
+    def died(self) -> bool:
+        try:
+            self.server.proc.wait(5)
+        except Exception:
+            return False
+        return True
+
+    def recover(self, what: str) -> None:
+        """The server is dead (or dying at its failpoint): restart it unarmed."""
+        assert self.died(), f"{what} failed but the server is alive:\n{self.server.stderr_tail()}"
+        assert self.server.proc.returncode == -9, (
+            f"the server exited with {self.server.proc.returncode}, not SIGKILL at "
+            f"{self.failpoint}:\n{self.server.stderr_tail()}")
+        self.kills += 1
+        self.start(armed=False)
+
+    def step(self, s: tuple) -> None:
+        while True:
+            if not self.server.alive:
+                self.recover(s[0])
+            try:
+                if self._do(s):
+                    return
+            except requests.RequestException:
+                pass
+            self.recover(s[0])
+
+    def _do(self, s: tuple) -> bool:
+        url = self.server.url
+        kind = s[0]
+        if kind == "pause":
+            time.sleep(s[1])
+            return True
+        if kind == "batch":
+            batch = [dict(e, uuid=str(uuid.uuid4())) for e in s[1]]
+            self.sent.update(e["uuid"] for e in batch)
+            self.lid_of.update((e["uuid"], e["properties"]["lid"]) for e in batch)
+            r = requests.post(f"{url}/batch/", json={"api_key": PROJECT_API_KEY, "batch": batch},
+                              timeout=60)
+            if r.status_code != 200:
+                assert r.status_code >= 500, r.text
+                return False
+            self.acked.extend(e["uuid"] for e in batch)
+            return True
+        if kind == "delete_events":
+            person = self.person_of(s[1])
+            r = requests.post(f"{url}/api/projects/{TEAM_ID}/persons/{person}/delete_events/",
+                              headers=AUTH, timeout=60)
+            return r.status_code in (200, 201, 202)
+        if kind == "run_deletions":
+            r = requests.post(f"{url}/api/deletion_tasks/run/", headers=AUTH, timeout=600)
+            return r.status_code == 200
+        raise AssertionError(kind)
+
+    def person_of(self, did: str) -> str:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = requests.get(f"{self.server.url}/api/projects/{TEAM_ID}/persons/",
+                             params={"distinct_id": did}, headers=AUTH, timeout=30)
+            r.raise_for_status()
+            found = r.json()["results"]
+            if found:
+                return found[0]["uuid"]
+            time.sleep(0.1)
+        raise AssertionError(f"no person for {did}")
+
+    def run(self) -> None:
+        self.start(armed=True)
+        for s in workload(self.erasure):
+            self.step(s)
+        # Whatever was armed and not reached stays armed; a clean stop and an unarmed start
+        # give the state every check reads.
+        code = self.server.terminate()
+        assert code in (0, -9), f"exit code {code} after SIGTERM:\n{self.server.stderr_tail()}"
+        self.kills += code == -9
+        self.start(armed=False)
+
+    def outcome(self) -> dict:
+        url = self.server.url
+        persons = []
+        nxt = f"{url}/api/projects/{TEAM_ID}/persons/?limit=100"
+        while nxt:
+            r = requests.get(nxt, headers=AUTH, timeout=30)
+            r.raise_for_status()
+            body = r.json()
+            persons += body["results"]
+            nxt = body.get("next")
+        r = requests.post(f"{url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=120,
+                          json={"query": {"kind": "HogQLQuery", "query":
+                                          "SELECT toString(uuid), properties.lid, toString(person_id) "
+                                          "FROM events LIMIT 100000"}})
+        assert r.status_code == 200, r.text
+        rows = r.json()["results"]
+        return {
+            "persons": sorted((p["uuid"], sorted(p["distinct_ids"]),
+                               json.dumps(p["properties"], sort_keys=True)) for p in persons),
+            "rows": rows,
+        }
+
+
+def log_problems(table: Path) -> list[str]:
+    """Files the log names that are missing; data files on disk the log does not name."""
+    current = {f for f in read_table_files(table)}
+    named: set[str] = set(current)
+    for f in sorted((table / "_delta_log").iterdir()):
+        if f.name.endswith(".json"):
+            for line in f.read_text().splitlines():
+                a = json.loads(line)
+                for k in ("add", "remove"):
+                    if k in a:
+                        named.add(a[k]["path"])
+        elif f.name.endswith(".checkpoint.parquet"):
+            t = pq.read_table(f).to_pylist()
+            for a in t:
+                for k in ("add", "remove"):
+                    if a.get(k):
+                        named.add(a[k]["path"])
+    named = {unquote(p) for p in named}
+    current = {unquote(p) for p in current}
+    on_disk = {str(p.relative_to(table)) for p in table.rglob("*.parquet")
+               if not str(p.relative_to(table)).startswith("_")}
+    problems = [f"missing: {p}" for p in sorted(current - on_disk)]
+    problems += [f"orphan: {p}" for p in sorted(on_disk - named)]
+    return problems
+
+
+def read_table_files(table: Path) -> list[str]:
+    from deltalake import DeltaTable
+    return [os.path.relpath(u.removeprefix("file://"), table)
+            for u in DeltaTable(str(table)).file_uris()]
+
+
+def check(run: Run, ref: dict, got: dict) -> list[str]:
+    problems: list[str] = []
+    ref_lids = Counter(r[1] for r in ref["rows"])
+    ref_person = {r[1]: r[2] for r in ref["rows"]}
+    stored = Counter(r[0] for r in got["rows"])
+    lids = Counter(r[1] for r in got["rows"])
+    by_uuid = {r[0]: r for r in got["rows"]}
+    for u, n in stored.items():
+        if n != 1:
+            problems.append(f"uuid {u} stored {n} times")
+        if u not in run.sent:
+            problems.append(f"uuid {u} was never sent")
+    for u in run.acked:
+        if u not in by_uuid and run.lid_of[u] in ref_lids:
+            # Only what the reference erased may be missing.
+            problems.append(f"acknowledged uuid {u} ({run.lid_of[u]}) is missing")
+    for u, r in by_uuid.items():
+        lid = r[1]
+        if lid not in ref_lids:
+            problems.append(f"{lid} ({u}) is stored but the reference erased it")
+        elif ref_person[lid] != r[2]:
+            problems.append(f"{lid}: person_id {r[2]}, the reference has {ref_person[lid]}")
+    for lid in ref_lids:
+        if lid not in lids:
+            problems.append(f"{lid} is missing")
+    if got["persons"] != ref["persons"]:
+        a, b = set(got["persons"]), set(ref["persons"])
+        problems.append(f"persons differ: only here {sorted(a - b)[:3]}, only in the "
+                        f"reference {sorted(b - a)[:3]}")
+    problems += log_problems(run.server.data_dir / "events")
+    return problems
+
+
+def test_sigkill_at_every_failpoint(tmp_path):
+    refs = {}
+    for erasure in (False, True):
+        ref_run = Run(tmp_path, f"reference-{erasure}", None, erasure)
+        ref_run.run()
+        refs[erasure] = ref_run.outcome()
+        ref_run.server.stop_cleanly()
+        assert refs[erasure]["rows"] and refs[erasure]["persons"]
+    # With erasure, the reference erased user-3's and user-5's events of before their runs.
+    assert len(refs[True]["rows"]) < len(refs[False]["rows"])
+    trials = [(POINTS[i % len(POINTS)], 1 + i // len(POINTS)) for i in range(TRIALS)]
+    report, failures, fired = [], [], Counter()
+    for i, (point, nth) in enumerate(trials):
+        erasure = point.startswith("erase.")
+        run = Run(tmp_path, f"trial{i}", f"{point}=kill@{nth}", erasure)
+        run.run()
+        got = run.outcome()
+        problems = check(run, refs[erasure], got)
+        run.server.stop_cleanly()
+        fired[point] += run.kills > 0
+        report.append(f"{point}=kill@{nth}: {run.kills} kill(s), {len(run.acked)} acked, "
+                      f"{len(problems)} problem(s)")
+        if problems:
+            failures.append(f"{point}=kill@{nth}:\n  " + "\n  ".join(problems[:10]))
+    print("\n".join(report))
+    assert not failures, "\n".join(failures)
+    never = [p for p in POINTS if p in dict(trials) and not fired[p]]
+    assert not never, f"failpoints the workload never reached: {never}\n" + "\n".join(report)
+
+
+# --------------------------------------------------------------------------------------------
+# A full disk.
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, (
+        f"cannot mount a {size} tmpfs at {path} for the disk-full test ({r.stderr.strip()}); "
+        "it needs root (or CAP_SYS_ADMIN), which scripts/test's machines have")
+
+
+def _fill(path: Path) -> int:
+    """Writes `path` until the file system is full; returns the bytes written."""
+    written = 0
+    with open(path, "wb", buffering=0) as f:
+        for chunk in (1 << 20, 1 << 12, 1 << 8, 1):
+            block = b"\0" * chunk
+            while True:
+                try:
+                    written += f.write(block)
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC, e
+                    break
+    return written
+
+
+def _batch(tag: str, n: int) -> list[dict]:
+    return [{"event": "disk", "distinct_id": f"d-{tag}-{i % 7}", "uuid": str(uuid.uuid4()),
+             "properties": {"tag": tag, "pad": "x" * 200}} for i in range(n)]
+
+
+def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
+    """The data directory on a 24 MiB tmpfs that a ballast file fills: capture answers 503
+    saying why (never 200 for what it could not make durable, never a crash), queries go on
+    answering, and once space is freed capture takes events again without a restart;
+    every acknowledged event is stored exactly once."""
+    mnt = tmp_path / "small-disk"
+    _mount_tmpfs(mnt, "24m")
+    try:
+        srv = Hedgerow(data_dir=mnt / "data", log_dir=tmp_path / "logs", name="diskfull",
+                       flush_interval="200ms",
+                       env={"HEDGEROW_WAL_SEGMENT_SIZE": "1MiB",
+                            "HEDGEROW_DELETION_SCHEDULE": "off"})
+        srv.start()
+        acked: list[str] = []
+
+        def send(tag: str) -> requests.Response:
+            batch = _batch(tag, 50)
+            r = requests.post(f"{srv.url}/batch/", timeout=60,
+                              json={"api_key": PROJECT_API_KEY, "batch": batch})
+            if r.status_code == 200:
+                acked.extend(e["uuid"] for e in batch)
+            return r
+
+        for i in range(5):
+            assert send(f"before-{i}").status_code == 200
+        ballast = mnt / "ballast"
+        filled = _fill(ballast)
+        statuses = Counter()
+        refusals = []
+        for i in range(40):
+            r = send(f"full-{i}")
+            statuses[r.status_code] += 1
+            if r.status_code != 200:
+                refusals.append(r)
+        assert srv.alive, f"the server died on a full disk:\n{srv.stderr_tail()}"
+        assert refusals, f"a full disk ({filled} bytes of ballast) refused nothing: {statuses}"
+        assert set(statuses) <= {200, 503}, f"{statuses}: {[r.text[:200] for r in refusals]}"
+        body = refusals[0].json()
+        assert body.get("type") == "server_error" and "durable" in body.get("detail", ""), body
+        q = requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=60,
+                          json={"query": {"kind": "HogQLQuery",
+                                          "query": "SELECT count() FROM events"}})
+        assert q.status_code in (200, 503), q.text
+        ballast.unlink()
+        # Space is back: capture takes events again by itself.
+        deadline = time.monotonic() + 60
+        while True:
+            r = send("after")
+            if r.status_code == 200:
+                break
+            assert r.status_code == 503, r.text
+            assert time.monotonic() < deadline, f"capture did not recover: {r.text}"
+            time.sleep(0.5)
+        for i in range(5):
+            assert send(f"after-{i}").status_code == 200
+        srv.stop_cleanly()
+        srv.start()
+        r = requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=60,
+                          json={"query": {"kind": "HogQLQuery", "query":
+                                          "SELECT toString(uuid) FROM events LIMIT 100000"}})
+        assert r.status_code == 200, r.text
+        stored = Counter(row[0] for row in r.json()["results"])
+        missing = [u for u in acked if u not in stored]
+        twice = [u for u, n in stored.items() if n > 1]
+        assert not missing and not twice, (f"{len(missing)} acknowledged events missing, "
+                                           f"{len(twice)} stored twice")
+        print(f"disk full: {filled} bytes of ballast, capture answers {dict(statuses)}, "
+              f"{len(acked)} acknowledged events all stored once")
+        srv.stop_cleanly()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
