@@ -31,7 +31,7 @@ pub enum QueryError {
         at: Option<String>,
     },
     /// DataFusion refused or failed the query while optimizing or running it.
-    #[error("{}", .0.strip_backtrace())]
+    #[error("{}", store_failure(.0).map_or_else(|| .0.strip_backtrace(), unavailable))]
     DataFusion(#[source] DataFusionError),
     /// The query needs more memory than the pool has, even spilling.
     #[error("The query needs more memory than the limit allows even with spilling: {}", exhausted(.0))]
@@ -62,13 +62,13 @@ pub enum QueryError {
     },
     /// DataFusion failed at something that is not the query's fault: building the runtime
     /// (memory pool, spill directories), listing the table's files, an in-memory table.
-    #[error("{0}")]
+    #[error("{}", store_or(.0))]
     DataFusionInternal(#[source] DataFusionError),
     /// The events table's snapshot could not be read.
-    #[error("{0}")]
+    #[error("{}", store_or(.0))]
     Storage(#[source] StorageError),
     /// The Delta table could not be made readable by the query's session.
-    #[error("{0}")]
+    #[error("{}", store_or(.0))]
     Delta(#[source] DeltaTableError),
     /// A table built in memory (query log, persons) has columns that do not fit its schema.
     #[error("{0}")]
@@ -81,6 +81,44 @@ pub enum QueryError {
     TaskFailed(#[source] tokio::task::JoinError),
     #[error("{0}")]
     Internal(String),
+}
+
+/// When the object store holding the table failed (did not answer, refused, timed out;
+/// not an object that is missing), the innermost cause, which names no URL or path: the
+/// query may succeed later, so it is a 503 saying so, not a 500.
+fn store_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut at = Some(e);
+    let mut store = false;
+    let mut innermost = e;
+    while let Some(x) = at {
+        let os = x.downcast_ref::<object_store::Error>().or_else(|| {
+            // The kernel's error does not give the store's error as its source.
+            match x.downcast_ref::<delta_kernel::Error>() {
+                Some(delta_kernel::Error::ObjectStore(os)) => Some(os),
+                _ => None,
+            }
+        });
+        if let Some(os) = os {
+            if matches!(os, object_store::Error::NotFound { .. }) {
+                return None;
+            }
+            store = true;
+            innermost = os;
+            at = std::error::Error::source(os);
+            continue;
+        }
+        innermost = x;
+        at = x.source();
+    }
+    store.then(|| innermost.to_string())
+}
+
+fn unavailable(cause: String) -> String {
+    format!("The events table's storage could not be read ({cause}); retry later")
+}
+
+fn store_or(e: &(dyn std::error::Error + 'static)) -> String {
+    store_failure(e).map_or_else(|| e.to_string(), unavailable)
 }
 
 fn plan_message(e: &PlanError, at: Option<&str>) -> String {
@@ -109,8 +147,25 @@ impl From<DataFusionError> for QueryError {
     }
 }
 
+impl QueryError {
+    /// The table's object store failed under this query ([`store_failure`]).
+    fn store_failed(&self) -> bool {
+        match self {
+            QueryError::DataFusion(e) | QueryError::DataFusionInternal(e) => {
+                store_failure(e).is_some()
+            }
+            QueryError::Storage(e) => store_failure(e).is_some(),
+            QueryError::Delta(e) => store_failure(e).is_some(),
+            _ => false,
+        }
+    }
+}
+
 impl HasKind for QueryError {
     fn kind(&self) -> ErrorKind {
+        if self.store_failed() {
+            return ErrorKind::Unavailable;
+        }
         match self {
             QueryError::Syntax(_)
             | QueryError::Plan { .. }
@@ -134,6 +189,9 @@ impl HasKind for QueryError {
         }
     }
     fn code(&self) -> &'static str {
+        if self.store_failed() {
+            return "storage_unavailable";
+        }
         match self {
             QueryError::Syntax(_) => "hogql_syntax_error",
             QueryError::Plan { .. } | QueryError::DataFusion(_) => "hogql_query_error",
@@ -192,6 +250,53 @@ mod tests {
             "The query needs more memory than the limit allows even with spilling: Failed to allocate 1 MB"
         );
         assert!(e.source().is_some());
+    }
+
+    /// An object store that does not answer is a 503 naming the cause but no URL; a missing
+    /// object stays what it was.
+    #[test]
+    fn a_failing_store_is_unavailable_and_says_why() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let os = object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(io),
+        };
+        let e = QueryError::Storage(StorageError::Delta(DeltaTableError::ObjectStore {
+            source: os,
+        }));
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert_eq!(e.code(), "storage_unavailable");
+        assert_eq!(
+            e.to_string(),
+            "The events table's storage could not be read (connection refused); retry later"
+        );
+        let df = QueryError::from(DataFusionError::ObjectStore(Box::new(
+            object_store::Error::Generic {
+                store: "S3",
+                source: "timed out".into(),
+            },
+        )));
+        assert_eq!(df.kind(), ErrorKind::Unavailable);
+        assert!(df.to_string().contains("(timed out)"), "{df}");
+        // As the table's snapshot fails when its log cannot be read.
+        let kernel = QueryError::Storage(StorageError::Delta(DeltaTableError::KernelError(
+            delta_kernel::Error::ObjectStore(object_store::Error::Generic {
+                store: "S3",
+                source: "error sending request".into(),
+            }),
+        )));
+        assert_eq!(kernel.kind(), ErrorKind::Unavailable);
+        assert!(
+            kernel.to_string().contains("(error sending request)"),
+            "{kernel}"
+        );
+        let missing = QueryError::from(DataFusionError::ObjectStore(Box::new(
+            object_store::Error::NotFound {
+                path: "x".into(),
+                source: "gone".into(),
+            },
+        )));
+        assert_eq!(missing.kind(), ErrorKind::InvalidInput);
     }
 
     #[test]
