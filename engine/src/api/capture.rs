@@ -283,6 +283,16 @@ impl Engine {
             .await
             .map_err(|e| match e {
                 e @ WalError::TooLarge(_) => CaptureError::TooLarge(e.to_string()),
+                // The I/O error names the segment's path, which is no business of an
+                // anonymous client (the WAL logged it whole): its kind says enough, e.g.
+                // "no storage space", "read-only filesystem or storage medium".
+                WalError::Io(e) => {
+                    self.metrics.reject("unavailable", r.events);
+                    CaptureError::Unavailable(format!(
+                        "the write-ahead log could not be written ({})",
+                        e.kind()
+                    ))
+                }
                 other => {
                     self.metrics.reject("unavailable", r.events);
                     CaptureError::Unavailable(other.to_string())
