@@ -683,6 +683,8 @@ class Garage:
         self.endpoint = f"http://127.0.0.1:{self.s3_port}"
         self.proc: subprocess.Popen | None = None
         self.log_path = root / "garage.log"
+        # Kept for restarts: a node's RPC secret may not change under its metadata.
+        self.rpc_secret = secrets.token_hex(32)
 
     def start(self, timeout: float = 90) -> None:
         (self.root / "meta").mkdir(parents=True, exist_ok=True)
@@ -695,7 +697,7 @@ db_engine = "sqlite"
 replication_factor = 1
 rpc_bind_addr = "127.0.0.1:{self.rpc_port}"
 rpc_public_addr = "127.0.0.1:{self.rpc_port}"
-rpc_secret = "{secrets.token_hex(32)}"
+rpc_secret = "{self.rpc_secret}"
 
 [s3_api]
 s3_region = "{self.region}"
@@ -710,7 +712,7 @@ api_bind_addr = "127.0.0.1:{self.admin_port}"
                "GARAGE_DEFAULT_SECRET_KEY": self.secret_key,
                "GARAGE_DEFAULT_BUCKET": self.bucket,
                "RUST_LOG": os.environ.get("GARAGE_LOG", "garage=info")}
-        log = open(self.log_path, "wb")
+        log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [self.binary, "-c", str(config), "server", "--single-node", "--default-bucket"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
