@@ -158,7 +158,13 @@ fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
 }
 
 fn engine_graph() -> Graph {
-    module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+    module_graph(
+        &std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("src"),
+    )
 }
 
 fn render(graph: &Graph) -> String {

@@ -23,7 +23,10 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slt")
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("tests/slt")
 }
 
 #[derive(Debug)]

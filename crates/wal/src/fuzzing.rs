@@ -117,7 +117,13 @@ mod tests {
     /// flipped and split), each checked as the fuzzer checks it.
     #[test]
     fn the_seed_corpus_recovers_as_a_log() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/wal");
+        // The directory as cargo gives it when the test runs: the compile-time one is the
+        // checkout that built it, which a target directory shared between clones reuses.
+        let dir = std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../../fuzz/corpus/wal");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).expect("fuzz/corpus/wal") {
             super::check(&std::fs::read(entry.unwrap().path()).unwrap());

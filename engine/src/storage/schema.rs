@@ -338,7 +338,11 @@ mod tests {
 
     #[test]
     fn schema_file_matches_code() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/events.arrow.json");
+        let path = std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../schemas/events.arrow.json");
         let on_disk: Value = serde_json::from_str(
             &std::fs::read_to_string(path).expect("schemas/events.arrow.json exists"),
         )
