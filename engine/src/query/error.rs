@@ -147,6 +147,22 @@ impl From<DataFusionError> for QueryError {
     }
 }
 
+/// Whether reading a Parquet file failed under `e` (a damaged or unreadable data file):
+/// the table's fault, not the query's.
+fn file_unreadable(e: &DataFusionError) -> bool {
+    if matches!(e.find_root(), DataFusionError::ParquetError(_)) {
+        return true;
+    }
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = at {
+        if x.is::<parquet::errors::ParquetError>() {
+            return true;
+        }
+        at = x.source();
+    }
+    false
+}
+
 impl QueryError {
     /// The table's object store failed under this query ([`store_failure`]).
     fn store_failed(&self) -> bool {
@@ -165,6 +181,12 @@ impl HasKind for QueryError {
     fn kind(&self) -> ErrorKind {
         if self.store_failed() {
             return ErrorKind::Unavailable;
+        }
+        if let QueryError::DataFusion(e) = self
+            && file_unreadable(e)
+        {
+            // The server log has the file's error; the client gets a 500.
+            return ErrorKind::Internal;
         }
         match self {
             QueryError::Syntax(_)
@@ -191,6 +213,11 @@ impl HasKind for QueryError {
     fn code(&self) -> &'static str {
         if self.store_failed() {
             return "storage_unavailable";
+        }
+        if let QueryError::DataFusion(e) = self
+            && file_unreadable(e)
+        {
+            return "data_file_unreadable";
         }
         match self {
             QueryError::Syntax(_) => "hogql_syntax_error",
@@ -297,6 +324,22 @@ mod tests {
             },
         )));
         assert_eq!(missing.kind(), ErrorKind::InvalidInput);
+    }
+
+    /// A data file that does not decode is the server's problem (500), not the query's.
+    #[test]
+    fn an_unreadable_data_file_is_not_the_querys_fault() {
+        let damaged = parquet::errors::ParquetError::General("Unexpected list element".into());
+        let e = QueryError::from(DataFusionError::ParquetError(Box::new(damaged)));
+        assert_eq!(e.kind(), ErrorKind::Internal);
+        assert_eq!(e.code(), "data_file_unreadable");
+        let wrapped = QueryError::from(DataFusionError::Context(
+            "scan".into(),
+            Box::new(DataFusionError::External(Box::new(
+                parquet::errors::ParquetError::EOF("eof".into()),
+            ))),
+        ));
+        assert_eq!(wrapped.kind(), ErrorKind::Internal);
     }
 
     #[test]
