@@ -125,6 +125,7 @@ impl Engine {
     /// the ingest pipeline.
     pub async fn open(cfg: EngineConfig, clock: SharedClock) -> Result<Self, EngineError> {
         crate::faults::init().map_err(EngineError::Failpoints)?;
+        ignore_file_size_signal();
         std::fs::create_dir_all(&cfg.data_dir).map_err(io("cannot create the data directory"))?;
         let data_dir = cfg
             .data_dir
@@ -297,5 +298,19 @@ impl Engine {
             let _ = h.await;
         }
         self.lease.release().await;
+    }
+}
+
+/// A write past the process's file-size limit (`ulimit -f`, RLIMIT_FSIZE) raises SIGXFSZ,
+/// whose default action kills the process, and would take every acknowledged-but-unflushed
+/// request's answer with it. Ignored, the write fails with EFBIG instead and is handled as
+/// the I/O error it is (a 503 for capture, a retried flush), as PostgreSQL does.
+/// (`tests/py/test_faults.py::test_a_file_size_limit_fails_writes_not_the_process`: the
+/// server died by SIGXFSZ before.)
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler and touches no
+    // memory of ours; it is process-wide and idempotent.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }

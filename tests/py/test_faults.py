@@ -780,3 +780,64 @@ def test_a_damaged_data_file_fails_only_the_queries_that_read_it(tmp_path):
     assert r.status_code == 200, r.text
     print(f"damaged file: the query reading it answered {bad.status_code} {bad.text[:200]}")
     srv.stop_cleanly()
+
+
+# --------------------------------------------------------------------------------------------
+# A file-size limit.
+
+class _SizeLimited(Hedgerow):
+    """`hedgerow serve` under `prlimit --fsize`: a write past the limit fails (EFBIG), and
+    the kernel sends SIGXFSZ, whose default action kills the process."""
+
+    def __init__(self, *args, fsize: int, **kw):
+        super().__init__(*args, **kw)
+        self.fsize = fsize
+
+    def command(self) -> list[str]:
+        return ["prlimit", f"--fsize={self.fsize}", "--", *super().command()]
+
+
+def test_a_file_size_limit_fails_writes_not_the_process(tmp_path):
+    """RLIMIT_FSIZE of 1 MiB with 4 MiB WAL segments: the append that crosses the limit
+    fails (EFBIG) and is answered 503, the WAL goes on in a new segment, and the process
+    lives (SIGXFSZ is ignored, as PostgreSQL does). Restarted without the limit, every
+    acknowledged event is stored exactly once."""
+    srv = _SizeLimited(data_dir=tmp_path / "fsize-data", log_dir=tmp_path / "logs",
+                       name="fsize", flush_interval="300ms", fsize=1 << 20,
+                       env={"HEDGEROW_WAL_SEGMENT_SIZE": "4MiB",
+                            "HEDGEROW_DELETION_SCHEDULE": "off"})
+    srv.start()
+    acked: list[str] = []
+    statuses: Counter = Counter()
+    for i in range(120):
+        batch = _batch(f"fsize-{i}", 50)
+        try:
+            r = requests.post(f"{srv.url}/batch/", timeout=60,
+                              json={"api_key": PROJECT_API_KEY, "batch": batch})
+        except requests.RequestException as e:
+            raise AssertionError(f"the server died at batch {i} (exit {srv.proc.poll()}): {e}\n"
+                                 f"{srv.stderr_tail()}")
+        statuses[r.status_code] += 1
+        if r.status_code == 200:
+            acked.extend(e["uuid"] for e in batch)
+        else:
+            assert r.status_code == 503, r.text
+            assert "file too large" in r.json()["detail"].lower(), r.text
+    assert srv.alive, f"the server died:\n{srv.stderr_tail()}"
+    assert statuses[503] > 0, f"the limit was never reached: {statuses}"
+    assert statuses[200] > statuses[503], statuses
+    srv.stop_cleanly()
+    plain = Hedgerow(data_dir=srv.data_dir, log_dir=tmp_path / "logs", name="fsize-after",
+                     flush_interval="300ms", env={"HEDGEROW_DELETION_SCHEDULE": "off"})
+    plain.start()
+    r = requests.post(f"{plain.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=60,
+                      json={"query": {"kind": "HogQLQuery",
+                                      "query": "SELECT toString(uuid) FROM events LIMIT 100000"}})
+    assert r.status_code == 200, r.text
+    stored = Counter(row[0] for row in r.json()["results"])
+    missing = set(acked) - set(stored)
+    twice = [u for u, n in stored.items() if n > 1]
+    assert not missing and not twice, f"{len(missing)} missing, {len(twice)} twice"
+    print(f"file-size limit: capture answered {dict(statuses)}; "
+          f"{len(acked)} acknowledged events stored once")
+    plain.stop_cleanly()

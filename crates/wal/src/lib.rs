@@ -520,7 +520,16 @@ impl Store {
             .expect("start_segment leaves an active segment");
         let path = segment_path(&self.cfg.dir, active.first_seq);
         if let Err(e) = write_at(&mut active.file, active.len, &buf, fault) {
+            let too_large = e.kind() == io::ErrorKind::FileTooLarge && active.len > 0;
             self.recover_from_failure(log, false, false);
+            if too_large && log.active.is_some() {
+                // Over the process's file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): this
+                // segment takes no more, so the next group starts a new one rather than
+                // failing the same way for every request until a restart.
+                if let Err(e) = self.start_segment(log) {
+                    warn!("could not start a new WAL segment: {e}");
+                }
+            }
             return Err(io_err(format!("writing to {}", path.display()), e));
         }
         let synced = match fault {
