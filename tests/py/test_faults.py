@@ -473,16 +473,19 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
 # The object store goes away.
 
 def test_s3_stopped_mid_ingest_and_mid_query(tmp_path):
-    """Garage (the table's S3 store) is stopped for a while under ingest and a query, then
-    started again: capture keeps answering 200 (the WAL is local), a query answers a clear
-    error while the store is away, flushes resume by themselves when it is back, and every
-    acknowledged event is in the table exactly once."""
+    """Garage (the table's S3 store) is stopped for longer than the writer lease under
+    ingest and a query, then started again: capture keeps answering 200 (the WAL is local),
+    a query answers a clear error while the store is away, no commit is tried while the
+    lease is stale, flushes resume by themselves when it is back, and every acknowledged
+    event is in the table exactly once."""
     g = Garage(garage_bin(), tmp_path / "garage-own")
     g.start()
     try:
+        # A 3 s lease: the outage below outlasts it, so commits must stop while the lease
+        # is stale (another writer could take the table over) and resume once it is fresh.
         srv = Hedgerow(data_dir=tmp_path / "s3-data", log_dir=tmp_path / "logs", name="s3down",
                        flush_interval="300ms", extra_args=g.hedgerow_args("outage"),
-                       env={"HEDGEROW_DELETION_SCHEDULE": "off"})
+                       env={"HEDGEROW_DELETION_SCHEDULE": "off", "HEDGEROW_LEASE_TTL": "3s"})
         srv.start()
         acked: list[str] = []
 
@@ -515,6 +518,9 @@ def test_s3_stopped_mid_ingest_and_mid_query(tmp_path):
             assert "http://" not in body["detail"], q.text
             assert q.headers.get("Retry-After"), q.headers
         assert srv.alive
+        time.sleep(4)  # longer than the lease
+        assert "does not hold a fresh writer lease" in srv.log_path.read_text(), (
+            "no commit was held back while the lease was stale")
         g.start()
         for i in range(5):
             assert send(f"back-{i}").status_code == 200

@@ -7,12 +7,17 @@
 //! writers starting together cannot both win. A holder that finds someone else's lease
 //! stops committing.
 //!
+//! A holder also stops committing while its lease is stale: when no refresh has landed
+//! for two thirds of the ttl (the store did not answer), another writer may be about to
+//! take the lease over, and a commit of ours then could overwrite its commits. The next
+//! refresh that lands makes the lease fresh again.
+//!
 //! A writer is identified by its data directory's id, not by its process: the directory is
 //! `flock`ed, so when a process starts on the same directory, the previous holder is dead and
 //! the lease is retaken at once (a crash-restart need not wait for the lease to expire).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -37,7 +42,17 @@ pub(crate) struct WriterLease {
     path: Path,
     body: LeaseBody,
     lost: Arc<AtomicBool>,
+    /// The heartbeat stamp of the last refresh that landed (ms since the epoch).
+    renewed_ms: Arc<AtomicI64>,
+    ttl: Duration,
     _heartbeat: AbortOnDrop,
+}
+
+/// Whether a lease last refreshed at `renewed_ms` is still ours to commit under at `now_ms`:
+/// another writer takes it `ttl` after the stamp, and a third of the ttl is left for clock
+/// skew and for a commit under way.
+fn fresh(now_ms: i64, renewed_ms: i64, ttl: Duration) -> bool {
+    now_ms - renewed_ms < (ttl.as_millis() as i64) * 2 / 3
 }
 
 impl std::fmt::Debug for WriterLease {
@@ -102,9 +117,15 @@ impl WriterLease {
             None => write(store.as_ref(), &path, &body).await?,
         }
         let lost = Arc::new(AtomicBool::new(false));
+        let renewed_ms = Arc::new(AtomicI64::new(body.heartbeat_ms));
         let heartbeat = {
-            let (store, path, mut body, lost) =
-                (store.clone(), path.clone(), body.clone(), lost.clone());
+            let (store, path, mut body, lost, renewed) = (
+                store.clone(),
+                path.clone(),
+                body.clone(),
+                lost.clone(),
+                renewed_ms.clone(),
+            );
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(ttl / 3).await;
@@ -121,8 +142,9 @@ impl WriterLease {
                         }
                     }
                     body.heartbeat_ms = Utc::now().timestamp_millis();
-                    if let Err(e) = write(store.as_ref(), &path, &body).await {
-                        warn!(error = %e, "cannot refresh the writer lease");
+                    match write(store.as_ref(), &path, &body).await {
+                        Ok(()) => renewed.store(body.heartbeat_ms, Ordering::SeqCst),
+                        Err(e) => warn!(error = %e, "cannot refresh the writer lease"),
                     }
                 }
             })
@@ -132,13 +154,21 @@ impl WriterLease {
             path,
             body,
             lost,
+            renewed_ms,
+            ttl,
             _heartbeat: AbortOnDrop(heartbeat),
         })
     }
 
-    /// False once another writer has taken over: commits must stop.
+    /// False once another writer has taken over, and while the lease is stale ([`fresh`]):
+    /// commits must stop.
     pub(crate) fn is_held(&self) -> bool {
         !self.lost.load(Ordering::SeqCst)
+            && fresh(
+                Utc::now().timestamp_millis(),
+                self.renewed_ms.load(Ordering::SeqCst),
+                self.ttl,
+            )
     }
 
     /// Gives the lease up (clean shutdown), so the next writer need not wait for it to expire.
@@ -168,5 +198,21 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With the default 30 s ttl (a refresh every 10 s), a lease is fresh for 20 s after its
+    /// last refresh landed: one late refresh is tolerated, an outage of a ttl is not.
+    #[test]
+    fn a_lease_is_fresh_for_two_thirds_of_its_ttl() {
+        let ttl = Duration::from_secs(30);
+        assert!(fresh(1_000, 1_000, ttl));
+        assert!(fresh(1_000 + 19_999, 1_000, ttl));
+        assert!(!fresh(1_000 + 20_000, 1_000, ttl));
+        assert!(!fresh(1_000 + 30_000, 1_000, ttl));
     }
 }

@@ -472,7 +472,9 @@ impl Pipeline {
 
     fn start_flush(&self, committed: u64) -> Option<FlushTask> {
         if !(self.may_commit)() {
-            warn!("not flushing: this process no longer holds the table's writer lease");
+            warn!(
+                "not flushing: this process does not hold a fresh writer lease (another writer took it, or the store has not taken a refresh for 2/3 of its ttl); the rows stay in the WAL"
+            );
             return None;
         }
         let part = self.buffer.freeze(committed)?;
