@@ -518,9 +518,12 @@ def test_s3_stopped_mid_ingest_and_mid_query(tmp_path):
             assert "http://" not in body["detail"], q.text
             assert q.headers.get("Retry-After"), q.headers
         assert srv.alive
-        time.sleep(4)  # longer than the lease
-        assert "does not hold a fresh writer lease" in srv.log_path.read_text(), (
-            "no commit was held back while the lease was stale")
+        # Longer than the lease: the next flush the pipeline tries (it backs off after
+        # failures, up to 30 s) is held back.
+        deadline = time.monotonic() + 90
+        while "does not hold a fresh writer lease" not in srv.log_path.read_text():
+            assert time.monotonic() < deadline, "no commit was held back while the lease was stale"
+            time.sleep(0.5)
         g.start()
         for i in range(5):
             assert send(f"back-{i}").status_code == 200
