@@ -233,10 +233,8 @@ class Run:
             body = r.json()
             persons += body["results"]
             nxt = body.get("next")
-        r = requests.post(f"{url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=120,
-                          json={"query": {"kind": "HogQLQuery", "query":
-                                          "SELECT toString(uuid), properties.lid, toString(person_id) "
-                                          "FROM events LIMIT 100000"}})
+        r = _hogql(url, "SELECT toString(uuid), properties.lid, toString(person_id) "
+                        "FROM events LIMIT 100000")
         assert r.status_code == 200, r.text
         rows = r.json()["results"]
         return {
@@ -392,6 +390,37 @@ def _batch(tag: str, n: int) -> list[dict]:
              "properties": {"tag": tag, "pad": "x" * 200}} for i in range(n)]
 
 
+def _capture(url: str, tag: str, acked: list[str]) -> requests.Response:
+    """Sends a batch of 50 events; their uuids join `acked` if it is answered 200."""
+    batch = _batch(tag, 50)
+    r = requests.post(f"{url}/batch/", timeout=60,
+                      json={"api_key": PROJECT_API_KEY, "batch": batch})
+    if r.status_code == 200:
+        acked.extend(e["uuid"] for e in batch)
+    return r
+
+
+def _hogql(url: str, sql: str, timeout: float = 600) -> requests.Response:
+    return requests.post(f"{url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=timeout,
+                         json={"query": {"kind": "HogQLQuery", "query": sql}})
+
+
+ALL_UUIDS = "SELECT toString(uuid) FROM events LIMIT 100000"
+
+
+def _assert_stored_once(r: requests.Response, acked: list[str], *, nothing_else: bool = False):
+    """`r` answered ALL_UUIDS: every acknowledged uuid is there exactly once (and, with
+    `nothing_else`, no other)."""
+    assert r.status_code == 200, r.text
+    stored = Counter(row[0] for row in r.json()["results"])
+    missing = set(acked) - set(stored)
+    twice = [u for u, n in stored.items() if n > 1]
+    extra = set(stored) - set(acked) if nothing_else else set()
+    assert not missing and not twice and not extra, (
+        f"{len(missing)} acknowledged missing, {len(twice)} stored twice, "
+        f"{len(extra)} stored but never acknowledged")
+
+
 def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
     """The data directory on a 24 MiB tmpfs that a ballast file fills: capture answers 503
     saying why (never 200 for what it could not make durable, never a crash), queries go on
@@ -409,12 +438,7 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
         acked: list[str] = []
 
         def send(tag: str) -> requests.Response:
-            batch = _batch(tag, 50)
-            r = requests.post(f"{srv.url}/batch/", timeout=60,
-                              json={"api_key": PROJECT_API_KEY, "batch": batch})
-            if r.status_code == 200:
-                acked.extend(e["uuid"] for e in batch)
-            return r
+            return _capture(srv.url, tag, acked)
 
         for i in range(5):
             assert send(f"before-{i}").status_code == 200
@@ -435,9 +459,7 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
         assert body["detail"] == ("could not make the events durable: the write-ahead log could "
                                   "not be written (no storage space)"), body
         assert refusals[0].headers.get("Retry-After"), refusals[0].headers
-        q = requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=60,
-                          json={"query": {"kind": "HogQLQuery",
-                                          "query": "SELECT count() FROM events"}})
+        q = _hogql(srv.url, "SELECT count() FROM events")
         assert q.status_code in (200, 503), q.text
         ballast.unlink()
         # Space is back: capture takes events again by itself.
@@ -453,15 +475,7 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
             assert send(f"after-{i}").status_code == 200
         srv.stop_cleanly()
         srv.start()
-        r = requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=60,
-                          json={"query": {"kind": "HogQLQuery", "query":
-                                          "SELECT toString(uuid) FROM events LIMIT 100000"}})
-        assert r.status_code == 200, r.text
-        stored = Counter(row[0] for row in r.json()["results"])
-        missing = [u for u in acked if u not in stored]
-        twice = [u for u, n in stored.items() if n > 1]
-        assert not missing and not twice, (f"{len(missing)} acknowledged events missing, "
-                                           f"{len(twice)} stored twice")
+        _assert_stored_once(_hogql(srv.url, ALL_UUIDS), acked)
         print(f"disk full: {filled} bytes of ballast, capture answers {dict(statuses)}; "
               f"{len(acked)} acknowledged events all stored once")
         srv.stop_cleanly()
@@ -490,16 +504,10 @@ def test_s3_stopped_mid_ingest_and_mid_query(tmp_path):
         acked: list[str] = []
 
         def send(tag: str) -> requests.Response:
-            batch = _batch(tag, 50)
-            r = requests.post(f"{srv.url}/batch/", timeout=60,
-                              json={"api_key": PROJECT_API_KEY, "batch": batch})
-            if r.status_code == 200:
-                acked.extend(e["uuid"] for e in batch)
-            return r
+            return _capture(srv.url, tag, acked)
 
         def query(sql: str) -> requests.Response:
-            return requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH,
-                                 timeout=600, json={"query": {"kind": "HogQLQuery", "query": sql}})
+            return _hogql(srv.url, sql)
 
         for i in range(5):
             assert send(f"up-{i}").status_code == 200
@@ -537,10 +545,7 @@ def test_s3_stopped_mid_ingest_and_mid_query(tmp_path):
             time.sleep(1)
         srv.stop_cleanly()
         srv.start()
-        r = query("SELECT toString(uuid) FROM events LIMIT 100000")
-        assert r.status_code == 200, r.text
-        stored = Counter(row[0] for row in r.json()["results"])
-        assert sorted(stored) == sorted(acked) and set(stored.values()) == {1}
+        _assert_stored_once(query(ALL_UUIDS), acked, nothing_else=True)
         print(f"S3 away: capture {dict(statuses)}, a query answered {q.status_code} in "
               f"{took:.1f} s ({q.text[:160]}); {len(acked)} acknowledged events stored once")
         srv.stop_cleanly()
@@ -651,18 +656,13 @@ def test_a_slow_and_unreliable_store(tmp_path):
         acked: list[str] = []
         capture_s, query_s, queries = [], [], Counter()
         for i in range(30):
-            batch = _batch(f"slow-{i}", 50)
             t = time.monotonic()
-            r = requests.post(f"{srv.url}/batch/", timeout=60,
-                              json={"api_key": PROJECT_API_KEY, "batch": batch})
+            r = _capture(srv.url, f"slow-{i}", acked)
             capture_s.append(time.monotonic() - t)
             assert r.status_code == 200, r.text
-            acked.extend(e["uuid"] for e in batch)
             if i % 5 == 4:
                 t = time.monotonic()
-                q = requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH,
-                                  timeout=600, json={"query": {"kind": "HogQLQuery", "query":
-                                                               "SELECT count() FROM events"}})
+                q = _hogql(srv.url, "SELECT count() FROM events")
                 query_s.append(time.monotonic() - t)
                 queries[q.status_code] += 1
                 assert q.status_code in (200, 503), q.text
@@ -672,17 +672,9 @@ def test_a_slow_and_unreliable_store(tmp_path):
         srv.stop_cleanly()
         srv.start()
         deadline = time.monotonic() + 300
-        while True:
-            r = requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH,
-                              timeout=600, json={"query": {"kind": "HogQLQuery", "query":
-                                                           "SELECT toString(uuid) FROM events LIMIT 100000"}})
-            if r.status_code == 200:
-                break
+        while (r := _hogql(srv.url, ALL_UUIDS)).status_code != 200:
             assert r.status_code == 503 and time.monotonic() < deadline, r.text
-        stored = Counter(row[0] for row in r.json()["results"])
-        assert sorted(stored) == sorted(acked) and set(stored.values()) == {1}, (
-            f"{len(set(acked) - set(stored))} acknowledged missing, "
-            f"{sum(1 for n in stored.values() if n > 1)} twice")
+        _assert_stored_once(r, acked, nothing_else=True)
         srv.stop_cleanly()
         capture_s.sort()
         print(f"slow store: {link.connections} connections, {link.cut} reset; capture max "
@@ -710,24 +702,13 @@ def test_a_commit_whose_answer_is_lost_is_not_applied_twice(tmp_path):
         srv.start()
         acked: list[str] = []
         for i in range(12):
-            batch = _batch(f"lost-{i}", 50)
-            r = requests.post(f"{srv.url}/batch/", timeout=60,
-                              json={"api_key": PROJECT_API_KEY, "batch": batch})
+            r = _capture(srv.url, f"lost-{i}", acked)
             assert r.status_code == 200, r.text
-            acked.extend(e["uuid"] for e in batch)
             time.sleep(0.5)
         srv.stop_cleanly()
         assert link.commit_answers_lost >= 3, link.commit_answers_lost
         srv.start()
-        r = requests.post(f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=120,
-                          json={"query": {"kind": "HogQLQuery", "query":
-                                          "SELECT toString(uuid) FROM events LIMIT 100000"}})
-        assert r.status_code == 200, r.text
-        stored = Counter(row[0] for row in r.json()["results"])
-        missing = set(acked) - set(stored)
-        twice = [u for u, n in stored.items() if n > 1]
-        assert not missing and not twice, (f"{len(missing)} acknowledged missing, "
-                                           f"{len(twice)} stored twice")
+        _assert_stored_once(_hogql(srv.url, ALL_UUIDS), acked)
         srv.stop_cleanly()
     finally:
         link.close()
@@ -770,11 +751,8 @@ def test_a_damaged_data_file_fails_only_the_queries_that_read_it(tmp_path):
     srv.start()
 
     def count(where: str) -> requests.Response:
-        return requests.post(
-            f"{srv.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=120,
-            json={"query": {"kind": "HogQLQuery", "query":
-                            f"SELECT count(), sum(properties.n), max(length(properties.text)) "
-                            f"FROM events WHERE {where}"}})
+        return _hogql(srv.url, "SELECT count(), sum(properties.n), max(length(properties.text)) "
+                               f"FROM events WHERE {where}")
 
     bad = count("toDate(timestamp) = '2026-02-02'")
     # Not the query's fault: a 500 (its detail, which names files, stays in the log).
@@ -819,17 +797,13 @@ def test_a_file_size_limit_fails_writes_not_the_process(tmp_path):
     acked: list[str] = []
     statuses: Counter = Counter()
     for i in range(120):
-        batch = _batch(f"fsize-{i}", 50)
         try:
-            r = requests.post(f"{srv.url}/batch/", timeout=60,
-                              json={"api_key": PROJECT_API_KEY, "batch": batch})
+            r = _capture(srv.url, f"fsize-{i}", acked)
         except requests.RequestException as e:
             raise AssertionError(f"the server died at batch {i} (exit {srv.proc.poll()}): {e}\n"
                                  f"{srv.stderr_tail()}")
         statuses[r.status_code] += 1
-        if r.status_code == 200:
-            acked.extend(e["uuid"] for e in batch)
-        else:
+        if r.status_code != 200:
             assert r.status_code == 503, r.text
             assert "file too large" in r.json()["detail"].lower(), r.text
     assert srv.alive, f"the server died:\n{srv.stderr_tail()}"
@@ -839,14 +813,7 @@ def test_a_file_size_limit_fails_writes_not_the_process(tmp_path):
     plain = Hedgerow(data_dir=srv.data_dir, log_dir=tmp_path / "logs", name="fsize-after",
                      flush_interval="300ms", env={"HEDGEROW_DELETION_SCHEDULE": "off"})
     plain.start()
-    r = requests.post(f"{plain.url}/api/projects/{TEAM_ID}/query/", headers=AUTH, timeout=60,
-                      json={"query": {"kind": "HogQLQuery",
-                                      "query": "SELECT toString(uuid) FROM events LIMIT 100000"}})
-    assert r.status_code == 200, r.text
-    stored = Counter(row[0] for row in r.json()["results"])
-    missing = set(acked) - set(stored)
-    twice = [u for u, n in stored.items() if n > 1]
-    assert not missing and not twice, f"{len(missing)} missing, {len(twice)} twice"
+    _assert_stored_once(_hogql(plain.url, ALL_UUIDS), acked)
     print(f"file-size limit: capture answered {dict(statuses)}; "
           f"{len(acked)} acknowledged events stored once")
     plain.stop_cleanly()
