@@ -26,7 +26,7 @@ use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 
 /// DataFusion's physical optimizer rules with [`LateProjection`] after the last
-/// projection pushdown.
+/// projection pushdown, and [`super::yield_points::YieldPoints`] last.
 pub(crate) fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
     let at = rules
@@ -34,6 +34,7 @@ pub(crate) fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Syn
         .rposition(|r| r.name() == "ProjectionPushdown")
         .map_or(rules.len(), |i| i + 1);
     rules.insert(at, Arc::new(LateProjection));
+    rules.push(Arc::new(super::yield_points::YieldPoints));
     rules
 }
 

@@ -35,6 +35,7 @@ mod run;
 mod service;
 mod tasks;
 pub(crate) mod upgrade;
+mod yield_points;
 
 use std::path::PathBuf;
 use std::time::Duration;
