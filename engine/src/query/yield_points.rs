@@ -93,13 +93,9 @@ mod tests {
     async fn first_poll(ctx: &SessionContext, sql: &str) -> (Duration, bool) {
         let mut stream = ctx.sql(sql).await.unwrap().execute_stream().await.unwrap();
         let t = Instant::now();
-        let pending = futures::future::poll_fn(|cx| {
-            Poll::Ready(match stream.poll_next_unpin(cx) {
-                Poll::Pending => true,
-                Poll::Ready(_) => false,
-            })
-        })
-        .await;
+        let pending =
+            futures::future::poll_fn(|cx| Poll::Ready(stream.poll_next_unpin(cx).is_pending()))
+                .await;
         (t.elapsed(), pending)
     }
 
