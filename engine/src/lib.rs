@@ -26,8 +26,6 @@ pub(crate) mod propdefs;
 pub mod query;
 pub mod schedule;
 pub(crate) mod storage;
-#[cfg(test)]
-mod testalloc;
 pub(crate) mod write;
 
 pub use api::{Access, CaptureBody, CaptureReceipt, DeletionRun, PersonsError, ProjectsError};

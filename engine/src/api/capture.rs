@@ -148,7 +148,7 @@ impl Engine {
     fn prepare_capture(&self, payload: CapturePayload) -> Result<PreparedCapture, CaptureError> {
         let project = self
             .project_for_token(&payload.token)
-            .map_err(CaptureError::ProjectLookup)?
+            .map_err(|e| CaptureError::ProjectLookup(Box::new(e)))?
             .ok_or_else(|| {
                 self.metrics.reject("invalid_api_key", 1);
                 CaptureError::InvalidToken(

@@ -1,47 +1,15 @@
 //! Ingestion: from a decoded capture payload to durable, ordered events.
 //!
-//! Owns normalization (pure functions, no I/O), the write-ahead log and the ingest pipeline
-//! that feeds storage in WAL order. It knows nothing of HTTP: the server hands it a
-//! [`payload::CapturePayload`] already decoded from the wire.
+//! Decoding, checks and normalization are pure functions in `hedgerow-capture` (re-exported
+//! here); the write-ahead log is `hedgerow-wal`. This module maps their errors to kinds.
+//! It knows nothing of HTTP: the server hands it a [`payload::CapturePayload`] already
+//! decoded from the wire.
 
-pub mod decode;
-pub(crate) mod limits;
-pub mod normalize;
-pub mod payload;
-pub(crate) mod scan;
+pub use hedgerow_capture::{CaptureError, decode, normalize, payload};
+pub(crate) use hedgerow_capture::{limits, scan};
 pub(crate) use hedgerow_wal as wal;
 
 use crate::error::{ErrorKind, HasKind};
-
-/// Why a capture request, or one event of it, was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum CaptureError {
-    #[error("{0}")]
-    InvalidPayload(String),
-    #[error("{0}")]
-    InvalidToken(String),
-    #[error("{0}")]
-    TooLarge(String),
-    #[error("could not make the events durable: {0}")]
-    Unavailable(String),
-    /// The project of the request's token could not be read.
-    #[error("could not make the events durable: {0}")]
-    ProjectLookup(#[source] crate::meta::MetaError),
-    /// The blocking task decoding the request failed (it panicked or was cancelled).
-    #[error("could not make the events durable: the capture task failed: {0}")]
-    Task(#[source] tokio::task::JoinError),
-    /// Over one of the capture limits (`limits`): 413, saying the limit and what was found.
-    #[error("{detail}")]
-    OverLimit {
-        code: &'static str,
-        detail: String,
-        /// The field at fault, e.g. `properties.$set`.
-        attr: Option<String>,
-    },
-    /// The capture memory budget stayed taken by other requests: 503, try again later.
-    #[error("{0}")]
-    Overloaded(String),
-}
 
 impl HasKind for CaptureError {
     fn kind(&self) -> ErrorKind {
@@ -88,9 +56,36 @@ impl crate::error::HasKind for wal::WalError {
 }
 
 #[cfg(test)]
-mod wal_error_tests {
+mod kind_tests {
     use crate::error::{ErrorKind, HasKind};
     use crate::ingest::wal::WalError;
+
+    #[test]
+    fn budget_refusals_become_413_and_503() {
+        use crate::error::{ErrorKind, HasKind};
+        use crate::ingest::CaptureError;
+        use crate::ingest::limits::{BudgetError, human_bytes};
+        use std::time::Duration;
+        let e: CaptureError = BudgetError::OverBudget {
+            needed: 600 << 20,
+            total: 512 << 20,
+        }
+        .into();
+        assert_eq!(e.kind(), ErrorKind::TooLarge);
+        assert_eq!(e.code(), "capture_memory_limit");
+        assert!(e.to_string().contains("512 MiB"), "{e}");
+        let e: CaptureError = BudgetError::Busy {
+            needed: 1 << 20,
+            total: 512 << 20,
+            waited: Duration::from_secs(2),
+        }
+        .into();
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert!(e.to_string().contains("2000 ms"), "{e}");
+        assert_eq!(human_bytes(20 << 20), "20 MiB");
+        assert_eq!(human_bytes(1536 << 10), "1.5 MiB");
+        assert_eq!(human_bytes(300), "300 bytes");
+    }
 
     #[test]
     fn wal_errors_map_to_kinds() {

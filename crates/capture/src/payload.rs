@@ -2,14 +2,14 @@
 //!
 //! Owns the three body shapes PostHog accepts (a batch object, a single event object, a bare
 //! array of events), where the project token may be found, and the token validity rule.
-//! Pure: it takes an already decoded `serde_json::Value` (see [`super::decode`]) and does no
-//! I/O. Per-event rules live in [`super::normalize`].
+//! Pure: it takes an already decoded `serde_json::Value` (see [`crate::decode`]) and does no
+//! I/O. Per-event rules live in [`crate::normalize`].
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::CaptureError;
-use super::normalize::{describe_json, parse_timestamp};
+use crate::CaptureError;
+use crate::normalize::{describe_json, parse_timestamp};
 
 pub use crate::model::MAX_TOKEN_CHARS;
 

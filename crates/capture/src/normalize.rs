@@ -11,7 +11,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, SubsecRound, TimeDelta, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::CaptureError;
+use crate::CaptureError;
 use crate::model::{Event, TeamId};
 
 /// Longest event name and distinct_id kept, in characters; longer ones are cut.
@@ -132,10 +132,18 @@ pub fn normalize_event(
         uuid,
         event,
         distinct_id,
-        timestamp: timestamp.trunc_subsecs(6),
-        created_at: ctx.now.trunc_subsecs(6),
+        timestamp: whole_micros(timestamp),
+        created_at: whole_micros(ctx.now),
         properties,
     }))
+}
+
+/// `t` to the microsecond, as it is stored. A leap second (`23:59:60.5`, which chrono
+/// keeps as a second 59 with more than a second of fraction) becomes the instant it is
+/// stored as, the next second's start plus its fraction: the event reads back from the WAL
+/// and the table as it was written (a fuzzed `10:00:60.123456Z` read back as `10:01:00`).
+fn whole_micros(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or_else(|| t.trunc_subsecs(6))
 }
 
 /// The first present, non-null of `distinct_id`, `$distinct_id`, `properties.distinct_id`;
@@ -192,7 +200,7 @@ fn truncate_chars(s: &str, max: usize) -> String {
 }
 
 /// "a string", "an array" ...: for error messages.
-pub(crate) fn describe_json(v: &Value) -> &'static str {
+pub fn describe_json(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -364,6 +372,19 @@ mod tests {
             Err(CaptureError::InvalidPayload(m)) => m,
             other => panic!("expected InvalidPayload, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_leap_second_is_stored_as_the_next_seconds_start() {
+        let e = event(
+            json!({"event": "e", "distinct_id": "d", "timestamp": "2024-06-01T10:00:60.123456Z"}),
+        );
+        let want =
+            Utc.with_ymd_and_hms(2024, 6, 1, 10, 1, 0).unwrap() + TimeDelta::microseconds(123_456);
+        assert_eq!(e.timestamp, want);
+        // What the WAL writes reads back the same.
+        let back: Event = serde_json::from_slice(&serde_json::to_vec(&e).unwrap()).unwrap();
+        assert_eq!(back.timestamp, e.timestamp);
     }
 
     // ---- event name ----

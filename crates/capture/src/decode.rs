@@ -4,7 +4,7 @@
 //!
 //! Everything here is pure: it takes the request's bytes and headers as values and returns
 //! a `serde_json::Value` or a [`CaptureError`]. No I/O, no clock. The shape of the JSON
-//! (batch, single event, array) is [`super::payload`]'s business, not this module's.
+//! (batch, single event, array) is [`crate::payload`]'s business, not this module's.
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -13,7 +13,7 @@ use base64::Engine as _;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
-use super::CaptureError;
+use crate::CaptureError;
 
 /// The default bound on a body's size once every encoding is undone.
 pub const DEFAULT_MAX_DECODED: usize = 20 * 1024 * 1024;
@@ -199,7 +199,7 @@ fn decode_form<'a>(
 ) -> Result<Cow<'a, [u8]>, CaptureError> {
     let mut data = None;
     let mut form_compression = None;
-    for (key, value) in url::form_urlencoded::parse(body) {
+    for (key, value) in form_urlencoded::parse(body) {
         match key.as_ref() {
             "data" if data.is_none() => data = Some(value),
             "compression" if form_compression.is_none() => form_compression = Some(value),
@@ -566,7 +566,7 @@ mod tests {
     #[test]
     fn form_base64_percent_encoded() {
         let encoded = STANDARD.encode(awkward_json());
-        let escaped: String = url::form_urlencoded::byte_serialize(encoded.as_bytes()).collect();
+        let escaped: String = form_urlencoded::byte_serialize(encoded.as_bytes()).collect();
         assert!(escaped.contains("%2B") && escaped.contains("%2F"));
         let f = form(&escaped, Some("base64"));
         assert_eq!(decode_body(&form_body(&f), MAX).unwrap(), awkward_value());
@@ -585,7 +585,7 @@ mod tests {
         let encoded = STANDARD.encode(awkward_json());
         let unpadded = encoded.trim_end_matches('=');
         assert_ne!(unpadded.len(), encoded.len());
-        let escaped: String = url::form_urlencoded::byte_serialize(unpadded.as_bytes()).collect();
+        let escaped: String = form_urlencoded::byte_serialize(unpadded.as_bytes()).collect();
         let f = form(&escaped, None);
         assert_eq!(decode_body(&form_body(&f), MAX).unwrap(), awkward_value());
     }
@@ -593,7 +593,7 @@ mod tests {
     #[test]
     fn form_base64_of_gzip_with_form_compression_field() {
         let encoded = STANDARD.encode(gzip(&serde_json::to_vec(&sample()).unwrap()));
-        let escaped: String = url::form_urlencoded::byte_serialize(encoded.as_bytes()).collect();
+        let escaped: String = form_urlencoded::byte_serialize(encoded.as_bytes()).collect();
         let f = form(&escaped, Some("gzip-js"));
         assert_eq!(decode_body(&form_body(&f), MAX).unwrap(), sample());
     }
@@ -601,7 +601,7 @@ mod tests {
     #[test]
     fn form_plain_json_in_data() {
         let json = serde_json::to_string(&sample()).unwrap();
-        let escaped: String = url::form_urlencoded::byte_serialize(json.as_bytes()).collect();
+        let escaped: String = form_urlencoded::byte_serialize(json.as_bytes()).collect();
         let f = form(&escaped, None);
         assert_eq!(decode_body(&form_body(&f), MAX).unwrap(), sample());
     }
@@ -609,7 +609,7 @@ mod tests {
     #[test]
     fn form_without_content_type_is_recognised() {
         let encoded = STANDARD.encode(serde_json::to_vec(&sample()).unwrap());
-        let escaped: String = url::form_urlencoded::byte_serialize(encoded.as_bytes()).collect();
+        let escaped: String = form_urlencoded::byte_serialize(encoded.as_bytes()).collect();
         let f = form(&escaped, None);
         assert_eq!(decode_body(&body(&f), MAX).unwrap(), sample());
     }

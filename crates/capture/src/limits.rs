@@ -5,9 +5,9 @@
 //! which limit, its value and what the body had, in PostHog's error shape.
 //!
 //! - **Decoded size** (`max_body`, `--max-body-size`, 20 MiB): the body once gzip, base64
-//!   and forms are undone (in [`super::decode`]).
+//!   and forms are undone (in [`crate::decode`]).
 //! - **JSON values per request** (`max_json_values`, 1 000 000): counted by the pre-scan
-//!   ([`super::scan`]) before anything is parsed. A parsed value costs 30–100 times its text
+//!   ([`crate::scan`]) before anything is parsed. A parsed value costs 30–100 times its text
 //!   (`{"a":0}`: 7 bytes of text, ~700 bytes parsed), so the byte limit alone let 18 MB of
 //!   `[{"a":0},…]`, 27 KB gzipped, take 1.8 GB. PostHog-shaped events (`hedgerow gen`) carry
 //!   one value per ~35 bytes, so a full 20 MiB batch of them has ~600 000.
@@ -35,13 +35,13 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::CaptureError;
-use super::scan::{JsonShape, ScanError};
+use crate::CaptureError;
 use crate::model::Event;
+use crate::scan::{JsonShape, ScanError};
 
 /// Deepest nesting of objects and arrays accepted: serde_json's own recursion limit, said
 /// up front by the scan.
-pub(crate) const MAX_JSON_DEPTH: usize = 128;
+pub const MAX_JSON_DEPTH: usize = 128;
 
 /// The capture limits (see the module docs). The server fills it from its flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub struct CaptureLimits {
 impl Default for CaptureLimits {
     fn default() -> Self {
         Self {
-            max_body: super::decode::DEFAULT_MAX_DECODED,
+            max_body: crate::decode::DEFAULT_MAX_DECODED,
             max_json_values: 1_000_000,
             max_properties: 10_000,
             decode_memory: 512 << 20,
@@ -89,7 +89,7 @@ const MEMBER_BYTES: usize = 96;
 /// WAL, estimated from its size on the wire and its shape: the wire bytes and the decoded
 /// text (both held until the parse), the parsed tree, then the WAL record's JSON and the
 /// Arrow rows' property text, each about as long as the decoded text.
-pub(crate) fn decode_cost(wire: usize, shape: &JsonShape) -> usize {
+pub fn decode_cost(wire: usize, shape: &JsonShape) -> usize {
     let tree = shape
         .objects
         .saturating_mul(OBJECT_BYTES)
@@ -101,7 +101,7 @@ pub(crate) fn decode_cost(wire: usize, shape: &JsonShape) -> usize {
 }
 
 /// `20 MiB`, `512 KiB`, `300 bytes`: sizes in refusals.
-pub(crate) fn human_bytes(n: usize) -> String {
+pub fn human_bytes(n: usize) -> String {
     const KIB: usize = 1 << 10;
     const MIB: usize = 1 << 20;
     const GIB: usize = 1 << 30;
@@ -121,7 +121,7 @@ pub(crate) fn human_bytes(n: usize) -> String {
 }
 
 /// The refusal for a scan that stopped.
-pub(crate) fn scan_refusal(e: ScanError) -> CaptureError {
+pub fn scan_refusal(e: ScanError) -> CaptureError {
     match e {
         ScanError::TooManyValues { limit, seen } => CaptureError::OverLimit {
             code: "too_many_json_values",
@@ -138,11 +138,7 @@ pub(crate) fn scan_refusal(e: ScanError) -> CaptureError {
 
 /// Refuses an event with more properties, or more keys in one of its person or group
 /// operations, than `max`. `index` is the event's position in the request.
-pub(crate) fn check_event_limits(
-    index: usize,
-    event: &Event,
-    max: usize,
-) -> Result<(), CaptureError> {
+pub fn check_event_limits(index: usize, event: &Event, max: usize) -> Result<(), CaptureError> {
     let refuse = |what: &str, attr: String, n: usize| CaptureError::OverLimit {
         code: "too_many_properties",
         detail: format!(
@@ -222,14 +218,14 @@ fn units(bytes: usize) -> usize {
 /// semaphore, in KiB. FIFO: a large request at the head of the queue is not starved by
 /// small ones behind it.
 #[derive(Debug, Clone)]
-pub(crate) struct DecodeBudget {
+pub struct DecodeBudget {
     sem: Arc<Semaphore>,
     total_units: usize,
     wait: Duration,
 }
 
 impl DecodeBudget {
-    pub(crate) fn new(total_bytes: usize, wait: Duration) -> Self {
+    pub fn new(total_bytes: usize, wait: Duration) -> Self {
         let total_units = units(total_bytes)
             .clamp(1, u32::MAX as usize)
             .min(Semaphore::MAX_PERMITS);
@@ -240,18 +236,18 @@ impl DecodeBudget {
         }
     }
 
-    pub(crate) fn total_bytes(&self) -> usize {
+    pub fn total_bytes(&self) -> usize {
         self.total_units * UNIT
     }
 
     /// What no request holds now.
     #[cfg(test)]
-    pub(crate) fn available_bytes(&self) -> usize {
+    pub fn available_bytes(&self) -> usize {
         self.sem.available_permits() * UNIT
     }
 
     /// Takes `bytes` of the budget, waiting up to the configured time for it.
-    pub(crate) async fn acquire(&self, bytes: usize) -> Result<BudgetPermit, BudgetError> {
+    pub async fn acquire(&self, bytes: usize) -> Result<BudgetPermit, BudgetError> {
         let mut permit = BudgetPermit {
             sem: self.sem.clone(),
             units: 0,
@@ -263,25 +259,21 @@ impl DecodeBudget {
 
 /// A share of the [`DecodeBudget`], given back when dropped.
 #[derive(Debug)]
-pub(crate) struct BudgetPermit {
+pub struct BudgetPermit {
     sem: Arc<Semaphore>,
     units: usize,
 }
 
 impl BudgetPermit {
     #[cfg(test)]
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.units * UNIT
     }
 
     /// Makes this share `bytes`: a smaller one gives the rest back at once, a larger one
     /// waits (up to the budget's wait) for the difference. On an error the share is as
     /// before.
-    pub(crate) async fn resize(
-        &mut self,
-        budget: &DecodeBudget,
-        bytes: usize,
-    ) -> Result<(), BudgetError> {
+    pub async fn resize(&mut self, budget: &DecodeBudget, bytes: usize) -> Result<(), BudgetError> {
         let want = units(bytes);
         if want > budget.total_units {
             return Err(BudgetError::OverBudget {
@@ -386,7 +378,7 @@ mod tests {
             s.push(']');
             s
         };
-        let shape = |t: &str| super::super::scan::scan(t.as_bytes(), usize::MAX, 128).unwrap();
+        let shape = |t: &str| crate::scan::scan(t.as_bytes(), usize::MAX, 128).unwrap();
         let small = decode_cost(0, &shape(&text(10)));
         let big = decode_cost(0, &shape(&text(10_000)));
         assert!(big > 900 * small, "{small} {big}");
@@ -409,7 +401,7 @@ mod tests {
             serde_json::to_string(&Value::Object(many(50_000))).unwrap(),
         ];
         for text in &cases {
-            let shape = super::super::scan::scan(text.as_bytes(), usize::MAX, 128).unwrap();
+            let shape = crate::scan::scan(text.as_bytes(), usize::MAX, 128).unwrap();
             let before = crate::testalloc::allocated();
             let value: Value = serde_json::from_str(text).unwrap();
             let used = crate::testalloc::allocated().saturating_sub(before);
@@ -477,29 +469,5 @@ mod tests {
         // Sizes round up to whole units.
         let p = budget.acquire(1).await.unwrap();
         assert_eq!(p.bytes(), UNIT);
-    }
-
-    #[test]
-    fn budget_refusals_become_413_and_503() {
-        use crate::error::{ErrorKind, HasKind};
-        let e: CaptureError = BudgetError::OverBudget {
-            needed: 600 << 20,
-            total: 512 << 20,
-        }
-        .into();
-        assert_eq!(e.kind(), ErrorKind::TooLarge);
-        assert_eq!(e.code(), "capture_memory_limit");
-        assert!(e.to_string().contains("512 MiB"), "{e}");
-        let e: CaptureError = BudgetError::Busy {
-            needed: 1 << 20,
-            total: 512 << 20,
-            waited: Duration::from_secs(2),
-        }
-        .into();
-        assert_eq!(e.kind(), ErrorKind::Unavailable);
-        assert!(e.to_string().contains("2000 ms"), "{e}");
-        assert_eq!(human_bytes(20 << 20), "20 MiB");
-        assert_eq!(human_bytes(1536 << 10), "1.5 MiB");
-        assert_eq!(human_bytes(300), "300 bytes");
     }
 }

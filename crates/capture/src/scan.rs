@@ -10,9 +10,9 @@
 //! parser, which says where it is wrong.
 
 /// What a body holds, by count. `values` is what the per-request limit is about; the rest
-/// feed the memory estimate ([`super::limits::decode_cost`]).
+/// feed the memory estimate ([`crate::limits::decode_cost`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct JsonShape {
+pub struct JsonShape {
     /// Length of the JSON text.
     pub bytes: usize,
     /// Every value: objects, arrays, strings that are not object keys, numbers, `true`,
@@ -30,7 +30,7 @@ pub(crate) struct JsonShape {
 
 /// Why a body was refused by the scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ScanError {
+pub enum ScanError {
     /// More than `limit` values; `seen` is how many were counted when the scan stopped
     /// (the scan stops early, so the body may hold more).
     TooManyValues { limit: usize, seen: usize },
@@ -62,11 +62,7 @@ fn skip_string(bytes: &[u8], mut i: usize) -> usize {
 
 /// Counts the values of `bytes` (JSON text), refusing more than `max_values` values or
 /// nesting deeper than `max_depth`.
-pub(crate) fn scan(
-    bytes: &[u8],
-    max_values: usize,
-    max_depth: usize,
-) -> Result<JsonShape, ScanError> {
+pub fn scan(bytes: &[u8], max_values: usize, max_depth: usize) -> Result<JsonShape, ScanError> {
     let mut shape = JsonShape {
         bytes: bytes.len(),
         ..JsonShape::default()
