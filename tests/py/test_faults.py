@@ -425,8 +425,7 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
     """The data directory on a 24 MiB tmpfs that a ballast file fills: capture answers 503
     saying why (never 200 for what it could not make durable, never a crash), queries go on
     answering, and once space is freed capture takes events again without a restart. Every
-    acknowledged event is stored exactly once. (A read-only remount is refused while the
-    server holds files open for writing, so a read-only disk is not tried.)"""
+    acknowledged event is stored exactly once. (A read-only directory is the next test.)"""
     mnt = tmp_path / "small-disk"
     _mount_tmpfs(mnt, "24m")
     try:
@@ -481,6 +480,239 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
         srv.stop_cleanly()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _chattr(flag: str, path: Path) -> None:
+    r = subprocess.run(["chattr", "-R", flag, str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, (
+        f"chattr -R {flag} {path} failed ({r.stderr.strip()}): the read-only test needs root "
+        "and a file system with the immutable flag (tmpfs has it since Linux 6.0)")
+
+
+def test_a_read_only_data_directory_answers_503_and_recovers_by_itself(tmp_path):
+    """The immutable flag (`chattr -R +i`, which binds root too) makes a directory read-only
+    under the running server: files can be neither created, renamed nor deleted in it. (A
+    read-only remount is refused while the server holds files open for writing.)
+
+    First the events table alone: capture goes on answering 200 (the WAL holds the events),
+    flushes fail and are retried, queries answer. Then the whole data directory (WAL,
+    SQLite, table): once the WAL needs a new segment capture answers 503 saying why, never
+    200 for what it could not make durable, and the server stays up. When the flag is
+    lifted, everything catches up without a restart, and every acknowledged event is stored
+    exactly once."""
+    mnt = tmp_path / "disk"
+    _mount_tmpfs(mnt, "256m")
+    data = mnt / "data"
+    try:
+        srv = Hedgerow(data_dir=data, log_dir=tmp_path / "logs", name="readonly",
+                       flush_interval="200ms",
+                       env={"HEDGEROW_WAL_SEGMENT_SIZE": "256KiB",
+                            "HEDGEROW_DELETION_SCHEDULE": "off"})
+        srv.start()
+        acked: list[str] = []
+        for i in range(3):
+            assert _capture(srv.url, f"before-{i}", acked).status_code == 200
+        _assert_stored_once(_wait_for_rows(srv.url, len(acked)), acked, nothing_else=True)
+
+        # 1. The table read-only.
+        table = data / "events"
+        _chattr("+i", table)
+        try:
+            for i in range(20):
+                r = _capture(srv.url, f"table-ro-{i}", acked)
+                assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 30
+            while _flush_failures(srv.url) == 0:
+                assert time.monotonic() < deadline, "no flush failed into a read-only table"
+                time.sleep(0.2)
+            assert srv.alive, f"the server died on a read-only table:\n{srv.stderr_tail()}"
+            q = _hogql(srv.url, "SELECT count() FROM events")
+            assert q.status_code == 200, q.text
+        finally:
+            _chattr("-i", table)
+        _assert_stored_once(_wait_for_rows(srv.url, len(acked)), acked, nothing_else=True)
+
+        # 2. The whole data directory read-only.
+        statuses = Counter()
+        refusals = []
+        _chattr("+i", data)
+        try:
+            for i in range(60):
+                r = _capture(srv.url, f"all-ro-{i}", acked)
+                statuses[r.status_code] += 1
+                if r.status_code != 200:
+                    refusals.append(r)
+            assert srv.alive, f"the server died on a read-only data directory:\n{srv.stderr_tail()}"
+            assert set(statuses) <= {200, 503}, f"{statuses}: {[r.text[:200] for r in refusals]}"
+            assert refusals, f"60 batches into a read-only WAL directory, none refused: {statuses}"
+            body = refusals[0].json()
+            assert body.get("type") == "server_error", body
+            assert "write-ahead log" in body["detail"] and "permission" in body["detail"].lower(), body
+            assert refusals[0].headers.get("Retry-After"), refusals[0].headers
+        finally:
+            _chattr("-i", data)
+        deadline = time.monotonic() + 60
+        while True:
+            r = _capture(srv.url, "after", acked)
+            if r.status_code == 200:
+                break
+            assert r.status_code == 503, r.text
+            assert time.monotonic() < deadline, f"capture did not recover: {r.text}"
+            time.sleep(0.5)
+        _assert_stored_once(_wait_for_rows(srv.url, len(acked)), acked, nothing_else=True)
+        srv.stop_cleanly()
+        srv.start()
+        _assert_stored_once(_hogql(srv.url, ALL_UUIDS), acked, nothing_else=True)
+        print(f"read-only: table phase all 200; whole directory {dict(statuses)}; "
+              f"{len(acked)} acknowledged events all stored once")
+        srv.stop_cleanly()
+    finally:
+        subprocess.run(["chattr", "-R", "-i", str(data)], capture_output=True)
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+class _LoopDisk:
+    """An ext4 file system on a loop device whose sparse backing file sits on a small
+    tmpfs. Filling that tmpfs with a ballast file fails every later write of the device to
+    a block not yet written: the file system above sees real I/O errors, so `fsync` answers
+    EIO (device-mapper's error target would be the usual tool; this kernel has none)."""
+
+    def __init__(self, root: Path, size_mb: int):
+        self.backing_dir = root / "backing"
+        _mount_tmpfs(self.backing_dir, f"{size_mb}m")
+        self.backing = self.backing_dir / "disk.img"
+        with open(self.backing, "wb") as f:
+            f.truncate(size_mb << 20)
+        self.ballast = self.backing_dir / "ballast"
+        r = subprocess.run(["losetup", "-f", "--show", str(self.backing)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (
+            f"losetup failed ({r.stderr.strip()}): the failing-fsync test needs root and loop "
+            "devices")
+        self.device = r.stdout.strip()
+        self.mnt = root / "disk"
+        self.mnt.mkdir()
+        for cmd in (["mkfs.ext4", "-q", self.device], ["mount", self.device, str(self.mnt)]):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            assert r.returncode == 0, f"{cmd}: {r.stderr.strip()}"
+
+    def fail_writes(self, on: bool) -> None:
+        if on:
+            _fill(self.ballast)
+        else:
+            self.ballast.unlink()
+
+    def remount(self) -> None:
+        """What an operator does after I/O errors: unmount, check, mount again."""
+        for cmd in (["umount", str(self.mnt)], ["e2fsck", "-fy", self.device],
+                    ["mount", self.device, str(self.mnt)]):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            # e2fsck: 0 clean, 1 errors corrected
+            assert r.returncode in ((0, 1) if cmd[0] == "e2fsck" else (0,)), (
+                f"{cmd}: {r.returncode} {r.stderr.strip()}")
+
+    def close(self) -> None:
+        subprocess.run(["umount", "-l", str(self.mnt)], capture_output=True)
+        subprocess.run(["losetup", "-d", self.device], capture_output=True)
+        subprocess.run(["umount", "-l", str(self.backing_dir)], capture_output=True)
+
+
+def test_a_failing_fsync_is_never_acknowledged(tmp_path):
+    """The data directory on a disk whose writes start failing (`_LoopDisk`): the WAL's
+    fsync gets EIO. Capture answers 503 for what it could not make durable, never 200, and
+    the server stays up. When the disk works again the server either recovers by itself or,
+    if ext4 gave up on its journal, is stopped, the file system checked and mounted again,
+    and the server started, as an operator would. Either way every acknowledged event is
+    stored exactly once."""
+    disk = _LoopDisk(tmp_path, 256)
+    try:
+        data = disk.mnt / "data"
+        srv = Hedgerow(data_dir=data, log_dir=tmp_path / "logs", name="fsync",
+                       flush_interval="200ms",
+                       env={"HEDGEROW_WAL_SEGMENT_SIZE": "256KiB",
+                            "HEDGEROW_DELETION_SCHEDULE": "off"})
+        srv.start()
+        acked: list[str] = []
+        for i in range(5):
+            assert _capture(srv.url, f"before-{i}", acked).status_code == 200
+        _wait_for_rows(srv.url, len(acked))
+        statuses = Counter()
+        refusals = []
+        disk.fail_writes(True)
+        try:
+            for i in range(30):
+                r = _capture(srv.url, f"eio-{i}", acked)
+                statuses[r.status_code] += 1
+                if r.status_code != 200:
+                    refusals.append(r)
+            assert srv.alive, f"the server died on failing fsyncs:\n{srv.stderr_tail()}"
+        finally:
+            disk.fail_writes(False)
+        assert set(statuses) <= {200, 503}, f"{statuses}: {[r.text[:200] for r in refusals]}"
+        assert refusals, f"30 batches onto a failing disk, none refused: {statuses}"
+        body = refusals[0].json()
+        assert body.get("type") == "server_error", body
+        assert "write-ahead log" in body["detail"], body
+        assert refusals[0].headers.get("Retry-After"), refusals[0].headers
+        recovered = False
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            r = _capture(srv.url, "after", acked)
+            if r.status_code == 200:
+                recovered = True
+                break
+            assert r.status_code == 503, r.text
+            time.sleep(0.5)
+        if recovered:
+            # The flushes catch up by themselves too: a commit that landed while its fsync
+            # failed is settled, not appended again on a stale snapshot.
+            _wait_flushed(srv.url)
+            _assert_stored_once(_hogql(srv.url, ALL_UUIDS), acked)
+            srv.stop_cleanly()
+        else:
+            srv.kill()
+            disk.remount()
+        srv.start()
+        for i in range(3):
+            assert _capture(srv.url, f"restarted-{i}", acked).status_code == 200
+        _assert_stored_once(_wait_for_rows(srv.url, len(acked)), acked)
+        print(f"failing fsync: capture answered {dict(statuses)} while writes failed; "
+              f"{'recovered by itself' if recovered else 'recovered after a remount'}; "
+              f"{len(acked)} acknowledged events all stored once")
+        srv.stop_cleanly()
+    finally:
+        disk.close()
+
+
+def _metric(url: str, name: str) -> float:
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    line = next(ln for ln in text.splitlines() if ln.split(" ")[0].split("{")[0] == name)
+    return float(line.split()[-1])
+
+
+def _flush_failures(url: str) -> int:
+    return int(_metric(url, "hedgerow_flush_failures_total"))
+
+
+def _wait_flushed(url: str, timeout: float = 60) -> None:
+    """Waits until the buffer is empty: everything applied is committed to the table."""
+    deadline = time.monotonic() + timeout
+    while _metric(url, "hedgerow_buffer_rows") > 0:
+        assert time.monotonic() < deadline, (
+            f"the flushes did not catch up: {_metric(url, 'hedgerow_buffer_rows'):.0f} rows "
+            f"still buffered, {_flush_failures(url)} flush failures")
+        time.sleep(0.3)
+
+
+def _wait_for_rows(url: str, n: int, timeout: float = 60) -> requests.Response:
+    """ALL_UUIDS once the table holds at least `n` rows (flushes run in the background)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = _hogql(url, ALL_UUIDS)
+        if r.status_code == 200 and len(r.json()["results"]) >= n:
+            return r
+        assert time.monotonic() < deadline, f"the table did not reach {n} rows: {r.text[:300]}"
+        time.sleep(0.3)
 
 
 # --------------------------------------------------------------------------------------------

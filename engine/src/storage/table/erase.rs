@@ -39,6 +39,7 @@ impl EventsTable {
         ids.dedup();
         let started = Instant::now();
         let mut guard = self.table.lock().await;
+        self.settle(&mut guard).await?;
         let seq_before = seq_of(&guard).await?;
         let files_before = file_sizes(&guard)?;
         let mut stats = EraseStats::default();

@@ -399,6 +399,7 @@ impl EventsTable {
         }
         let (table_schema, store) = {
             let mut guard = self.table.lock().await;
+            self.settle(&mut guard).await?;
             // The columns the rewritten rows need exist before the writer starts.
             self.ensure_columns(&mut guard, &batch_schema(current))
                 .await?;
@@ -480,6 +481,7 @@ impl EventsTable {
         written: Written,
     ) -> Result<Option<Rewritten>, StorageError> {
         let mut guard = self.table.lock().await;
+        self.settle(&mut guard).await?;
         let store = guard.log_store().object_store(None);
         let added: Vec<String> = written.adds.iter().map(|a| a.path.clone()).collect();
         let now: std::collections::HashSet<Path> = files_of(&guard, &team_id.0.to_string(), date)?
@@ -573,6 +575,7 @@ impl EventsTable {
     /// Deletes files no snapshot younger than `retention` refers to.
     pub async fn vacuum(&self, retention: chrono::Duration) -> Result<usize, StorageError> {
         let mut guard = self.table.lock().await;
+        self.settle(&mut guard).await?;
         crate::faults::point("vacuum");
         let (table, metrics) = guard
             .clone()

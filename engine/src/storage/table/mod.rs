@@ -208,6 +208,10 @@ pub struct EventsTable {
     /// process: a table ingested without person processing has no person layouts in any new
     /// file, and must not be sampled again at every compaction.
     person_keys_sampled: std::sync::Mutex<std::collections::HashSet<TeamId>>,
+    /// Files and log entries of commits that landed but were not made durable (their fsync
+    /// or the snapshot's update after them failed): written again and fsynced before the
+    /// next commit, and the snapshot brought up to date first ([`EventsTable::settle`]).
+    in_doubt: std::sync::Mutex<Vec<String>>,
 }
 
 impl EventsTable {
@@ -259,6 +263,7 @@ impl EventsTable {
             cfg,
             latest: std::sync::RwLock::new(table.clone()),
             person_keys_sampled: Default::default(),
+            in_doubt: Default::default(),
             table: Mutex::new(table),
         })
     }

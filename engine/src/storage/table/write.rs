@@ -273,6 +273,21 @@ impl EventsTable {
         let sorted = SortedRows::new(batches)?;
         let rows = sorted.len() as u64;
         let mut guard = self.table.lock().await;
+        self.settle(&mut guard).await?;
+        let committed = super::seq_of(&guard).await?;
+        if last_seq <= committed && last_seq > 0 {
+            // An earlier try of these rows was committed, and is durable now (`settle`).
+            info!(
+                wal_seq = last_seq,
+                "the rows were committed by an earlier try"
+            );
+            return Ok(AppendStats {
+                version: guard.version().map_or(0, |v| v as i64),
+                rows,
+                files: 0,
+                bytes: 0,
+            });
+        }
         if let Some(b) = sorted.batches.first() {
             self.ensure_columns(&mut guard, &b.schema()).await?;
         }
@@ -312,8 +327,15 @@ impl EventsTable {
         .await?;
         let version = commit.version() as i64;
         crate::faults::point("flush.committed");
+        // The commit landed: from here on a failure leaves it in doubt, and the retry of
+        // these rows settles it instead of appending them again.
         let mut table = guard.clone();
-        table.update_incremental(None).await?;
+        if let Err(e) = table.update_incremental(None).await {
+            self.doubt(new.iter().map(|(p, _)| p.clone()), version);
+            return Err(e.into());
+        }
+        *guard = table.clone();
+        self.publish(&guard);
         self.sync_local(new.iter().map(|(p, _)| p.as_str()), version)
             .await?;
         let stats = AppendStats {
@@ -417,7 +439,75 @@ impl EventsTable {
     ) -> Result<(), StorageError> {
         let mut files: Vec<String> = files.map(str::to_owned).collect();
         files.push(log_entry(version));
-        self.fsync_local(files, Vec::new()).await
+        let result = self.fsync_local(files.clone(), Vec::new()).await;
+        if result.is_err() {
+            self.doubt(files, version);
+        }
+        result
+    }
+
+    /// Records commit `version`'s `files` (its log entry added) as in doubt: landed, not
+    /// known durable.
+    fn doubt(&self, files: impl IntoIterator<Item = String>, version: i64) {
+        let mut d = self.in_doubt.lock().unwrap_or_else(|e| e.into_inner());
+        d.extend(files);
+        d.push(log_entry(version));
+        d.sort();
+        d.dedup();
+        tracing::warn!(
+            version,
+            files = d.len(),
+            "a commit landed but was not made durable; it is written again before the next commit"
+        );
+    }
+
+    /// Makes the commits in doubt durable before anything else is committed: brings the
+    /// snapshot up to date (their commit is in the log), then writes each of their files
+    /// again with its own bytes and fsyncs it. Writing again, not only fsyncing: after a
+    /// failed fsync Linux may have marked the pages clean without writing them, so a second
+    /// fsync can succeed with the data still not on disk (PostgreSQL's "fsyncgate"); the
+    /// page cache still has the bytes.
+    pub(super) async fn settle(&self, guard: &mut DeltaTable) -> Result<(), StorageError> {
+        let files = self
+            .in_doubt
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if files.is_empty() {
+            return Ok(());
+        }
+        guard.update_incremental(None).await?;
+        self.publish(guard);
+        if self.cfg.url.scheme() == "file" {
+            let root =
+                self.cfg.url.to_file_path().map_err(|_| {
+                    StorageError::Config(format!("bad table path {}", self.cfg.url))
+                })?;
+            let paths: Vec<std::path::PathBuf> =
+                files.iter().map(|f| root.join(percent_decode(f))).collect();
+            tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+                use std::io::Write;
+                for p in &paths {
+                    let bytes = std::fs::read(p)?;
+                    let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
+                    f.write_all(&bytes)?;
+                    f.sync_all()?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|source| StorageError::Task {
+                what: "fsync",
+                source,
+            })?
+            .map_err(StorageError::Fsync)?;
+            // And the directories that name them.
+            self.fsync_local(files.clone(), Vec::new()).await?;
+        }
+        let mut d = self.in_doubt.lock().unwrap_or_else(|e| e.into_inner());
+        d.retain(|f| !files.contains(f));
+        info!(files = files.len(), "the commits in doubt are durable");
+        Ok(())
     }
 
     /// On local disk, fsyncs `files`, then every directory from theirs and `dirs` up to the
