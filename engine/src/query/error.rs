@@ -163,6 +163,26 @@ fn file_unreadable(e: &DataFusionError) -> bool {
     false
 }
 
+/// Whether a task of the query panicked under `e`. DataFusion runs scans and exchanges as
+/// tasks of their own and reports a panic in one as an error of the query (`Join Error …
+/// task 63 panicked with message …`); the reader of a damaged data file does panic (the
+/// `parquet` fuzz target finds such footers in seconds). Never the query's fault.
+fn task_panicked(e: &DataFusionError) -> bool {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = at {
+        // (a RepartitionExec hands its input task's failure to every output as an
+        // `Arc<JoinError>`)
+        if let Some(j) = x.downcast_ref::<tokio::task::JoinError>() {
+            return j.is_panic();
+        }
+        if let Some(j) = x.downcast_ref::<std::sync::Arc<tokio::task::JoinError>>() {
+            return j.is_panic();
+        }
+        at = x.source();
+    }
+    false
+}
+
 impl QueryError {
     /// The table's object store failed under this query ([`store_failure`]).
     fn store_failed(&self) -> bool {
@@ -183,7 +203,7 @@ impl HasKind for QueryError {
             return ErrorKind::Unavailable;
         }
         if let QueryError::DataFusion(e) = self
-            && file_unreadable(e)
+            && (file_unreadable(e) || task_panicked(e))
         {
             // The server log has the file's error; the client gets a 500.
             return ErrorKind::Internal;
@@ -214,10 +234,13 @@ impl HasKind for QueryError {
         if self.store_failed() {
             return "storage_unavailable";
         }
-        if let QueryError::DataFusion(e) = self
-            && file_unreadable(e)
-        {
-            return "data_file_unreadable";
+        if let QueryError::DataFusion(e) = self {
+            if file_unreadable(e) {
+                return "data_file_unreadable";
+            }
+            if task_panicked(e) {
+                return "error";
+            }
         }
         match self {
             QueryError::Syntax(_) => "hogql_syntax_error",
@@ -340,6 +363,37 @@ mod tests {
             ))),
         ));
         assert_eq!(wrapped.kind(), ErrorKind::Internal);
+    }
+
+    /// A panic in one of DataFusion's tasks (as a damaged footer's schema gives in
+    /// arrow-ipc) is a 500, not a `hogql_query_error` blaming the query.
+    #[tokio::test]
+    async fn a_panicked_task_is_not_the_querys_fault() {
+        let join = || async {
+            tokio::spawn(async { panic!("Type <UNKNOWN 86> not supported") })
+                .await
+                .unwrap_err()
+        };
+        for e in [
+            DataFusionError::ExecutionJoin(Box::new(join().await)),
+            // As RepartitionExec sends it.
+            DataFusionError::Context(
+                "Join Error".into(),
+                Box::new(DataFusionError::External(Box::new(std::sync::Arc::new(
+                    join().await,
+                )))),
+            ),
+        ] {
+            let e = QueryError::from(e);
+            assert_eq!((e.kind(), e.code()), (ErrorKind::Internal, "error"), "{e}");
+        }
+        // A task that was cancelled, not one that panicked, stays as it was.
+        let cancelled = tokio::spawn(std::future::pending::<()>());
+        cancelled.abort();
+        let e = QueryError::from(DataFusionError::ExecutionJoin(Box::new(
+            cancelled.await.unwrap_err(),
+        )));
+        assert_eq!(e.code(), "hogql_query_error");
     }
 
     #[test]
