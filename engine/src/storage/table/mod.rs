@@ -28,7 +28,7 @@ use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::SaveMode;
 use deltalake::protocol::checkpoints::create_checkpoint;
 use deltalake::{DeltaResult, DeltaTable, DeltaTableBuilder, DeltaTableError};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use tokio::sync::Mutex;
@@ -257,7 +257,12 @@ impl EventsTable {
                     .with_configuration([("delta.logRetentionDuration", Some("interval 7 days"))])
                     .await?;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(damaged_log_entry(&table, e.into()).await),
+        }
+        // Loading reads the protocol and the metadata; the actions are read when first
+        // asked for, which the WAL position is.
+        if let Err(e) = seq_of(&table).await {
+            return Err(damaged_log_entry(&table, e).await);
         }
         Ok(Self {
             cfg,
@@ -333,6 +338,48 @@ async fn seq_of(table: &DeltaTable) -> Result<u64, StorageError> {
         .transaction_version(table.log_store().as_ref(), WAL_APP_ID)
         .await?;
     Ok(v.unwrap_or(0).max(0) as u64)
+}
+
+/// `e`, the failure to load the table, naming the log entry that does not parse when one
+/// does not: the kernel's message (`Json error: Encountered unexpected ' ' whilst parsing
+/// escape sequence`) says what, not where.
+async fn damaged_log_entry(table: &DeltaTable, e: StorageError) -> StorageError {
+    let store = table.log_store().object_store(None);
+    let Ok(mut entries) = store
+        .list(Some(&Path::from("_delta_log")))
+        .map_ok(|m| m.location)
+        .try_collect::<Vec<_>>()
+        .await
+    else {
+        return e;
+    };
+    entries.retain(|p| p.as_ref().ends_with(".json"));
+    entries.sort();
+    for entry in entries {
+        let Ok(got) = store.get(&entry).await else {
+            continue;
+        };
+        let Ok(bytes) = got.bytes().await else {
+            continue;
+        };
+        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if let Err(parse) = serde_json::from_slice::<serde_json::Value>(line) {
+                let what = parse.to_string();
+                let what = what.split(" at line ").next().unwrap_or_default();
+                return StorageError::Config(format!(
+                    "events table: the log entry {entry} is damaged (line {}, column {}: \
+                     {what}), so the table cannot be read; restore that file from a backup. \
+                     The reader said: {e}",
+                    i + 1,
+                    parse.column()
+                ));
+            }
+        }
+    }
+    e
 }
 
 /// The log entry of commit `version`, relative to the table root.

@@ -827,3 +827,30 @@ fn distinct_judges_columns_by_their_share_of_distinct_values() {
     );
     assert!(Distinct::of(&[]).0.is_empty());
 }
+
+/// A log entry that does not parse refuses the open, naming the entry (the kernel's own
+/// message says what is wrong, not where).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_log_entry_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let evs = vec![(1, event("d", 1, 0, &json!({})))];
+    table.append(batch(&evs), 1).await.unwrap();
+    drop(table);
+    let entry = dir
+        .path()
+        .join("events/_delta_log/00000000000000000001.json");
+    // The `add` action's line no longer JSON (damage inside a string, such as its stats,
+    // still parses).
+    let text = std::fs::read_to_string(&entry).unwrap();
+    std::fs::write(&entry, text.replacen("{\"add\":", "#\"add\":", 1)).unwrap();
+    let url = Url::from_directory_path(dir.path().join("events")).unwrap();
+    let err = match EventsTable::open(TableConfig::new(url)).await {
+        Ok(_) => panic!("a damaged log opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("_delta_log/00000000000000000001.json is damaged (line 2, column 1: "),
+        "{err}"
+    );
+}
