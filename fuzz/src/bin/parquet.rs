@@ -9,10 +9,11 @@
 //! an abort (an allocation the machine cannot give), a stack overflow, or a hang.
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::metadata::PageIndexPolicy;
 
 fn read(data: &[u8]) {
     let bytes = Bytes::copy_from_slice(data);
-    let options = ArrowReaderOptions::new().with_page_index(true);
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
     let Ok(builder) = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options) else {
         return;
     };
