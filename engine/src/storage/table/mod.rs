@@ -259,11 +259,6 @@ impl EventsTable {
             }
             Err(e) => return Err(damaged_log_entry(&table, e.into()).await),
         }
-        // Loading reads the protocol and the metadata; the actions are read when first
-        // asked for, which the WAL position is.
-        if let Err(e) = seq_of(&table).await {
-            return Err(damaged_log_entry(&table, e).await);
-        }
         Ok(Self {
             cfg,
             latest: std::sync::RwLock::new(table.clone()),
@@ -288,9 +283,15 @@ impl EventsTable {
             .clone()
     }
 
-    /// The last WAL sequence covered by a commit (0 when none).
+    /// The last WAL sequence covered by a commit (0 when none). Loading the table reads
+    /// the protocol and the metadata; the actions are read here first (the engine asks
+    /// at start), so a damaged log entry is named here.
     pub async fn committed_seq(&self) -> Result<u64, StorageError> {
-        seq_of(&self.latest()).await
+        let table = self.latest();
+        match seq_of(&table).await {
+            Ok(seq) => Ok(seq),
+            Err(e) => Err(damaged_log_entry(&table, e).await),
+        }
     }
 
     /// A clone of the current snapshot's table handle and the WAL seq its commits cover.

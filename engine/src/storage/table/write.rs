@@ -273,9 +273,9 @@ impl EventsTable {
         let sorted = SortedRows::new(batches)?;
         let rows = sorted.len() as u64;
         let mut guard = self.table.lock().await;
-        self.settle(&mut guard).await?;
-        let committed = super::seq_of(&guard).await?;
-        if last_seq <= committed && last_seq > 0 {
+        // Only a try whose commit landed leaves a commit in doubt, so only then can these
+        // rows be in the table already.
+        if self.settle(&mut guard).await? && last_seq <= super::seq_of(&guard).await? {
             // An earlier try of these rows was committed, and is durable now (`settle`).
             info!(
                 wal_seq = last_seq,
@@ -331,10 +331,12 @@ impl EventsTable {
         // these rows settles it instead of appending them again.
         let mut table = guard.clone();
         if let Err(e) = table.update_incremental(None).await {
-            self.doubt(new.iter().map(|(p, _)| p.clone()), version);
+            let mut files: Vec<String> = new.iter().map(|(p, _)| p.clone()).collect();
+            files.push(log_entry(version));
+            self.doubt(files, version);
             return Err(e.into());
         }
-        *guard = table.clone();
+        *guard = table;
         self.publish(&guard);
         self.sync_local(new.iter().map(|(p, _)| p.as_str()), version)
             .await?;
@@ -349,8 +351,6 @@ impl EventsTable {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "appended"
         );
-        *guard = table;
-        self.publish(&guard);
         Ok(stats)
     }
 
@@ -446,12 +446,11 @@ impl EventsTable {
         result
     }
 
-    /// Records commit `version`'s `files` (its log entry added) as in doubt: landed, not
-    /// known durable.
-    fn doubt(&self, files: impl IntoIterator<Item = String>, version: i64) {
+    /// Records commit `version`'s `files` (data files and log entry) as in doubt: landed,
+    /// not known durable.
+    fn doubt(&self, files: Vec<String>, version: i64) {
         let mut d = self.in_doubt.lock().unwrap_or_else(|e| e.into_inner());
         d.extend(files);
-        d.push(log_entry(version));
         d.sort();
         d.dedup();
         tracing::warn!(
@@ -467,47 +466,22 @@ impl EventsTable {
     /// failed fsync Linux may have marked the pages clean without writing them, so a second
     /// fsync can succeed with the data still not on disk (PostgreSQL's "fsyncgate"); the
     /// page cache still has the bytes.
-    pub(super) async fn settle(&self, guard: &mut DeltaTable) -> Result<(), StorageError> {
+    pub(super) async fn settle(&self, guard: &mut DeltaTable) -> Result<bool, StorageError> {
         let files = self
             .in_doubt
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if files.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         guard.update_incremental(None).await?;
         self.publish(guard);
-        if self.cfg.url.scheme() == "file" {
-            let root =
-                self.cfg.url.to_file_path().map_err(|_| {
-                    StorageError::Config(format!("bad table path {}", self.cfg.url))
-                })?;
-            let paths: Vec<std::path::PathBuf> =
-                files.iter().map(|f| root.join(percent_decode(f))).collect();
-            tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-                use std::io::Write;
-                for p in &paths {
-                    let bytes = std::fs::read(p)?;
-                    let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
-                    f.write_all(&bytes)?;
-                    f.sync_all()?;
-                }
-                Ok(())
-            })
-            .await
-            .map_err(|source| StorageError::Task {
-                what: "fsync",
-                source,
-            })?
-            .map_err(StorageError::Fsync)?;
-            // And the directories that name them.
-            self.fsync_local(files.clone(), Vec::new()).await?;
-        }
+        self.sync_paths(files.clone(), Vec::new(), true).await?;
         let mut d = self.in_doubt.lock().unwrap_or_else(|e| e.into_inner());
         d.retain(|f| !files.contains(f));
         info!(files = files.len(), "the commits in doubt are durable");
-        Ok(())
+        Ok(true)
     }
 
     /// On local disk, fsyncs `files`, then every directory from theirs and `dirs` up to the
@@ -517,6 +491,17 @@ impl EventsTable {
         &self,
         files: Vec<String>,
         dirs: Vec<String>,
+    ) -> Result<(), StorageError> {
+        self.sync_paths(files, dirs, false).await
+    }
+
+    /// [`Self::fsync_local`]; with `rewrite`, each file is first written again with its own
+    /// bytes ([`Self::settle`]).
+    async fn sync_paths(
+        &self,
+        files: Vec<String>,
+        dirs: Vec<String>,
+        rewrite: bool,
     ) -> Result<(), StorageError> {
         if self.cfg.url.scheme() != "file" {
             return Ok(());
@@ -543,7 +528,15 @@ impl EventsTable {
                 }
             };
             for p in &files {
-                std::fs::File::open(p)?.sync_all()?;
+                if rewrite {
+                    use std::io::Write;
+                    let bytes = std::fs::read(p)?;
+                    let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
+                    f.write_all(&bytes)?;
+                    f.sync_all()?;
+                } else {
+                    std::fs::File::open(p)?.sync_all()?;
+                }
                 add_ancestors(p.parent());
             }
             for d in &dirs {
