@@ -421,6 +421,48 @@ def _assert_stored_once(r: requests.Response, acked: list[str], *, nothing_else:
         f"{len(extra)} stored but never acknowledged")
 
 
+def _fault_server(data_dir: Path, tmp_path: Path, name: str, wal_segment: str) -> Hedgerow:
+    """A server for a disk fault: quick flushes, small WAL segments (so a fault soon meets
+    a new segment), no deletion runs."""
+    return Hedgerow(data_dir=data_dir, log_dir=tmp_path / "logs", name=name,
+                    flush_interval="200ms",
+                    env={"HEDGEROW_WAL_SEGMENT_SIZE": wal_segment,
+                         "HEDGEROW_DELETION_SCHEDULE": "off"})
+
+
+def _capture_under_fault(srv: Hedgerow, what: str, tag: str, n: int,
+                         acked: list[str]) -> tuple[Counter, dict]:
+    """Sends `n` batches while `what` lasts: the server stays up, each is answered 200 or
+    503, at least one is refused, and a refusal is a `server_error` with `Retry-After`.
+    Returns the statuses and the first refusal's body."""
+    statuses: Counter = Counter()
+    refusals = []
+    for i in range(n):
+        r = _capture(srv.url, f"{tag}-{i}", acked)
+        statuses[r.status_code] += 1
+        if r.status_code != 200:
+            refusals.append(r)
+    assert srv.alive, f"the server died on {what}:\n{srv.stderr_tail()}"
+    assert set(statuses) <= {200, 503}, f"{statuses}: {[r.text[:200] for r in refusals]}"
+    assert refusals, f"{n} batches on {what}, none refused: {statuses}"
+    body = refusals[0].json()
+    assert body.get("type") == "server_error", body
+    assert refusals[0].headers.get("Retry-After"), refusals[0].headers
+    return statuses, body
+
+
+def _capture_recovers(url: str, acked: list[str], timeout: float) -> bool:
+    """Whether capture answers 200 again within `timeout`; until then it answers 503."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = _capture(url, "after", acked)
+        if r.status_code == 200:
+            return True
+        assert r.status_code == 503, r.text
+        time.sleep(0.5)
+    return False
+
+
 def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
     """The data directory on a 24 MiB tmpfs that a ballast file fills: capture answers 503
     saying why (never 200 for what it could not make durable, never a crash), queries go on
@@ -429,10 +471,7 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
     mnt = tmp_path / "small-disk"
     _mount_tmpfs(mnt, "24m")
     try:
-        srv = Hedgerow(data_dir=mnt / "data", log_dir=tmp_path / "logs", name="diskfull",
-                       flush_interval="200ms",
-                       env={"HEDGEROW_WAL_SEGMENT_SIZE": "1MiB",
-                            "HEDGEROW_DELETION_SCHEDULE": "off"})
+        srv = _fault_server(mnt / "data", tmp_path, "diskfull", "1MiB")
         srv.start()
         acked: list[str] = []
 
@@ -443,33 +482,15 @@ def test_a_full_disk_answers_503_and_recovers_by_itself(tmp_path):
             assert send(f"before-{i}").status_code == 200
         ballast = mnt / "ballast"
         filled = _fill(ballast)
-        statuses = Counter()
-        refusals = []
-        for i in range(40):
-            r = send(f"full-{i}")
-            statuses[r.status_code] += 1
-            if r.status_code != 200:
-                refusals.append(r)
-        assert srv.alive, f"the server died on a full disk:\n{srv.stderr_tail()}"
-        assert refusals, f"a full disk ({filled} bytes of ballast) refused nothing: {statuses}"
-        assert set(statuses) <= {200, 503}, f"{statuses}: {[r.text[:200] for r in refusals]}"
-        body = refusals[0].json()
-        assert body.get("type") == "server_error", body
+        statuses, body = _capture_under_fault(
+            srv, f"a full disk ({filled} bytes of ballast)", "full", 40, acked)
         assert body["detail"] == ("could not make the events durable: the write-ahead log could "
                                   "not be written (no storage space)"), body
-        assert refusals[0].headers.get("Retry-After"), refusals[0].headers
         q = _hogql(srv.url, "SELECT count() FROM events")
         assert q.status_code in (200, 503), q.text
         ballast.unlink()
         # Space is back: capture takes events again by itself.
-        deadline = time.monotonic() + 60
-        while True:
-            r = send("after")
-            if r.status_code == 200:
-                break
-            assert r.status_code == 503, r.text
-            assert time.monotonic() < deadline, f"capture did not recover: {r.text}"
-            time.sleep(0.5)
+        assert _capture_recovers(srv.url, acked, 60), "capture did not recover"
         for i in range(5):
             assert send(f"after-{i}").status_code == 200
         srv.stop_cleanly()
@@ -504,10 +525,7 @@ def test_a_read_only_data_directory_answers_503_and_recovers_by_itself(tmp_path)
     _mount_tmpfs(mnt, "256m")
     data = mnt / "data"
     try:
-        srv = Hedgerow(data_dir=data, log_dir=tmp_path / "logs", name="readonly",
-                       flush_interval="200ms",
-                       env={"HEDGEROW_WAL_SEGMENT_SIZE": "256KiB",
-                            "HEDGEROW_DELETION_SCHEDULE": "off"})
+        srv = _fault_server(data, tmp_path, "readonly", "256KiB")
         srv.start()
         acked: list[str] = []
         for i in range(3):
@@ -533,32 +551,14 @@ def test_a_read_only_data_directory_answers_503_and_recovers_by_itself(tmp_path)
         _assert_stored_once(_wait_for_rows(srv.url, len(acked)), acked, nothing_else=True)
 
         # 2. The whole data directory read-only.
-        statuses = Counter()
-        refusals = []
         _chattr("+i", data)
         try:
-            for i in range(60):
-                r = _capture(srv.url, f"all-ro-{i}", acked)
-                statuses[r.status_code] += 1
-                if r.status_code != 200:
-                    refusals.append(r)
-            assert srv.alive, f"the server died on a read-only data directory:\n{srv.stderr_tail()}"
-            assert set(statuses) <= {200, 503}, f"{statuses}: {[r.text[:200] for r in refusals]}"
-            assert refusals, f"60 batches into a read-only WAL directory, none refused: {statuses}"
-            body = refusals[0].json()
-            assert body.get("type") == "server_error", body
+            statuses, body = _capture_under_fault(
+                srv, "a read-only data directory", "all-ro", 60, acked)
             assert "write-ahead log" in body["detail"] and "permission" in body["detail"].lower(), body
-            assert refusals[0].headers.get("Retry-After"), refusals[0].headers
         finally:
             _chattr("-i", data)
-        deadline = time.monotonic() + 60
-        while True:
-            r = _capture(srv.url, "after", acked)
-            if r.status_code == 200:
-                break
-            assert r.status_code == 503, r.text
-            assert time.monotonic() < deadline, f"capture did not recover: {r.text}"
-            time.sleep(0.5)
+        assert _capture_recovers(srv.url, acked, 60), "capture did not recover"
         _assert_stored_once(_wait_for_rows(srv.url, len(acked)), acked, nothing_else=True)
         srv.stop_cleanly()
         srv.start()
@@ -627,42 +627,19 @@ def test_a_failing_fsync_is_never_acknowledged(tmp_path):
     disk = _LoopDisk(tmp_path, 256)
     try:
         data = disk.mnt / "data"
-        srv = Hedgerow(data_dir=data, log_dir=tmp_path / "logs", name="fsync",
-                       flush_interval="200ms",
-                       env={"HEDGEROW_WAL_SEGMENT_SIZE": "256KiB",
-                            "HEDGEROW_DELETION_SCHEDULE": "off"})
+        srv = _fault_server(data, tmp_path, "fsync", "256KiB")
         srv.start()
         acked: list[str] = []
         for i in range(5):
             assert _capture(srv.url, f"before-{i}", acked).status_code == 200
         _wait_for_rows(srv.url, len(acked))
-        statuses = Counter()
-        refusals = []
         disk.fail_writes(True)
         try:
-            for i in range(30):
-                r = _capture(srv.url, f"eio-{i}", acked)
-                statuses[r.status_code] += 1
-                if r.status_code != 200:
-                    refusals.append(r)
-            assert srv.alive, f"the server died on failing fsyncs:\n{srv.stderr_tail()}"
+            statuses, body = _capture_under_fault(srv, "failing fsyncs", "eio", 30, acked)
         finally:
             disk.fail_writes(False)
-        assert set(statuses) <= {200, 503}, f"{statuses}: {[r.text[:200] for r in refusals]}"
-        assert refusals, f"30 batches onto a failing disk, none refused: {statuses}"
-        body = refusals[0].json()
-        assert body.get("type") == "server_error", body
         assert "write-ahead log" in body["detail"], body
-        assert refusals[0].headers.get("Retry-After"), refusals[0].headers
-        recovered = False
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            r = _capture(srv.url, "after", acked)
-            if r.status_code == 200:
-                recovered = True
-                break
-            assert r.status_code == 503, r.text
-            time.sleep(0.5)
+        recovered = _capture_recovers(srv.url, acked, 20)
         if recovered:
             # The flushes catch up by themselves too: a commit that landed while its fsync
             # failed is settled, not appended again on a stale snapshot.
