@@ -74,8 +74,15 @@ impl QueryService {
         &self,
         team: TeamId,
         ctx: &SessionContext,
+        timings: &mut Vec<(String, f64)>,
     ) -> Result<TeamCatalog, QueryError> {
+        let mut t = Instant::now();
+        let mut stage = |name: &str, t: &mut Instant| {
+            timings.push((format!("./plan/catalog/{name}"), t.elapsed().as_secs_f64()));
+            *t = Instant::now();
+        };
         self.caught_up().await;
+        stage("caught_up", &mut t);
         // Buffer first, then the table: see EventBuffer::snapshot_parts.
         let parts = self.buffer.snapshot_parts(team);
         let (table, committed) = self
@@ -83,6 +90,7 @@ impl QueryService {
             .snapshot_with_seq()
             .await
             .map_err(QueryError::Storage)?;
+        stage("snapshot", &mut t);
         // The files are read through the table's store, rooted at the table (the paths in
         // the log are relative to it), registered once on the shared runtime.
         let log_store = table.log_store();
@@ -98,11 +106,15 @@ impl QueryService {
             .collect();
         // How many promoted columns of each family every row read here holds (files by
         // their statistics).
-        let crate::storage::table::TeamFiles {
-            names,
-            files,
-            min_layout,
-        } = crate::storage::table::team_files(&table, team).map_err(QueryError::Storage)?;
+        let team_files = self
+            .table
+            .team_files(&table, team)
+            .map_err(QueryError::Storage)?;
+        let (names, files, min_layout) = (
+            team_files.names.clone(),
+            team_files.files.clone(),
+            team_files.min_layout,
+        );
         let delta_schema = table
             .snapshot()
             .map_err(QueryError::Delta)?
@@ -114,6 +126,7 @@ impl QueryService {
             store_url,
             files,
         ));
+        stage("files", &mut t);
         let held = Family::ALL.map(|family| {
             let mut held = min_layout[family as usize];
             for b in &buffered {
@@ -133,9 +146,10 @@ impl QueryService {
             }
             held.map_or(0, |h| h.clamp(0, i64::from(u32::MAX)) as usize)
         });
-        let events = provider::EventsProvider::new(team, files, Arc::new(names), buffered)?;
+        let events = provider::EventsProvider::new(team, files, names, buffered)?;
         // After the rows: the lists only grow, so they name every column the rows hold.
         let layouts = self.meta.layouts();
+        stage("provider", &mut t);
         Ok(TeamCatalog {
             events: Arc::new(events),
             layout: Family::ALL.map(|family| layouts.of(family, team)),

@@ -219,7 +219,7 @@ mod tests {
         let url = deltalake::logstore::LogStore::object_store_url(t.log_store().as_ref());
         ctx.runtime_env()
             .register_object_store(url.as_ref(), t.log_store().object_store(None));
-        let names = |team| Arc::new(team_files(&t, TeamId(team)).unwrap().names);
+        let names = |team| team_files(&t, TeamId(team)).unwrap().names;
         // The files provider of project `files_of`'s files.
         let files = |files_of: i64| {
             Arc::new(super::super::files::FilesProvider::new(

@@ -29,6 +29,8 @@ struct Planned {
     offset: usize,
     probe: Option<usize>,
     hogql: String,
+    /// The planning stages' times (`./plan/…`), seconds.
+    timings: Vec<(String, f64)>,
 }
 
 /// A finished HogQL run, before it is shaped into a response.
@@ -104,7 +106,9 @@ impl QueryService {
             offset,
             probe,
             hogql,
+            timings: stages,
         } = planned;
+        timings.extend(stages);
         timings.push(("./plan".to_string(), t0.elapsed().as_secs_f64()));
 
         let t2 = Instant::now();
@@ -157,8 +161,14 @@ impl QueryService {
         // LIMIT rules: none → 100 (one more fetched to know hasMore); above 50 000 → 50 000.
         let (limit, offset, probe) = limit_rules(&mut query);
         let hogql = print::query(&query);
+        let mut timings = Vec::new();
+        let t = Instant::now();
         let ctx = self.session();
-        let catalog = self.catalog(project.id, &ctx).await?;
+        timings.push(("./plan/session".to_string(), t.elapsed().as_secs_f64()));
+        let t = Instant::now();
+        let catalog = self.catalog(project.id, &ctx, &mut timings).await?;
+        timings.push(("./plan/catalog".to_string(), t.elapsed().as_secs_f64()));
+        let t = Instant::now();
         let parse = |t: &str| parser::parse_query(t).map_err(|e| e.to_string());
         let print_expr = |e: &ast::Expr| print::expr(e);
         let plan = {
@@ -177,6 +187,7 @@ impl QueryService {
                 source,
             })?
         };
+        timings.push(("./plan/hogql".to_string(), t.elapsed().as_secs_f64()));
         let plan = if let Some(n) = probe {
             datafusion::logical_expr::LogicalPlanBuilder::from(plan)
                 .limit(0, Some(n + 1))
@@ -191,6 +202,7 @@ impl QueryService {
             offset,
             probe,
             hogql,
+            timings,
         })
     }
 
@@ -236,11 +248,20 @@ impl QueryService {
         )
         .indent(true)
         .to_string();
+        let cache = p.ctx.runtime_env().cache_manager.get_file_metadata_cache();
         Ok(format!(
-            "-- HogQL\n{}\n\n-- optimized logical plan\n{}\n\n-- physical plan, with metrics (run {runs}: {elapsed:?} planning included)\n{}",
+            "-- HogQL\n{}\n\n-- optimized logical plan\n{}\n\n-- physical plan, with metrics (run {runs}: {elapsed:?} planning included)\n{}\n-- footer cache: {} files, {:.1} of {:.1} MiB\n",
             p.hogql,
             plan.display_indent(),
-            shown
+            shown,
+            cache.len(),
+            cache
+                .list_entries()
+                .values()
+                .map(|e| e.size_bytes)
+                .sum::<usize>() as f64
+                / 1048576.0,
+            cache.cache_limit() as f64 / 1048576.0,
         ))
     }
 

@@ -171,7 +171,7 @@ fn layouts_of(stats: Option<&serde_json::Value>) -> [Option<i64>; 2] {
 }
 
 /// A data file of the snapshot as a query's scan opens it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ScanFile {
     /// Its path under the table's root (the store `EventsTable::store_url` names).
     pub location: object_store::path::Path,
@@ -189,7 +189,7 @@ pub(crate) struct ScanFile {
 pub(crate) struct TeamFiles {
     /// The names (last path segment, unique by their uuid) of the project's files, by the
     /// log's partition values: what the project guard lets a scan of that project open.
-    pub names: std::collections::HashSet<String>,
+    pub names: Arc<std::collections::HashSet<String>>,
     /// The project's files, in the log's order.
     pub files: Vec<ScanFile>,
     /// Per family (`Family::ALL`'s order), the least number of promoted columns any of the
@@ -200,7 +200,27 @@ pub(crate) struct TeamFiles {
 }
 
 pub(crate) fn team_files(table: &DeltaTable, team: TeamId) -> Result<TeamFiles, StorageError> {
+    team_files_with(table, team, &mut |f, _| parse_stats(f))
+}
+
+fn parse_stats(f: &deltalake::kernel::LogicalFileView) -> Option<Arc<serde_json::Value>> {
+    f.stats()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .map(Arc::new)
+}
+
+/// [`team_files`], each file's parsed statistics from `stats_of` (given the file and its
+/// path).
+fn team_files_with(
+    table: &DeltaTable,
+    team: TeamId,
+    stats_of: &mut dyn FnMut(
+        &deltalake::kernel::LogicalFileView,
+        &str,
+    ) -> Option<Arc<serde_json::Value>>,
+) -> Result<TeamFiles, StorageError> {
     let team = team.0.to_string();
+    let mut names = std::collections::HashSet::new();
     let mut out = TeamFiles {
         names: Default::default(),
         files: Vec::new(),
@@ -212,11 +232,9 @@ pub(crate) fn team_files(table: &DeltaTable, team: TeamId) -> Result<TeamFiles, 
             continue;
         }
         let path = f.path();
-        out.names
-            .insert(path.rsplit('/').next().unwrap_or(&path).to_string());
-        let stats: Option<serde_json::Value> =
-            f.stats().and_then(|s| serde_json::from_str(&s).ok());
-        for (min, layout) in out.min_layout.iter_mut().zip(layouts_of(stats.as_ref())) {
+        names.insert(path.rsplit('/').next().unwrap_or(&path).to_string());
+        let stats = stats_of(&f, &path);
+        for (min, layout) in out.min_layout.iter_mut().zip(layouts_of(stats.as_deref())) {
             *min = min.zip(layout).map(|(m, l)| m.min(l));
         }
         let event_date = partition
@@ -230,10 +248,81 @@ pub(crate) fn team_files(table: &DeltaTable, team: TeamId) -> Result<TeamFiles, 
             size: u64::try_from(f.size()).unwrap_or(0),
             modified_ms: f.modification_time(),
             event_date,
-            stats: stats.map(Arc::new),
+            stats,
         });
     }
+    out.names = Arc::new(names);
     Ok(out)
+}
+
+/// [`EventsTable`]'s cache of what queries derive from its latest snapshot.
+#[derive(Default)]
+pub(super) struct ReadCache {
+    /// The version `seq` and `teams` are of.
+    version: Option<deltalake::kernel::Version>,
+    seq: Option<u64>,
+    teams: std::collections::HashMap<TeamId, Arc<TeamFiles>>,
+    /// Each live file's parsed statistics, by path: a file never changes once written, so
+    /// a new version parses only its new files. Dropped with the file.
+    pub(super) stats: std::collections::HashMap<String, Option<Arc<serde_json::Value>>>,
+    /// The version `stats` was last trimmed to.
+    stats_version: Option<deltalake::kernel::Version>,
+}
+
+impl ReadCache {
+    pub(super) fn seq_at(&self, version: Option<deltalake::kernel::Version>) -> Option<u64> {
+        self.seq.filter(|_| self.version == version)
+    }
+
+    pub(super) fn keep_seq(&mut self, version: Option<deltalake::kernel::Version>, seq: u64) {
+        if self.at(version) {
+            self.seq = Some(seq);
+        }
+    }
+
+    /// Moves to `version` when it is newer; whether the cache is of `version` now (a reader
+    /// of an older snapshot is answered, not cached).
+    fn at(&mut self, version: Option<deltalake::kernel::Version>) -> bool {
+        if version > self.version {
+            self.version = version;
+            self.seq = None;
+            self.teams.clear();
+        }
+        self.version == version
+    }
+
+    pub(super) fn team_files(
+        &mut self,
+        table: &DeltaTable,
+        team: TeamId,
+    ) -> Result<Arc<TeamFiles>, StorageError> {
+        let version = table.version();
+        if !self.at(version) {
+            return Ok(Arc::new(team_files(table, team)?));
+        }
+        if let Some(files) = self.teams.get(&team) {
+            return Ok(files.clone());
+        }
+        if self.stats_version != version {
+            self.stats_version = version;
+            let live: std::collections::HashSet<String> = table
+                .snapshot()?
+                .log_data()
+                .iter()
+                .map(|f| f.path().to_string())
+                .collect();
+            self.stats.retain(|path, _| live.contains(path));
+        }
+        let stats = &mut self.stats;
+        let files = Arc::new(team_files_with(table, team, &mut |f, path| {
+            stats
+                .entry(path.to_string())
+                .or_insert_with(|| parse_stats(f))
+                .clone()
+        })?);
+        self.teams.insert(team, files.clone());
+        Ok(files)
+    }
 }
 
 impl EventsTable {

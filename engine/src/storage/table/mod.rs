@@ -43,7 +43,9 @@ use crate::model::TeamId;
 mod erase;
 mod maintain;
 mod merge;
-pub(crate) use maintain::{PersonMaps, ScanFile, TeamFiles, team_files};
+#[cfg(test)]
+pub(crate) use maintain::team_files;
+pub(crate) use maintain::{PersonMaps, ScanFile, TeamFiles};
 #[cfg(test)]
 use maintain::{decode, fetch, partition_files};
 mod rewrite;
@@ -212,6 +214,10 @@ pub struct EventsTable {
     /// or the snapshot's update after them failed): written again and fsynced before the
     /// next commit, and the snapshot brought up to date first ([`EventsTable::settle`]).
     in_doubt: std::sync::Mutex<Vec<String>>,
+    /// What queries derive from a snapshot, kept for the latest version read: its WAL seq
+    /// and each project's files. Every query asked the log for the seq (a read of the log)
+    /// and parsed every file's statistics JSON again: 10–25 ms per query at 131 files.
+    reads: std::sync::Mutex<maintain::ReadCache>,
 }
 
 impl EventsTable {
@@ -264,6 +270,7 @@ impl EventsTable {
             latest: std::sync::RwLock::new(table.clone()),
             person_keys_sampled: Default::default(),
             in_doubt: Default::default(),
+            reads: Default::default(),
             table: Mutex::new(table),
         })
     }
@@ -297,8 +304,27 @@ impl EventsTable {
     /// A clone of the current snapshot's table handle and the WAL seq its commits cover.
     pub async fn snapshot_with_seq(&self) -> Result<(DeltaTable, u64), StorageError> {
         let table = self.latest();
+        let version = table.version();
+        if let Some(seq) = self.reads().seq_at(version) {
+            return Ok((table, seq));
+        }
         let seq = seq_of(&table).await?;
+        self.reads().keep_seq(version, seq);
         Ok((table, seq))
+    }
+
+    /// `team`'s files in `table` (a snapshot this table handed out), parsed once per
+    /// version; a file's statistics once per file.
+    pub(crate) fn team_files(
+        &self,
+        table: &DeltaTable,
+        team: TeamId,
+    ) -> Result<Arc<TeamFiles>, StorageError> {
+        self.reads().team_files(table, team)
+    }
+
+    fn reads(&self) -> std::sync::MutexGuard<'_, maintain::ReadCache> {
+        self.reads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A clone of the current snapshot's table handle, for readers.

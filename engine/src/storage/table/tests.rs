@@ -858,3 +858,62 @@ async fn a_damaged_log_entry_is_named() {
         "{err}"
     );
 }
+
+/// What queries derive from a snapshot is worked out once per version: the same version
+/// hands out the same files; an append adds its file and parses only that file's
+/// statistics; a compaction's removed files leave the cache; the WAL seq follows every
+/// commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_a_snapshot_are_derived_once_per_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let p = json!({"$browser": "Firefox"});
+    let day = || -> RecordBatch {
+        let evs: Vec<(i64, Event)> = (0..20)
+            .map(|i| (1, event(&format!("u{i}"), 1, i, &p)))
+            .collect();
+        batch(&evs)
+    };
+    table.append(day(), 1).await.unwrap();
+    let (t1, seq1) = table.snapshot_with_seq().await.unwrap();
+    assert_eq!(seq1, 1);
+    let a = table.team_files(&t1, TeamId(1)).unwrap();
+    let b = table.team_files(&t1, TeamId(1)).unwrap();
+    assert!(Arc::ptr_eq(&a, &b), "the same version is worked out again");
+    assert_eq!(a.files.len(), 1);
+    assert!(table.team_files(&t1, TeamId(2)).unwrap().files.is_empty());
+
+    table.append(day(), 2).await.unwrap();
+    let (t2, seq2) = table.snapshot_with_seq().await.unwrap();
+    assert_eq!(seq2, 2, "the seq of the new version, not the cached one");
+    let c = table.team_files(&t2, TeamId(1)).unwrap();
+    assert_eq!(c.files.len(), 2);
+    let first = c
+        .files
+        .iter()
+        .find(|f| f.location == a.files[0].location)
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(
+            first.stats.as_ref().unwrap(),
+            a.files[0].stats.as_ref().unwrap()
+        ),
+        "an unchanged file's statistics are parsed again"
+    );
+    // A reader still on the older snapshot gets that snapshot's files.
+    assert_eq!(table.team_files(&t1, TeamId(1)).unwrap().files.len(), 1);
+    assert!(Arc::ptr_eq(&c, &table.team_files(&t2, TeamId(1)).unwrap()));
+    assert_eq!(c.files, team_files(&t2, TeamId(1)).unwrap().files);
+
+    table
+        .compact(2, &FixedLayouts(Layouts::default()), &PersonMaps::default())
+        .await
+        .unwrap();
+    let (t3, seq3) = table.snapshot_with_seq().await.unwrap();
+    assert_eq!(seq3, 2);
+    let d = table.team_files(&t3, TeamId(1)).unwrap();
+    assert_eq!(d.files.len(), 1);
+    assert_eq!(d.files, team_files(&t3, TeamId(1)).unwrap().files);
+    let cached: Vec<String> = table.reads().stats.keys().cloned().collect();
+    assert_eq!(cached.len(), 1, "removed files are dropped: {cached:?}");
+}
