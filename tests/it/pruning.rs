@@ -4,6 +4,7 @@
 //! every file). The project's zone is not UTC, so the zone relabelling of `timestamp` is on
 //! the way.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -191,6 +192,33 @@ async fn timestamp_and_event_filters_skip_files_and_row_groups() {
         !plan.contains("AS Utf8)"),
         "a stored string column is cast before use:\n{plan}"
     );
+    // Each filter is evaluated once by the scan, though it reaches the scan twice (from the
+    // logical plan, and again from the FilterExec above by the physical pushdown).
+    let plan = engine
+        .explain_hogql(
+            TeamId(1),
+            "SELECT count() FROM events WHERE event = 'rare' AND properties.$browser IS NOT NULL",
+            1,
+        )
+        .await
+        .unwrap();
+    let scan = plan
+        .lines()
+        .find(|l| l.contains("DataSourceExec") && l.contains(", predicate="))
+        .unwrap_or_else(|| panic!("no scan with a predicate:\n{plan}"));
+    let predicate = scan
+        .split(", predicate=")
+        .nth(1)
+        .and_then(|p| p.split(", pruning_predicate=").next())
+        .unwrap();
+    let conjuncts: Vec<&str> = predicate.split(" AND ").collect();
+    let distinct: HashSet<&str> = conjuncts.iter().copied().collect();
+    assert_eq!(
+        conjuncts.len(),
+        distinct.len(),
+        "a conjunct is evaluated twice: {predicate}"
+    );
+    assert_eq!(conjuncts.len(), 2, "{predicate}");
     file_layout(&tmp.path().join("events"));
     engine.shutdown().await;
     drop(engine);

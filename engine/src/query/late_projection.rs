@@ -34,6 +34,7 @@ pub(crate) fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Syn
         .rposition(|r| r.name() == "ProjectionPushdown")
         .map_or(rules.len(), |i| i + 1);
     rules.insert(at, Arc::new(LateProjection));
+    rules.push(Arc::new(super::scan_predicates::DistinctScanPredicates));
     rules.push(Arc::new(super::yield_points::YieldPoints));
     rules
 }

@@ -32,6 +32,7 @@ mod request;
 mod response;
 pub(crate) mod result;
 mod run;
+mod scan_predicates;
 mod service;
 mod tasks;
 pub(crate) mod upgrade;
