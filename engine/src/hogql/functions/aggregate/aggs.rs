@@ -281,12 +281,14 @@ fn type_of_agg_matches(t: &DataType, out: &DataType) -> bool {
 }
 
 /// `uniq(x, y, …)`: distinct non-NULL tuples (rows with a NULL argument are skipped).
-/// Whether `e` is a 16-byte id (HogQL's UUID), which [`uniq_id`] counts.
+/// Whether `e` is a 16-byte id (HogQL's UUID) or a string, which [`uniq_id`] counts.
 fn is_id(e: &Expr, ctx: &FnContext<'_>) -> Result<bool, FunctionError> {
-    Ok(type_of(e, ctx)? == crate::storage::ids::UUID_TYPE)
+    let t = type_of(e, ctx)?;
+    Ok(t == crate::storage::ids::UUID_TYPE
+        || matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8))
 }
 
-/// The number of distinct non-NULL 16-byte ids (see `uniq.rs`).
+/// The number of distinct non-NULL 16-byte ids or strings (see `uniq.rs`).
 fn uniq_id(arg: Expr, filter: Option<Expr>) -> Expr {
     let udaf = Arc::new(AggregateUDF::from(super::uniq::UniqId::new()));
     node(udaf, vec![arg], false, filter, None)

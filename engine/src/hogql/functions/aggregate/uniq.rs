@@ -8,6 +8,13 @@
 //! and inserts 16 bytes into that group's set; the rows of one batch mostly share a day (the
 //! files are daily), so the set it touches stays in cache. Partial states travel as one
 //! binary value per group: the group's ids back to back.
+//!
+//! Strings are counted the same way, by a 128-bit hash of their bytes (SipHash-2-4-128),
+//! as ClickHouse's `uniqExact` (what HogQL's `count(DISTINCT)` runs as) keeps a 128-bit
+//! SipHash of each string. DataFusion's distinct count kept the strings themselves: 2.27 s of
+//! partial aggregation for `uniq(distinct_id)` and `count(DISTINCT $session_id)` over 10M
+//! events. Two distinct strings share a key with a probability of about n²/2¹²⁹ (10⁻²¹
+//! for a billion distinct strings).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -27,7 +34,8 @@ use datafusion::logical_expr::{
 
 type IdSet = HashSet<u128, foldhash::fast::RandomState>;
 
-/// The aggregate: the number of distinct non-NULL values of a `FixedSizeBinary(16)` argument.
+/// The aggregate: the number of distinct non-NULL values of a `FixedSizeBinary(16)` or
+/// string argument.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct UniqId {
     signature: Signature,
@@ -36,7 +44,18 @@ pub(super) struct UniqId {
 impl UniqId {
     pub(super) fn new() -> Self {
         Self {
-            signature: Signature::exact(vec![DataType::FixedSizeBinary(16)], Volatility::Immutable),
+            signature: Signature::one_of(
+                [
+                    DataType::FixedSizeBinary(16),
+                    DataType::Utf8View,
+                    DataType::Utf8,
+                    DataType::LargeUtf8,
+                ]
+                .into_iter()
+                .map(|t| datafusion::logical_expr::TypeSignature::Exact(vec![t]))
+                .collect(),
+                Volatility::Immutable,
+            ),
         }
     }
 }
@@ -96,6 +115,31 @@ fn each_id(
     filter: Option<&BooleanArray>,
     mut f: impl FnMut(usize, u128),
 ) -> Result<()> {
+    let counted = |row: usize| filter.is_none_or(|f| f.is_valid(row) && f.value(row));
+    let mut strings = |values: &mut dyn Iterator<Item = Option<&str>>| {
+        for (row, v) in values.enumerate() {
+            if let Some(v) = v
+                && counted(row)
+            {
+                f(row, string_key(v));
+            }
+        }
+    };
+    match values.data_type() {
+        DataType::Utf8View => {
+            strings(&mut values.as_string_view().iter());
+            return Ok(());
+        }
+        DataType::Utf8 => {
+            strings(&mut values.as_string::<i32>().iter());
+            return Ok(());
+        }
+        DataType::LargeUtf8 => {
+            strings(&mut values.as_string::<i64>().iter());
+            return Ok(());
+        }
+        _ => {}
+    }
     let Some(ids) = values.as_fixed_size_binary_opt() else {
         return exec_err!(
             "hogql_uniq_id takes 16-byte ids, not {}",
@@ -109,11 +153,20 @@ fn each_id(
         );
     }
     for row in 0..ids.len() {
-        if ids.is_valid(row) && filter.is_none_or(|f| f.is_valid(row) && f.value(row)) {
+        if ids.is_valid(row) && counted(row) {
             f(row, key(ids.value(row)));
         }
     }
     Ok(())
+}
+
+/// A string's key: the SipHash-2-4-128 of its bytes (ClickHouse's `sipHash128`).
+fn string_key(v: &str) -> u128 {
+    use siphasher::sip128::Hasher128;
+    use std::hash::Hasher;
+    let mut h = siphasher::sip128::SipHasher24::new();
+    h.write(v.as_bytes());
+    h.finish128().as_u128()
 }
 
 /// Calls `f` with each id of each row's state (the ids back to back).
@@ -287,6 +340,59 @@ mod tests {
             )
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn strings_count_by_their_bytes_in_every_string_layout() {
+        use datafusion::arrow::array::{LargeStringArray, StringArray, StringViewArray};
+        let values = [
+            Some("user-1"),
+            Some("user-2"),
+            Some("user-1"),
+            None,
+            Some(""),
+            Some("a long distinct id past the twelve inline bytes of a view"),
+            Some("a long distinct id past the twelve inline bytes of a view"),
+        ];
+        let layouts: [ArrayRef; 3] = [
+            Arc::new(StringViewArray::from(values.to_vec())),
+            Arc::new(StringArray::from(values.to_vec())),
+            Arc::new(LargeStringArray::from(values.to_vec())),
+        ];
+        for a in layouts {
+            // One group: {user-1, user-2, "", the long one}; NULL not counted.
+            let mut one = UniqIdAcc::default();
+            one.update_batch(std::slice::from_ref(&a)).unwrap();
+            assert_eq!(one.evaluate().unwrap(), ScalarValue::Int64(Some(4)));
+            // Two groups, one row filtered out, and back through a state and a merge.
+            let mut g = UniqIdGroups::default();
+            g.update_batch(
+                std::slice::from_ref(&a),
+                &[0, 1, 1, 0, 1, 0, 0],
+                Some(&BooleanArray::from(vec![
+                    true, true, true, true, true, true, false,
+                ])),
+                2,
+            )
+            .unwrap();
+            let mut total = UniqIdGroups::default();
+            total
+                .merge_batch(&g.state(EmitTo::All).unwrap(), &[0, 1], 2)
+                .unwrap();
+            let counts = total.evaluate(EmitTo::All).unwrap();
+            // group 0: user-1, the long one; group 1: user-2, user-1, "".
+            assert_eq!(
+                counts
+                    .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                    .values(),
+                &[2, 3]
+            );
+        }
+        // Keys differ where the strings do, including by one byte past the inline part.
+        assert_ne!(
+            string_key("a long distinct id past the twelve inline bytes of a view"),
+            string_key("a long distinct id past the twelve inline bytes of a viex")
+        );
     }
 
     #[test]
