@@ -142,13 +142,13 @@ fn each_id(
     }
     let Some(ids) = values.as_fixed_size_binary_opt() else {
         return exec_err!(
-            "hogql_uniq_id takes 16-byte ids, not {}",
+            "hogql_uniq_id takes 16-byte ids or strings, not {}",
             values.data_type()
         );
     };
     if ids.value_length() != 16 {
         return exec_err!(
-            "hogql_uniq_id takes 16-byte ids, not {}",
+            "hogql_uniq_id takes 16-byte ids or strings, not {}",
             values.data_type()
         );
     }
