@@ -246,6 +246,30 @@ async fn string_functions_refuse_huge_results_with_a_clear_error() {
     );
 }
 
+/// Waits (up to 30 s) until the project may run a query again: refused with 429 until
+/// then, and `held` says what still holds the places after that.
+async fn places_come_back(srv: &Server, held: &str) {
+    let t = Instant::now();
+    loop {
+        // Not `SELECT 1`: the test asks that too, and it must not come from the result cache.
+        let (st, r) = query_with(
+            srv,
+            json!({"query": {"kind": "HogQLQuery", "query": "SELECT 2"}, "refresh": "force_blocking"}),
+        )
+        .await;
+        if st == 200 {
+            return;
+        }
+        assert_eq!(st, 429, "{r}");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{held} after {:?}",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_heavy_query_does_not_stall_the_service_and_stops_at_its_limits() {
     let srv = Server::start(&[
@@ -296,25 +320,7 @@ async fn a_heavy_query_does_not_stall_the_service_and_stops_at_its_limits() {
     // task next returns to the scheduler (within 128 batches of the join), which under a
     // loaded machine can come after the answer. Wait for it, so the counts below are of
     // the async queries alone.
-    let t = Instant::now();
-    loop {
-        // Not `SELECT 1`: that is asked below, and must not come from the result cache.
-        let (st, r) = query_with(
-            &srv,
-            json!({"query": {"kind": "HogQLQuery", "query": "SELECT 2"}, "refresh": "force_blocking"}),
-        )
-        .await;
-        if st == 200 {
-            break;
-        }
-        assert_eq!(st, 429, "{r}");
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "the timed-out query still holds its place after {:?}",
-            t.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    places_come_back(&srv, "the timed-out query still holds its place").await;
 
     // Async: DELETE stops it; its status says cancelled.
     let (st, r) = query_with(
@@ -350,24 +356,7 @@ async fn a_heavy_query_does_not_stall_the_service_and_stops_at_its_limits() {
         assert_eq!(r.status(), 204);
     }
     // Slots come back once the cancelled queries stop.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        // Not `SELECT 1`: that is asked below, and must not come from the result cache.
-        let (st, r) = query_with(
-            &srv,
-            json!({"query": {"kind": "HogQLQuery", "query": "SELECT 2"}, "refresh": "force_blocking"}),
-        )
-        .await;
-        if st == 200 {
-            break;
-        }
-        assert_eq!(st, 429, "{r}");
-        assert!(
-            Instant::now() < deadline,
-            "the cancelled queries still hold their slots"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    places_come_back(&srv, "the cancelled queries still hold their slots").await;
 
     // A blocking client that goes away cancels its query.
     let r = long_client()

@@ -27,12 +27,12 @@ pub(crate) struct DistinctScanPredicates;
 fn distinct(p: &Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>> {
     let parts = split_conjunction(p);
     let mut kept: Vec<Arc<dyn PhysicalExpr>> = Vec::with_capacity(parts.len());
-    for part in parts {
+    for part in &parts {
         if !kept.iter().any(|k| k.as_ref() == part.as_ref()) {
-            kept.push(part.clone());
+            kept.push(Arc::clone(part));
         }
     }
-    (kept.len() < split_conjunction(p).len()).then(|| conjunction(kept))
+    (kept.len() < parts.len()).then(|| conjunction(kept))
 }
 
 fn rewrite(exec: &DataSourceExec) -> Option<Arc<dyn ExecutionPlan>> {

@@ -115,49 +115,34 @@ fn each_id(
     filter: Option<&BooleanArray>,
     mut f: impl FnMut(usize, u128),
 ) -> Result<()> {
-    let counted = |row: usize| filter.is_none_or(|f| f.is_valid(row) && f.value(row));
-    let mut strings = |values: &mut dyn Iterator<Item = Option<&str>>| {
-        for (row, v) in values.enumerate() {
-            if let Some(v) = v
-                && counted(row)
-            {
-                f(row, string_key(v));
-            }
-        }
-    };
     match values.data_type() {
-        DataType::Utf8View => {
-            strings(&mut values.as_string_view().iter());
-            return Ok(());
+        DataType::FixedSizeBinary(16) => {
+            each_key(values.as_fixed_size_binary().iter(), key, filter, &mut f)
         }
-        DataType::Utf8 => {
-            strings(&mut values.as_string::<i32>().iter());
-            return Ok(());
-        }
+        DataType::Utf8View => each_key(values.as_string_view().iter(), string_key, filter, &mut f),
+        DataType::Utf8 => each_key(values.as_string::<i32>().iter(), string_key, filter, &mut f),
         DataType::LargeUtf8 => {
-            strings(&mut values.as_string::<i64>().iter());
-            return Ok(());
+            each_key(values.as_string::<i64>().iter(), string_key, filter, &mut f)
         }
-        _ => {}
-    }
-    let Some(ids) = values.as_fixed_size_binary_opt() else {
-        return exec_err!(
-            "hogql_uniq_id takes 16-byte ids or strings, not {}",
-            values.data_type()
-        );
-    };
-    if ids.value_length() != 16 {
-        return exec_err!(
-            "hogql_uniq_id takes 16-byte ids or strings, not {}",
-            values.data_type()
-        );
-    }
-    for row in 0..ids.len() {
-        if ids.is_valid(row) && counted(row) {
-            f(row, key(ids.value(row)));
-        }
+        other => return exec_err!("hogql_uniq_id takes 16-byte ids or strings, not {other}"),
     }
     Ok(())
+}
+
+/// [`each_id`] over one array's values: a row's key is worked out only when it is counted.
+fn each_key<T>(
+    values: impl Iterator<Item = Option<T>>,
+    key_of: impl Fn(T) -> u128,
+    filter: Option<&BooleanArray>,
+    f: &mut impl FnMut(usize, u128),
+) {
+    for (row, v) in values.enumerate() {
+        if let Some(v) = v
+            && filter.is_none_or(|m| m.is_valid(row) && m.value(row))
+        {
+            f(row, key_of(v));
+        }
+    }
 }
 
 /// A string's key: the SipHash-2-4-128 of its bytes (ClickHouse's `sipHash128`).
