@@ -12,6 +12,7 @@ use super::write::Distinct;
 use super::*;
 use crate::storage::layout::{Family, LayoutSource, Layouts};
 use crate::storage::schema::{batch_schema, date32_of_micros};
+use chrono::Datelike;
 
 /// Bytes of files in an older layout rewritten per compaction run (small-file compactions
 /// do not count): a property promoted late makes every older file stale, and the rewrite
@@ -79,6 +80,9 @@ pub(super) struct DataFile {
     pub(super) layout: Option<i64>,
     /// The same for `person_props_layout`.
     pub(super) person_layout: Option<i64>,
+    /// Its `event_date` partition is a day other than its month's first (the table was
+    /// partitioned by day when it was written): a rewrite moves its rows to the month's.
+    pub(super) by_day: bool,
     remove: Action,
 }
 
@@ -97,38 +101,62 @@ impl DataFile {
     /// missing wherever persons were not processed, so only columns to fill make a file
     /// stale.
     fn stale(&self, layouts: &Layouts, team: TeamId) -> bool {
-        Family::ALL.into_iter().any(|family| {
-            let target = layouts.of(family, team).columns.len() as i64;
-            match (family, self.layout_of(family)) {
-                (_, Some(l)) => l < target,
-                (Family::Event, None) => true,
-                (Family::Person, None) => target > 0,
-            }
-        })
+        self.by_day
+            || Family::ALL.into_iter().any(|family| {
+                let target = layouts.of(family, team).columns.len() as i64;
+                match (family, self.layout_of(family)) {
+                    (_, Some(l)) => l < target,
+                    (Family::Event, None) => true,
+                    (Family::Person, None) => target > 0,
+                }
+            })
     }
 }
 
-/// Every file, by its (project, date) partition.
+/// Every file, by its (project, month) partition: the month is the first day of the
+/// `event_date` partition's month, so a table's day partitions from before partitions
+/// were months group with their month's.
 pub(super) fn partition_files(
     table: &DeltaTable,
 ) -> Result<BTreeMap<(String, String), Vec<DataFile>>, StorageError> {
     partition_files_where(table, |_, _| true)
 }
 
-/// The files of the partition of project `team` on `date`.
+/// The files of project `team`'s partition `month` (and of its month's day partitions).
 pub(super) fn files_of(
     table: &DeltaTable,
     team: &str,
-    date: &str,
+    month: &str,
 ) -> Result<Vec<DataFile>, StorageError> {
-    Ok(partition_files_where(table, |t, d| t == team && d == date)?
-        .into_values()
-        .flatten()
-        .collect())
+    Ok(
+        partition_files_where(table, |t, m| t == team && m == month)?
+            .into_values()
+            .flatten()
+            .collect(),
+    )
 }
 
-/// The files of the partitions `keep(team, date)` accepts, by partition; only theirs have
-/// their statistics parsed.
+/// The month partition (`YYYY-MM-01`) that an `event_date` partition value belongs to;
+/// a value that is not a date is its own.
+pub(super) fn month_of(date: &str) -> String {
+    match chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d") {
+        Ok(d) => d.with_day(1).unwrap_or(d).format("%Y-%m-%d").to_string(),
+        Err(_) => date.to_owned(),
+    }
+}
+
+/// The month partition after `month`'s (for a commit's predicate).
+fn next_month(month: &str) -> String {
+    match chrono::NaiveDate::parse_from_str(month, "%Y-%m-%d") {
+        Ok(d) => (d.with_day(1).unwrap_or(d) + chrono::Months::new(1))
+            .format("%Y-%m-%d")
+            .to_string(),
+        Err(_) => month.to_owned(),
+    }
+}
+
+/// The files of the (project, month) partitions `keep(team, month)` accepts, by
+/// partition; only theirs have their statistics parsed.
 pub(super) fn partition_files_where(
     table: &DeltaTable,
     keep: impl Fn(&str, &str) -> bool,
@@ -138,17 +166,21 @@ pub(super) fn partition_files_where(
         let pv = f.partition_values_map();
         let get = |k: &str| pv.get(k).cloned().flatten().unwrap_or_default();
         let (team, date) = (get("team_id"), get("event_date"));
-        if !keep(&team, &date) {
+        let month = month_of(&date);
+        if !keep(&team, &month) {
             continue;
         }
         let [layout, person_layout] = file_layouts(&f);
-        out.entry((team, date)).or_default().push(DataFile {
-            path: f.object_store_path(),
-            size: f.size(),
-            layout,
-            person_layout,
-            remove: Action::Remove(f.remove_action(false)),
-        });
+        out.entry((team, month.clone()))
+            .or_default()
+            .push(DataFile {
+                path: f.object_store_path(),
+                size: f.size(),
+                layout,
+                person_layout,
+                by_day: date != month,
+                remove: Action::Remove(f.remove_action(false)),
+            });
     }
     Ok(out)
 }
@@ -329,7 +361,8 @@ impl EventsTable {
     /// Rewrites, one partition per commit (appends wait for at most one partition), every
     /// partition that has at least `min_files` files smaller than half the target size, and
     /// files whose rows hold fewer promoted property columns than their project has now
-    /// (`layouts`; up to [`RELAYOUT_BYTES_PER_RUN`] per run, the newest partitions chosen first), so a
+    /// (`layouts`) or that sit in a day partition (from before partitions were months; up to
+    /// [`RELAYOUT_BYTES_PER_RUN`] per run, the newest partitions chosen first), so a
     /// table written before a property was promoted, or before storage v2, moves to the
     /// current layout. Rows of a v1 table are counted for promotion first. Readers see
     /// either the old files or the new ones, never both and never none: the removes and
@@ -414,11 +447,13 @@ impl EventsTable {
                 .iter()
                 .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
                 .collect();
+            // Small files join a rewrite the partition has anyway: one run, not several.
+            let any_stale = files.iter().any(|f| f.stale(&current, team_id));
             let rewrite: Vec<&DataFile> = files
                 .iter()
                 .filter(|f| {
                     f.stale(&current, team_id)
-                        || (small.len() >= min_files.max(2)
+                        || ((any_stale || small.len() >= min_files.max(2))
                             && (f.size as u64) < self.cfg.target_file_bytes / 2)
                 })
                 .collect();
@@ -604,7 +639,10 @@ impl EventsTable {
                 Some(guard.snapshot()?),
                 guard.log_store(),
                 DeltaOperation::Optimize {
-                    predicate: Some(format!("team_id = {team} AND event_date = '{date}'")),
+                    predicate: Some(format!(
+                        "team_id = {team} AND event_date >= '{date}' AND event_date < '{}'",
+                        next_month(date)
+                    )),
                     target_size: self.cfg.target_file_bytes as i64,
                 },
             )

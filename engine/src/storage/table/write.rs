@@ -146,14 +146,6 @@ impl EventsTable {
             .map(|f| f.name().as_str())
             .filter(|n| !PARTITION_COLUMNS.contains(n))
             .collect();
-        let sorting = SORT_COLUMNS
-            .iter()
-            .map(|c| SortingColumn {
-                column_idx: file_cols.iter().position(|n| n == c).expect("sort column") as i32,
-                descending: false,
-                nulls_first: false,
-            })
-            .collect();
         let mut b = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
                 ZstdLevel::try_new(self.cfg.zstd_level).unwrap_or_default(),
@@ -161,7 +153,14 @@ impl EventsTable {
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(self.cfg.row_group_rows.max(1)))
             .set_data_page_row_count_limit(self.cfg.page_rows.max(1))
-            .set_sorting_columns(sorted.then_some(sorting))
+            // The order leads with a derived key (the day), which Parquet's
+            // `sorting_columns` cannot name: the claim is a footer key of ours.
+            .set_key_value_metadata(sorted.then(|| {
+                vec![KeyValue::new(
+                    SORT_ORDER_KEY.to_string(),
+                    SORT_ORDER.to_string(),
+                )]
+            }))
             // A bloom filter on distinct_id: files are sorted by event first, so min/max
             // statistics skip little for a person's events; the filter lets a point lookup
             // skip every row group the id is not in. Sized for one distinct id
@@ -595,9 +594,8 @@ impl SortedRows {
                 partitions: Vec::new(),
             });
         }
-        let keys: Vec<SortColumn> = PARTITION_COLUMNS
+        let mut keys: Vec<SortColumn> = PARTITION_COLUMNS
             .iter()
-            .chain(SORT_COLUMNS)
             .map(|name| {
                 Ok(SortColumn {
                     values: column(name)?,
@@ -605,6 +603,10 @@ impl SortedRows {
                 })
             })
             .collect::<Result<_, arrow::error::ArrowError>>()?;
+        keys.extend(sort_keys_of(column)?.into_iter().map(|values| SortColumn {
+            values,
+            options: Some(SortOptions::default()),
+        }));
         let idx = lexsort_to_indices(&keys, None)?;
         let partition_keys: Vec<arrow::array::ArrayRef> = keys[..PARTITION_COLUMNS.len()]
             .iter()
@@ -673,9 +675,10 @@ impl SortedRows {
 pub(crate) fn sort_for_write(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     let cols: Vec<SortColumn> = PARTITION_COLUMNS
         .iter()
-        .chain(SORT_COLUMNS)
-        .map(|name| SortColumn {
-            values: batch.column_by_name(name).expect("events column").clone(),
+        .map(|name| batch.column_by_name(name).expect("events column").clone())
+        .chain(crate::storage::schema::sort_keys(batch)?)
+        .map(|values| SortColumn {
+            values,
             options: Some(SortOptions::default()),
         })
         .collect();
