@@ -135,10 +135,13 @@ pub struct AppendStats {
     pub files: u64,
     pub bytes: u64,
 }
+/// The largest dictionary page a column chunk keeps its dictionary for.
+const DICTIONARY_PAGE_BYTES: usize = 8 << 20;
+
 impl EventsTable {
-    /// The Parquet settings of every data file; `sorted`: the file's rows are in the
-    /// table's sort order, which its metadata then claims.
-    pub(super) fn writer_properties(&self, sorted: bool, distinct: &Distinct) -> WriterProperties {
+    /// The Parquet settings of every data file. Every file we write holds its rows in the
+    /// table's sort order, which its metadata claims.
+    pub(super) fn writer_properties(&self, distinct: &Distinct) -> WriterProperties {
         let schema = events_schema();
         let file_cols: Vec<&str> = schema
             .fields()
@@ -153,14 +156,18 @@ impl EventsTable {
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(self.cfg.row_group_rows.max(1)))
             .set_data_page_row_count_limit(self.cfg.page_rows.max(1))
+            // A column chunk whose dictionary outgrows this limit goes on without one
+            // (PLAIN), which compresses poorly. Parquet's default, 1 MiB, is ~26 000
+            // session ids: a 128 Ki-row row group of the bench's 10M events holds 28 500,
+            // and `$session_id`, `$window_id` and `distinct_id` took 22% more bytes for it
+            // (docs/architecture.md, "Partitions by month").
+            .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
             // The order leads with a derived key (the day), which Parquet's
             // `sorting_columns` cannot name: the claim is a footer key of ours.
-            .set_key_value_metadata(sorted.then(|| {
-                vec![KeyValue::new(
-                    SORT_ORDER_KEY.to_string(),
-                    SORT_ORDER.to_string(),
-                )]
-            }))
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                SORT_ORDER_KEY.to_string(),
+                SORT_ORDER.to_string(),
+            )]))
             // A bloom filter on distinct_id: files are sorted by event first, so min/max
             // statistics skip little for a person's events; the filter lets a point lookup
             // skip every row group the id is not in. Sized for one distinct id
@@ -219,14 +226,13 @@ impl EventsTable {
         &self,
         table: &DeltaTable,
         schema: arrow::datatypes::SchemaRef,
-        sorted: bool,
         distinct: &Distinct,
     ) -> Result<deltalake::datafile::writer::WriterConfig, StorageError> {
         use deltalake::table::config::TablePropertiesExt;
         Ok(deltalake::datafile::writer::WriterConfig::new(
             schema,
             PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
-            Some(self.writer_properties(sorted, distinct)),
+            Some(self.writer_properties(distinct)),
             NonZeroU64::new(self.cfg.target_file_bytes),
             None,
             table
@@ -297,7 +303,7 @@ impl EventsTable {
         let mut adds = Vec::new();
         for range in sorted.partitions() {
             let distinct = Distinct::of(&sorted.sample(range.clone())?);
-            let config = self.writer_config(&guard, table_schema.clone(), true, &distinct)?;
+            let config = self.writer_config(&guard, table_schema.clone(), &distinct)?;
             let mut writer = DeltaWriter::new(store.clone(), config);
             for start in range.clone().step_by(WRITE_CHUNK_ROWS) {
                 let end = (start + WRITE_CHUNK_ROWS).min(range.end);
