@@ -164,7 +164,7 @@ async fn files_are_sorted_partitioned_and_compacted_without_gaps_or_doubles() {
         "compaction ran and every event is readable ({reads} reads)"
     );
 
-    // Partitions by team and month, zstd, statistics and page index, sorted within a file.
+    // Partitions by team and date, zstd, statistics and page index, sorted within a file.
     let table = deltalake::open_table(
         url::Url::from_directory_path(srv.data_dir.canonicalize().unwrap().join("events")).unwrap(),
     )
@@ -173,7 +173,7 @@ async fn files_are_sorted_partitioned_and_compacted_without_gaps_or_doubles() {
     let live: Vec<String> = table.get_file_uris().unwrap().collect();
     assert!(
         live.iter()
-            .all(|f| f.contains("team_id=1/event_date=2024-05-01/")),
+            .all(|f| f.contains("team_id=1/event_date=2024-05-0")),
         "{live:?}"
     );
     for uri in &live {
@@ -218,7 +218,7 @@ async fn a_flushed_file_is_sorted_and_the_wal_is_trimmed() {
     let c = client();
     let events: Vec<_> = (0..300)
         .map(|n| (n, ["b", "a", "c"][n % 3]))
-        .map(|(n, name)| json!({"event": name, "distinct_id": format!("d{}", n % 7), "timestamp": format!("2024-05-0{}T{:02}:{:02}:00Z", 2 - n % 2, 23 - n % 24, n % 60)}))
+        .map(|(n, name)| json!({"event": name, "distinct_id": format!("d{}", n % 7), "timestamp": format!("2024-05-01T{:02}:{:02}:00Z", 23 - n % 24, n % 60)}))
         .collect();
     for chunk in events.chunks(30) {
         let r = c
@@ -355,19 +355,6 @@ async fn a_v1_data_directory_opens_answers_alike_and_moves_to_property_columns()
     )
     .await;
     answers_match("after compaction").await;
-    // The rewrite moved the three day partitions' rows into their month's.
-    let live: Vec<String> = deltalake::open_table(
-        url::Url::from_directory_path(tmp.path().join("events").canonicalize().unwrap()).unwrap(),
-    )
-    .await
-    .unwrap()
-    .get_file_uris()
-    .unwrap()
-    .collect();
-    assert!(
-        !live.is_empty() && live.iter().all(|f| f.contains("/event_date=2024-01-01/")),
-        "{live:?}"
-    );
 
     // The table holds its ids as text (from before 16-byte ids): new events are written to
     // it as text, and read, joined and compared as UUIDs like the old ones.

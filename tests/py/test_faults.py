@@ -928,16 +928,16 @@ def test_a_commit_whose_answer_is_lost_is_not_applied_twice(tmp_path):
 # A damaged data file.
 
 def test_a_damaged_data_file_fails_only_the_queries_that_read_it(tmp_path):
-    """One month's Parquet file has garbage written over its pages (its footer intact), as
-    a bad disk or a broken copy leaves it: the server starts, a query that reads the
-    file answers an error (never a crash or a hang), queries of the other months answer
+    """One day's Parquet file has garbage written over its pages (its footer intact), as a
+    bad disk or a broken copy leaves it: the server starts, a query that reads the
+    file answers an error (never a crash or a hang), queries of the other days answer
     right, and capture goes on."""
     srv = Hedgerow(data_dir=tmp_path / "damaged-data", log_dir=tmp_path / "logs",
                    name="damaged", flush_interval="200ms",
                    env={"HEDGEROW_DELETION_SCHEDULE": "off",
                         "HEDGEROW_COMPACTION_INTERVAL": "1h"})
     srv.start()
-    days = ["2026-02-02", "2026-03-02", "2026-04-02"]
+    days = ["2026-02-01", "2026-02-02", "2026-02-03"]
     for day in days:
         batch = [{"event": "d", "distinct_id": f"u{i % 9}", "uuid": str(uuid.uuid4()),
                   "timestamp": f"{day}T12:{i % 60:02d}:00Z",
@@ -946,7 +946,7 @@ def test_a_damaged_data_file_fails_only_the_queries_that_read_it(tmp_path):
                           json={"api_key": PROJECT_API_KEY, "batch": batch})
         assert r.status_code == 200, r.text
     srv.stop_cleanly()
-    files = sorted((srv.data_dir / "events").rglob("event_date=2026-03-01/*.parquet"))
+    files = sorted((srv.data_dir / "events").rglob("event_date=2026-02-02/*.parquet"))
     assert len(files) == 1, files
     # Garbage over every page (after the leading magic, up to the footer): any column read
     # fails, while the footer and its statistics still parse.
@@ -963,11 +963,11 @@ def test_a_damaged_data_file_fails_only_the_queries_that_read_it(tmp_path):
         return _hogql(srv.url, "SELECT count(), sum(properties.n), max(length(properties.text)) "
                                f"FROM events WHERE {where}")
 
-    bad = count("toDate(timestamp) = '2026-03-02'")
+    bad = count("toDate(timestamp) = '2026-02-02'")
     # Not the query's fault: a 500 (its detail, which names files, stays in the log).
     assert bad.status_code == 500 and bad.json()["code"] == "data_file_unreadable", bad.text
     assert srv.alive, f"a damaged file killed the server:\n{srv.stderr_tail()}"
-    for day in ("2026-02-02", "2026-04-02"):
+    for day in ("2026-02-01", "2026-02-03"):
         ok = count(f"toDate(timestamp) = '{day}'")
         assert ok.status_code == 200, ok.text
         assert ok.json()["results"][0][:2] == [3000, sum(range(3000))], ok.text

@@ -17,8 +17,9 @@
 //! list or a person's latest events (`ORDER BY timestamp DESC LIMIT 100`) read the whole
 //! file for want of it (1.87 M rows for the bench's point lookup at 10M events, against
 //! the 222 rows it needs). A scan under a top-k whose predicate holds a dynamic filter
-//! therefore does without the page index: row-group statistics, bloom filters and the
-//! row filter still apply.
+//! therefore does without the page index (row-group statistics, bloom filters and the
+//! row filter still apply) and reads whole files in one partition, so the newest row
+//! groups come first: 703 K rows read for that lookup.
 
 use std::sync::Arc;
 

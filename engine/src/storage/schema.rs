@@ -23,16 +23,14 @@ use super::layout::{
 use crate::model::person_uuid;
 use crate::model::{Event, TeamId};
 
-/// The table's partition columns, in order. `event_date` holds the first day of the UTC
-/// month of the partition's rows ([`partition_of_micros`]), as ClickHouse partitions
-/// PostHog's events by `toYYYYMM(timestamp)`; tables written before held one partition per
-/// day, which compaction moves into their month's (docs/architecture.md, "Partitions by
-/// month").
+/// The table's partition columns, in order: a project's events of one UTC day share a
+/// partition. (Month partitions were measured and not kept: docs/architecture.md,
+/// "Partitions by month, measured".)
 pub(crate) const PARTITION_COLUMNS: &[&str] = &["team_id", "event_date"];
 
-/// The order rows take inside every file we write: by UTC day of `timestamp` (a month's
-/// file keeps each day's rows together, so row groups and pages are skipped by time), then
-/// by event (trends filter on it, and its row groups and pages are skipped by their
+/// The order rows take inside every file we write: by UTC day of `timestamp` (one per file
+/// while partitions are days, but the key keeps a file that holds several days in order),
+/// then by event (trends filter on it, and its row groups and pages are skipped by their
 /// statistics), then by person (per-person questions read a person's rows together, and
 /// the person columns compress better), then by time. Measured against (event, timestamp)
 /// and (event, $session_id, timestamp) at 2M events: docs/architecture.md, "Sort order".
@@ -194,22 +192,6 @@ pub(crate) fn date32_of_micros(micros: i64) -> i32 {
     micros.div_euclid(86_400_000_000) as i32
 }
 
-/// The partition (`event_date`) of an event at `micros`: the first day of its UTC month,
-/// in days since the epoch.
-pub(crate) fn partition_of_micros(micros: i64) -> i32 {
-    month_start(date32_of_micros(micros))
-}
-
-/// The first day of the month of `days` (days since the epoch).
-pub(crate) fn month_start(days: i32) -> i32 {
-    use chrono::Datelike;
-    let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("the epoch");
-    match epoch.checked_add_signed(chrono::Duration::days(days as i64)) {
-        Some(d) => days - (d.day0() as i32),
-        None => days,
-    }
-}
-
 /// The schema of batches built under `layouts`: the base columns, then every promoted
 /// column of the table.
 pub(crate) fn batch_schema(layouts: &Layouts) -> SchemaRef {
@@ -327,7 +309,7 @@ pub fn events_to_batch<'a>(
         for (b, key) in groups.iter_mut().zip(group_keys) {
             b.append_option(key);
         }
-        event_date.append_value(partition_of_micros(ts));
+        event_date.append_value(date32_of_micros(ts));
     }
 
     let mut columns: Vec<ArrayRef> = vec![
@@ -370,7 +352,6 @@ pub fn schema_json() -> Value {
         "table": "events",
         "format": "delta",
         "partition_columns": PARTITION_COLUMNS,
-        "partition_event_date": "the first day of the rows' UTC month",
         "sort_within_file": SORT_ORDER,
         "columns": cols,
         "promoted_columns": "after these, each project's frequent event properties: p_<key> (Utf8), p_<key>__num (Float64), p_<key>__bool (Boolean), and its frequent person properties: pp_<key>, pp_<key>__num, pp_<key>__bool; props_layout and person_props_layout say how many of its project's a row holds (docs/architecture.md, Storage)",
@@ -456,39 +437,6 @@ mod tests {
         // 2024-03-01 is day 19783 since 1970-01-01.
         assert_eq!(date.value(0), 19783);
         assert_eq!(date32_of_micros(-1), -1, "before the epoch rounds down");
-    }
-
-    #[test]
-    fn an_event_is_partitioned_by_the_first_day_of_its_utc_month() {
-        let day = |y, m, d| {
-            (chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap()
-                - chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap())
-            .num_days() as i32
-        };
-        let micros = |y, m, d, h| {
-            Utc.with_ymd_and_hms(y, m, d, h, 0, 0)
-                .unwrap()
-                .timestamp_micros()
-        };
-        assert_eq!(partition_of_micros(micros(2024, 3, 1, 0)), day(2024, 3, 1));
-        assert_eq!(
-            partition_of_micros(micros(2024, 3, 31, 23)),
-            day(2024, 3, 1)
-        );
-        assert_eq!(
-            partition_of_micros(micros(2024, 2, 29, 12)),
-            day(2024, 2, 1)
-        );
-        assert_eq!(
-            partition_of_micros(micros(2023, 12, 31, 23)),
-            day(2023, 12, 1)
-        );
-        assert_eq!(
-            partition_of_micros(micros(1969, 12, 31, 23)),
-            day(1969, 12, 1)
-        );
-        assert_eq!(partition_of_micros(-1), day(1969, 12, 1));
-        assert_eq!(month_start(day(2024, 3, 17)), day(2024, 3, 1));
     }
 
     #[test]

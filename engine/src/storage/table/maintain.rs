@@ -12,7 +12,6 @@ use super::write::Distinct;
 use super::*;
 use crate::storage::layout::{Family, LayoutSource, Layouts};
 use crate::storage::schema::{batch_schema, date32_of_micros};
-use chrono::Datelike;
 
 /// Bytes of files in an older layout rewritten per compaction run (small-file compactions
 /// do not count): a property promoted late makes every older file stale, and the rewrite
@@ -21,10 +20,8 @@ const RELAYOUT_BYTES_PER_RUN: i64 = 2 << 30;
 
 /// Most bytes of files merged into one sorted run by a rewrite: their compressed bytes are
 /// held while they are merged (decoded rows are not, see `merge`). A partition with more
-/// files to rewrite is written as several runs. The target file size: a month's partition
-/// at 10M events holds ~370 MB, and with 512 MB a compaction during ingest held all of it
-/// (peak ingest RSS 1.51 → 2.07 GB when partitions went from days to months).
-const MERGE_BYTES: i64 = 128 << 20;
+/// files to rewrite is written as several runs.
+const MERGE_BYTES: i64 = 512 << 20;
 
 /// One project's person-id overrides, old id → the id it went into (chains followed).
 pub(crate) type PersonMap = HashMap<String, String>;
@@ -82,9 +79,8 @@ pub(super) struct DataFile {
     pub(super) layout: Option<i64>,
     /// The same for `person_props_layout`.
     pub(super) person_layout: Option<i64>,
-    /// Its `event_date` partition is a day other than its month's first (the table was
-    /// partitioned by day when it was written): a rewrite moves its rows to the month's.
-    pub(super) by_day: bool,
+    /// Its least timestamp, when its statistics say.
+    pub(super) min_time: Option<String>,
     remove: Action,
 }
 
@@ -103,62 +99,38 @@ impl DataFile {
     /// missing wherever persons were not processed, so only columns to fill make a file
     /// stale.
     fn stale(&self, layouts: &Layouts, team: TeamId) -> bool {
-        self.by_day
-            || Family::ALL.into_iter().any(|family| {
-                let target = layouts.of(family, team).columns.len() as i64;
-                match (family, self.layout_of(family)) {
-                    (_, Some(l)) => l < target,
-                    (Family::Event, None) => true,
-                    (Family::Person, None) => target > 0,
-                }
-            })
+        Family::ALL.into_iter().any(|family| {
+            let target = layouts.of(family, team).columns.len() as i64;
+            match (family, self.layout_of(family)) {
+                (_, Some(l)) => l < target,
+                (Family::Event, None) => true,
+                (Family::Person, None) => target > 0,
+            }
+        })
     }
 }
 
-/// Every file, by its (project, month) partition: the month is the first day of the
-/// `event_date` partition's month, so a table's day partitions from before partitions
-/// were months group with their month's.
+/// Every file, by its (project, date) partition.
 pub(super) fn partition_files(
     table: &DeltaTable,
 ) -> Result<BTreeMap<(String, String), Vec<DataFile>>, StorageError> {
     partition_files_where(table, |_, _| true)
 }
 
-/// The files of project `team`'s partition `month` (and of its month's day partitions).
+/// The files of the partition of project `team` on `date`.
 pub(super) fn files_of(
     table: &DeltaTable,
     team: &str,
-    month: &str,
+    date: &str,
 ) -> Result<Vec<DataFile>, StorageError> {
-    Ok(
-        partition_files_where(table, |t, m| t == team && m == month)?
-            .into_values()
-            .flatten()
-            .collect(),
-    )
+    Ok(partition_files_where(table, |t, d| t == team && d == date)?
+        .into_values()
+        .flatten()
+        .collect())
 }
 
-/// The month partition (`YYYY-MM-01`) that an `event_date` partition value belongs to;
-/// a value that is not a date is its own.
-pub(super) fn month_of(date: &str) -> String {
-    match chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d") {
-        Ok(d) => d.with_day(1).unwrap_or(d).format("%Y-%m-%d").to_string(),
-        Err(_) => date.to_owned(),
-    }
-}
-
-/// The month partition after `month`'s (for a commit's predicate).
-fn next_month(month: &str) -> String {
-    match chrono::NaiveDate::parse_from_str(month, "%Y-%m-%d") {
-        Ok(d) => (d.with_day(1).unwrap_or(d) + chrono::Months::new(1))
-            .format("%Y-%m-%d")
-            .to_string(),
-        Err(_) => month.to_owned(),
-    }
-}
-
-/// The files of the (project, month) partitions `keep(team, month)` accepts, by
-/// partition; only theirs have their statistics parsed.
+/// The files of the partitions `keep(team, date)` accepts, by partition; only theirs have
+/// their statistics parsed.
 pub(super) fn partition_files_where(
     table: &DeltaTable,
     keep: impl Fn(&str, &str) -> bool,
@@ -168,33 +140,39 @@ pub(super) fn partition_files_where(
         let pv = f.partition_values_map();
         let get = |k: &str| pv.get(k).cloned().flatten().unwrap_or_default();
         let (team, date) = (get("team_id"), get("event_date"));
-        let month = month_of(&date);
-        if !keep(&team, &month) {
+        if !keep(&team, &date) {
             continue;
         }
-        let [layout, person_layout] = file_layouts(&f);
-        out.entry((team, month.clone()))
-            .or_default()
-            .push(DataFile {
-                path: f.object_store_path(),
-                size: f.size(),
-                layout,
-                person_layout,
-                by_day: date != month,
-                remove: Action::Remove(f.remove_action(false)),
-            });
+        let stats: Option<serde_json::Value> =
+            f.stats().and_then(|s| serde_json::from_str(&s).ok());
+        let [layout, person_layout] = layouts_of(stats.as_ref());
+        out.entry((team, date)).or_default().push(DataFile {
+            path: f.object_store_path(),
+            size: f.size(),
+            layout,
+            person_layout,
+            min_time: min_time(stats.as_ref()),
+            remove: Action::Remove(f.remove_action(false)),
+        });
     }
     Ok(out)
+}
+
+/// A data file's least timestamp by its Delta statistics (RFC 3339 text, UTC, so text
+/// order is time order).
+fn min_time(stats: Option<&serde_json::Value>) -> Option<String> {
+    Some(
+        stats?
+            .get("minValues")?
+            .get("timestamp")?
+            .as_str()?
+            .to_owned(),
+    )
 }
 
 /// The least layout of each family (`Family::ALL`'s order) of a data file's rows, by its
 /// Delta statistics (parsed once); `None` when some row has none or the statistics do not
 /// say.
-fn file_layouts(f: &deltalake::kernel::LogicalFileView) -> [Option<i64>; 2] {
-    let stats: Option<serde_json::Value> = f.stats().and_then(|s| serde_json::from_str(&s).ok());
-    layouts_of(stats.as_ref())
-}
-
 fn layouts_of(stats: Option<&serde_json::Value>) -> [Option<i64>; 2] {
     Family::ALL.map(|family| {
         let v = stats?;
@@ -363,8 +341,8 @@ impl EventsTable {
     /// Rewrites, one partition per commit (appends wait for at most one partition), every
     /// partition that has at least `min_files` files smaller than half the target size, and
     /// files whose rows hold fewer promoted property columns than their project has now
-    /// (`layouts`) or that sit in a day partition (from before partitions were months; up to
-    /// [`RELAYOUT_BYTES_PER_RUN`] per run, the newest partitions chosen first), so a
+    /// (`layouts`; up to [`RELAYOUT_BYTES_PER_RUN`] per run, the newest partitions chosen
+    /// first), so a
     /// table written before a property was promoted, or before storage v2, moves to the
     /// current layout. Rows of a v1 table are counted for promotion first. Readers see
     /// either the old files or the new ones, never both and never none: the removes and
@@ -512,10 +490,14 @@ impl EventsTable {
         persons: Option<&Arc<PersonMap>>,
     ) -> Result<Written, StorageError> {
         // Files merged together, in groups of at most MERGE_BYTES: each group is one
-        // sorted run; the output claims the order only when there is one group.
+        // sorted run. Taken by their least timestamp, so the runs of a partition hold
+        // consecutive times as far as the files allow, and their files' time ranges overlap
+        // little (a query's time filter then skips more of them).
+        let mut by_time: Vec<&DataFile> = files.to_vec();
+        by_time.sort_by(|a, b| a.min_time.cmp(&b.min_time));
         let mut groups: Vec<Vec<&DataFile>> = vec![Vec::new()];
         let mut group_bytes = 0i64;
-        for f in files {
+        for f in by_time {
             if group_bytes > 0 && group_bytes + f.size > MERGE_BYTES {
                 groups.push(Vec::new());
                 group_bytes = 0;
@@ -638,10 +620,7 @@ impl EventsTable {
                 Some(guard.snapshot()?),
                 guard.log_store(),
                 DeltaOperation::Optimize {
-                    predicate: Some(format!(
-                        "team_id = {team} AND event_date >= '{date}' AND event_date < '{}'",
-                        next_month(date)
-                    )),
+                    predicate: Some(format!("team_id = {team} AND event_date = '{date}'")),
                     target_size: self.cfg.target_file_bytes as i64,
                 },
             )

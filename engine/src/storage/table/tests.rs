@@ -653,12 +653,12 @@ async fn compaction_moves_older_rows_into_the_current_layout() {
     );
     let before = partition_files(&table.table.lock().await.clone()).unwrap();
     assert!(before.values().flatten().all(|f| f.layout == Some(0)));
-    // One file (the month's): no small-file compaction, only the layout moves it.
+    // One file per partition: no small-file compaction, only the layout moves them.
     let stats = table
         .compact(8, &FixedLayouts(layouts.clone()), &PersonMaps::new())
         .await
         .unwrap();
-    assert_eq!((stats.partitions, stats.files_removed), (1, 1), "{stats:?}");
+    assert_eq!((stats.partitions, stats.files_removed), (2, 2), "{stats:?}");
     let guard = table.table.lock().await.clone();
     let after = partition_files(&guard).unwrap();
     assert!(after.values().flatten().all(|f| f.layout == Some(1)));
@@ -692,7 +692,7 @@ async fn compaction_moves_older_rows_into_the_current_layout() {
 }
 
 /// Rows copied out of `SortedRows` a range at a time are the rows of the batches, sorted as
-/// `sort_for_write` sorts their concatenation, and its partitions are the (team, month) runs.
+/// `sort_for_write` sorts their concatenation, and its partitions are the (team, date) runs.
 #[test]
 fn sorted_rows_sort_across_batches_like_one_sort() {
     use super::write::{SortedRows, sort_for_write};
@@ -723,9 +723,9 @@ fn sorted_rows_sort_across_batches_like_one_sort() {
     }
     let got = arrow::compute::concat_batches(&want.schema(), &got).unwrap();
     assert_eq!(got, want);
-    // Partitions: (1, March), (2, March).
+    // Partitions: (1, day 1), (1, day 2), (1, day 3), (2, day 1), (2, day 3).
     let sizes: Vec<usize> = sorted.partitions().iter().map(|r| r.len()).collect();
-    assert_eq!(sizes, vec![6, 3]);
+    assert_eq!(sizes, vec![2, 2, 2, 1, 2]);
     assert_eq!(SortedRows::new(Vec::new()).unwrap().len(), 0);
 }
 
@@ -919,84 +919,9 @@ async fn reads_of_a_snapshot_are_derived_once_per_version() {
     assert_eq!(cached.len(), 1, "removed files are dropped: {cached:?}");
 }
 
-/// A table from when partitions were days: compaction groups each month's day partitions
-/// with the month's own, moves their rows into the month's partition in one sorted run,
-/// and then leaves them be.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compaction_moves_day_partitions_into_their_month() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = open(dir.path()).await;
-    let p = json!({});
-    // As the day-partitioned layout wrote them: `event_date` the rows' own day.
-    let by_day = |b: RecordBatch| {
-        let idx = b.schema().index_of("event_date").unwrap();
-        let ts = b
-            .column_by_name("timestamp")
-            .unwrap()
-            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
-            .clone();
-        let days: arrow::array::Date32Array =
-            arrow::compute::kernels::arity::unary(&ts, crate::storage::schema::date32_of_micros);
-        let mut cols = b.columns().to_vec();
-        cols[idx] = Arc::new(days) as ArrayRef;
-        RecordBatch::try_new(b.schema(), cols).unwrap()
-    };
-    let evs: Vec<(i64, Event)> = (0..12)
-        .map(|i| (1, event(&format!("u{}", i % 4), 1 + (i % 3) as u32, i, &p)))
-        .collect();
-    table.append(by_day(batch(&evs[..6])), 1).await.unwrap();
-    table.append(by_day(batch(&evs[6..])), 2).await.unwrap();
-    let before = partition_files(&table.table.lock().await.clone()).unwrap();
-    assert_eq!(before.len(), 1, "one month: {:?}", before.keys());
-    let files = &before[&("1".to_string(), "2024-03-01".to_string())];
-    assert_eq!(files.len(), 6, "two appends over three day partitions");
-    // The month's first day is a day partition and the month's partition alike.
-    assert_eq!(files.iter().filter(|f| f.by_day).count(), 4);
-    let layouts = Layouts::default();
-    let stats = table
-        .compact(100, &FixedLayouts(layouts.clone()), &PersonMaps::new())
-        .await
-        .unwrap();
-    assert_eq!((stats.partitions, stats.files_removed), (1, 6), "{stats:?}");
-    let guard = table.table.lock().await.clone();
-    let live: Vec<String> = guard.get_file_uris().unwrap().collect();
-    assert_eq!(live.len(), 1, "{live:?}");
-    assert!(
-        live[0].contains("team_id=1/event_date=2024-03-01/"),
-        "{live:?}"
-    );
-    let after = partition_files(&guard).unwrap();
-    let file = after.values().flatten().next().unwrap();
-    assert!(!file.by_day);
-    let store = guard.log_store().object_store(None);
-    let bytes = fetch(&store, &file.path).await.unwrap();
-    assert!(super::merge::file_claims_sort_order(&bytes));
-    let date32 = crate::storage::schema::date32_of_micros(
-        Utc.with_ymd_and_hms(2024, 3, 1, 0, 0, 0)
-            .unwrap()
-            .timestamp_micros(),
-    );
-    let out: Vec<RecordBatch> = decode(bytes, &file.path, 1, date32)
-        .unwrap()
-        .map(|b| b.unwrap())
-        .collect();
-    let all = arrow::compute::concat_batches(&out[0].schema(), &out).unwrap();
-    assert_eq!(all.num_rows(), 12);
-    assert_eq!(
-        all,
-        super::write::sort_for_write(&all).unwrap(),
-        "one run, in the order"
-    );
-    let again = table
-        .compact(100, &FixedLayouts(layouts), &PersonMaps::new())
-        .await
-        .unwrap();
-    assert_eq!(again.partitions, 0, "{again:?}");
-}
-
-/// A file from when partitions were days claims (event, person_id, timestamp) in Parquet's
-/// `sorting_columns`: that is the table's order when its rows are all of one day, and only
-/// then.
+/// A file written before the order's day key claims (event, person_id, timestamp) in
+/// Parquet's `sorting_columns`: that is the table's order when its rows are all of one day,
+/// and only then.
 #[test]
 fn a_day_file_claims_the_order_only_when_its_rows_are_of_one_day() {
     use deltalake::parquet::file::properties::WriterProperties;
