@@ -25,7 +25,7 @@ use crate::model::{Event, TeamId};
 
 /// The table's partition columns, in order: a project's events of one UTC day share a
 /// partition. (Month partitions were measured and not kept: docs/architecture.md,
-/// "Partitions by month, measured".)
+/// "Partitions by month, measured and not kept".)
 pub(crate) const PARTITION_COLUMNS: &[&str] = &["team_id", "event_date"];
 
 /// The order rows take inside every file we write: by UTC day of `timestamp` (one per file
