@@ -28,50 +28,12 @@ use crate::model::{Event, TeamId};
 /// "Partitions by month, measured and not kept".)
 pub(crate) const PARTITION_COLUMNS: &[&str] = &["team_id", "event_date"];
 
-/// The order rows take inside every file we write: by UTC day of `timestamp` (one per file
-/// while partitions are days, but the key keeps a file that holds several days in order),
-/// then by event (trends filter on it, and its row groups and pages are skipped by their
-/// statistics), then by person (per-person questions read a person's rows together, and
-/// the person columns compress better), then by time. Measured against (event, timestamp)
-/// and (event, $session_id, timestamp) at 2M events: docs/architecture.md, "Sort order".
-/// The day is derived, so [`sort_keys`] gives the key columns.
+/// The order rows take inside every file we write: by event (trends filter on it, and
+/// its row groups and pages are skipped by their statistics), then by person (per-person
+/// questions read a person's rows together, and the person columns compress better), then
+/// by time. Measured against (event, timestamp) and (event, $session_id, timestamp) at 2M
+/// events: docs/architecture.md, "Sort order".
 pub(crate) const SORT_COLUMNS: &[&str] = &["event", "person_id", "timestamp"];
-
-/// The order as a file's footer claims it (key `hedgerow.sort`): the day first, then
-/// [`SORT_COLUMNS`]. Parquet's `sorting_columns` can only name stored columns.
-pub(crate) const SORT_ORDER: &str = "day(timestamp),event,person_id,timestamp";
-
-/// The footer key under which a file claims [`SORT_ORDER`].
-pub(crate) const SORT_ORDER_KEY: &str = "hedgerow.sort";
-
-/// The sort-key columns of an events batch, in [`SORT_ORDER`]: the UTC day of
-/// `timestamp` (Int32, days since the epoch), then [`SORT_COLUMNS`].
-pub(crate) fn sort_keys(b: &RecordBatch) -> Result<Vec<ArrayRef>, arrow::error::ArrowError> {
-    sort_keys_of(|name| {
-        b.column_by_name(name).cloned().ok_or_else(|| {
-            arrow::error::ArrowError::SchemaError(format!("no column {name} to sort by"))
-        })
-    })
-}
-
-/// [`sort_keys`] of the columns `column` gives by name.
-pub(crate) fn sort_keys_of(
-    column: impl Fn(&str) -> Result<ArrayRef, arrow::error::ArrowError>,
-) -> Result<Vec<ArrayRef>, arrow::error::ArrowError> {
-    let ts = column("timestamp")?;
-    let ts = ts
-        .as_any()
-        .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
-        .ok_or_else(|| {
-            arrow::error::ArrowError::SchemaError("timestamp is not in microseconds".into())
-        })?;
-    let day: arrow::array::Int32Array = arrow::compute::kernels::arity::unary(ts, date32_of_micros);
-    let mut keys: Vec<ArrayRef> = vec![Arc::new(day)];
-    for name in SORT_COLUMNS {
-        keys.push(column(name)?);
-    }
-    Ok(keys)
-}
 
 fn utc_micros() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
@@ -352,7 +314,7 @@ pub fn schema_json() -> Value {
         "table": "events",
         "format": "delta",
         "partition_columns": PARTITION_COLUMNS,
-        "sort_within_file": SORT_ORDER,
+        "sort_within_file": SORT_COLUMNS,
         "columns": cols,
         "promoted_columns": "after these, each project's frequent event properties: p_<key> (Utf8), p_<key>__num (Float64), p_<key>__bool (Boolean), and its frequent person properties: pp_<key>, pp_<key>__num, pp_<key>__bool; props_layout and person_props_layout say how many of its project's a row holds (docs/architecture.md, Storage)",
     })
@@ -437,26 +399,6 @@ mod tests {
         // 2024-03-01 is day 19783 since 1970-01-01.
         assert_eq!(date.value(0), 19783);
         assert_eq!(date32_of_micros(-1), -1, "before the epoch rounds down");
-    }
-
-    #[test]
-    fn rows_sort_by_their_day_before_their_event() {
-        let at = |d| Utc.with_ymd_and_hms(2024, 3, d, 12, 0, 0).unwrap();
-        let mut late = ev(json!({}));
-        late.event = "a".into();
-        late.timestamp = at(2);
-        let mut early = ev(json!({}));
-        early.event = "b".into();
-        early.timestamp = at(1);
-        let b = events_to_batch(
-            [(TeamId(1), &late), (TeamId(1), &early)],
-            |_, _| None,
-            &Layouts::default(),
-        );
-        let keys = sort_keys(&b).unwrap();
-        let days = keys[0].as_primitive::<arrow::datatypes::Int32Type>();
-        assert!(days.value(1) < days.value(0), "the day leads the key");
-        assert_eq!(keys.len(), 1 + SORT_COLUMNS.len());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Rewriting files as one sorted run without holding their rows: a k-way merge of the
 //! files' own sorted orders.
 //!
-//! Every file hedgerow writes is sorted by [`SORT_ORDER`] and says so in its footer (key
-//! [`SORT_ORDER_KEY`]). A rewrite (compaction, the fold sweep) decodes its input files
+//! Every file hedgerow writes is sorted by [`SORT_COLUMNS`] and says so in its footer
+//! (`sorting_columns`). A rewrite (compaction, the fold sweep) decodes its input files
 //! batch by batch, moves each batch to the current property layout, and merges them by the
 //! sort key, copying rows out [`WRITE_CHUNK_ROWS`] at a time: memory holds the inputs'
 //! compressed bytes, one decoded batch per input and one output chunk, whatever the
@@ -10,15 +10,12 @@
 //! about ten times that) and rewritten file by file beyond, losing the partition's order.
 //!
 //! An input is sorted in memory first (bounded by that one file) when its footer does not
-//! claim the order (a file written by an older version; a file from when the table was
-//! partitioned by day claims (event, person_id, timestamp) in `sorting_columns`, which is
-//! the order when all its rows are of one day, as its row groups' time statistics show).
-//! Rows whose `person_id` a merge
+//! claim the order (a file written by an older version). Rows whose `person_id` a merge
 //! folds move when it changes: an input holding such rows is read twice, once for those
 //! rows alone (they join the merge sorted, as one more input held in memory: after a
 //! day of sign-ups, a minority) and once streaming the rest, which is still in order.
 
-use arrow::array::{AsArray, RecordBatch};
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, Rows, SortField};
 use bytes::Bytes;
@@ -31,9 +28,7 @@ use super::maintain::{PersonMap, decode_with, fold_person_ids, read_footer};
 use super::write::{SortedRows, WRITE_CHUNK_ROWS};
 use crate::model::TeamId;
 use crate::storage::layout::{Family, Layouts, conform, relayout};
-use crate::storage::schema::{
-    SORT_COLUMNS, SORT_ORDER, SORT_ORDER_KEY, date32_of_micros, sort_keys,
-};
+use crate::storage::schema::SORT_COLUMNS;
 
 /// One input file of a merge: its path (for errors) and bytes.
 pub(super) struct Input {
@@ -113,50 +108,22 @@ fn folded_mask(
         .collect())
 }
 
-/// Whether the file's footer says its rows are in [`SORT_ORDER`]: its key
-/// [`SORT_ORDER_KEY`] says so, or (a file from when partitions were days) every row
-/// group's `sorting_columns` names exactly [`SORT_COLUMNS`], ascending, and the file's
-/// timestamps, by its row groups' statistics, are all of one UTC day.
+/// Whether the file's footer says its rows are in [`SORT_COLUMNS`] order (every row
+/// group's `sorting_columns` naming exactly those columns, ascending).
 fn claims_sort_order(meta: &ArrowReaderMetadata) -> bool {
     let md = meta.metadata();
-    if md.file_metadata().key_value_metadata().is_some_and(|kv| {
-        kv.iter()
-            .any(|e| e.key == SORT_ORDER_KEY && e.value.as_deref() == Some(SORT_ORDER))
-    }) {
-        return true;
-    }
     let schema = md.file_metadata().schema_descr();
-    let Some(ts) = (0..schema.num_columns()).find(|&i| schema.column(i).name() == "timestamp")
-    else {
-        return false;
-    };
-    let mut days = std::collections::BTreeSet::new();
     md.num_row_groups() > 0
         && md.row_groups().iter().all(|rg| {
-            let sorted = rg.sorting_columns().is_some_and(|cols| {
+            rg.sorting_columns().is_some_and(|cols| {
                 cols.len() == SORT_COLUMNS.len()
                     && cols.iter().zip(SORT_COLUMNS).all(|(c, name)| {
                         !c.descending
                             && (c.column_idx as usize) < schema.num_columns()
                             && schema.column(c.column_idx as usize).name() == *name
                     })
-            });
-            let one_day = match rg.column(ts).statistics() {
-                Some(parquet::file::statistics::Statistics::Int64(s)) => {
-                    match (s.min_opt(), s.max_opt()) {
-                        (Some(&lo), Some(&hi)) => {
-                            days.insert(date32_of_micros(lo));
-                            days.insert(date32_of_micros(hi));
-                            true
-                        }
-                        _ => false,
-                    }
-                }
-                _ => false,
-            };
-            sorted && one_day
+            })
         })
-        && days.len() == 1
 }
 
 /// Whether the file at `bytes` claims the sort order (for tests).
@@ -205,7 +172,15 @@ struct Cursor {
     len: usize,
 }
 
-/// Merges `inputs` into one run sorted by [`SORT_ORDER`], handing `emit` batches of up
+/// The sort-key columns of a conformed batch.
+fn key_columns(b: &RecordBatch) -> Vec<ArrayRef> {
+    SORT_COLUMNS
+        .iter()
+        .map(|c| b.column_by_name(c).expect("events column").clone())
+        .collect()
+}
+
+/// Merges `inputs` into one run sorted by [`SORT_COLUMNS`], handing `emit` batches of up
 /// to [`WRITE_CHUNK_ROWS`] rows (conformed to `prep.schema`) until it returns `false`.
 /// Returns the number of person ids folded. Runs on the caller's thread (the blocking
 /// pool): it decodes and compares rows.
@@ -214,16 +189,18 @@ pub(super) fn merge_sorted(
     prep: &Prepare<'_>,
     mut emit: impl FnMut(RecordBatch) -> bool,
 ) -> Result<u64, StorageError> {
-    let mut fields = vec![SortField::new(arrow::datatypes::DataType::Int32)];
-    for c in SORT_COLUMNS {
-        fields.push(SortField::new(
-            prep.schema
-                .field_with_name(c)
-                .map_err(StorageError::from)?
-                .data_type()
-                .clone(),
-        ));
-    }
+    let fields = SORT_COLUMNS
+        .iter()
+        .map(|c| {
+            Ok(SortField::new(
+                prep.schema
+                    .field_with_name(c)
+                    .map_err(StorageError::from)?
+                    .data_type()
+                    .clone(),
+            ))
+        })
+        .collect::<Result<Vec<_>, StorageError>>()?;
     let converter = RowConverter::new(fields)?;
     let mut folded = 0u64;
     let mut arena: Vec<RecordBatch> = Vec::new();
@@ -316,7 +293,7 @@ pub(super) fn merge_sorted(
             if b.num_rows() == 0 {
                 continue;
             }
-            c.keys = Some(converter.convert_columns(&sort_keys(&b)?)?);
+            c.keys = Some(converter.convert_columns(&key_columns(&b))?);
             c.row = 0;
             c.len = b.num_rows();
             c.at = Some(arena.len());

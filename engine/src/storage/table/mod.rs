@@ -22,7 +22,7 @@ use deltalake::logstore::{
 };
 use deltalake::operations::vacuum::VacuumMode;
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
-use deltalake::parquet::file::metadata::KeyValue;
+use deltalake::parquet::file::metadata::SortingColumn;
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::SaveMode;
@@ -36,7 +36,7 @@ use tracing::{debug, info};
 use url::Url;
 
 use super::layout::conform;
-use super::schema::{PARTITION_COLUMNS, SORT_ORDER, SORT_ORDER_KEY, events_schema, sort_keys_of};
+use super::schema::{PARTITION_COLUMNS, SORT_COLUMNS, events_schema};
 use crate::error::{ErrorKind, HasKind};
 use crate::model::TeamId;
 

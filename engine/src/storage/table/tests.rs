@@ -13,8 +13,7 @@ use crate::model::Event;
 use crate::model::person_uuid;
 use crate::storage::inspect::{files_under, grep_dir, parquet_values_containing};
 use crate::storage::layout::{FixedLayouts, Layouts, PropertyColumn};
-use crate::storage::schema::{SORT_COLUMNS, events_to_batch};
-use deltalake::parquet::file::metadata::SortingColumn;
+use crate::storage::schema::events_to_batch;
 
 /// Sorts first, so it is every file's minimum `distinct_id` in the log's statistics.
 const VICTIM: &str = "aaaa-victim-7f3";
@@ -917,56 +916,4 @@ async fn reads_of_a_snapshot_are_derived_once_per_version() {
     assert_eq!(d.files, team_files(&t3, TeamId(1)).unwrap().files);
     let cached: Vec<String> = table.reads().stats.keys().cloned().collect();
     assert_eq!(cached.len(), 1, "removed files are dropped: {cached:?}");
-}
-
-/// A file written before the order's day key claims (event, person_id, timestamp) in
-/// Parquet's `sorting_columns`: that is the table's order when its rows are all of one day,
-/// and only then.
-#[test]
-fn a_day_file_claims_the_order_only_when_its_rows_are_of_one_day() {
-    use deltalake::parquet::file::properties::WriterProperties;
-    let p = json!({});
-    let write = |days: &[u32]| {
-        let evs: Vec<(i64, Event)> = (0..12)
-            .map(|i| {
-                (
-                    1,
-                    event(&format!("u{}", i % 4), days[i % days.len()], i, &p),
-                )
-            })
-            .collect();
-        let b = batch(&evs);
-        let key: Vec<SortColumn> = SORT_COLUMNS
-            .iter()
-            .map(|c| SortColumn {
-                values: b.column_by_name(c).unwrap().clone(),
-                options: None,
-            })
-            .collect();
-        let idx = lexsort_to_indices(&key, None).unwrap();
-        let b = arrow::compute::take_record_batch(&b, &idx).unwrap();
-        let keep: Vec<usize> = (0..b.num_columns())
-            .filter(|&i| !PARTITION_COLUMNS.contains(&b.schema().field(i).name().as_str()))
-            .collect();
-        let b = b.project(&keep).unwrap();
-        let sorting = SORT_COLUMNS
-            .iter()
-            .map(|c| SortingColumn {
-                column_idx: b.schema().index_of(c).unwrap() as i32,
-                descending: false,
-                nulls_first: false,
-            })
-            .collect();
-        let props = WriterProperties::builder()
-            .set_sorting_columns(Some(sorting))
-            .build();
-        let mut out = Vec::new();
-        let mut w =
-            parquet::arrow::ArrowWriter::try_new(&mut out, b.schema(), Some(props)).unwrap();
-        w.write(&b).unwrap();
-        w.close().unwrap();
-        bytes::Bytes::from(out)
-    };
-    assert!(super::merge::file_claims_sort_order(&write(&[2])));
-    assert!(!super::merge::file_claims_sort_order(&write(&[2, 3])));
 }

@@ -149,6 +149,14 @@ impl EventsTable {
             .map(|f| f.name().as_str())
             .filter(|n| !PARTITION_COLUMNS.contains(n))
             .collect();
+        let sorting = SORT_COLUMNS
+            .iter()
+            .map(|c| SortingColumn {
+                column_idx: file_cols.iter().position(|n| n == c).expect("sort column") as i32,
+                descending: false,
+                nulls_first: false,
+            })
+            .collect();
         let mut b = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
                 ZstdLevel::try_new(self.cfg.zstd_level).unwrap_or_default(),
@@ -163,12 +171,7 @@ impl EventsTable {
             // took 23.4 bytes/event with the default against 22.1 with this limit
             // (docs/architecture.md, "Dictionaries up to 8 MiB").
             .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
-            // The order leads with a derived key (the day), which Parquet's
-            // `sorting_columns` cannot name: the claim is a footer key of ours.
-            .set_key_value_metadata(Some(vec![KeyValue::new(
-                SORT_ORDER_KEY.to_string(),
-                SORT_ORDER.to_string(),
-            )]))
+            .set_sorting_columns(Some(sorting))
             // A bloom filter on distinct_id: files are sorted by event first, so min/max
             // statistics skip little for a person's events; the filter lets a point lookup
             // skip every row group the id is not in. Sized for one distinct id
@@ -601,8 +604,9 @@ impl SortedRows {
                 partitions: Vec::new(),
             });
         }
-        let mut keys: Vec<SortColumn> = PARTITION_COLUMNS
+        let keys: Vec<SortColumn> = PARTITION_COLUMNS
             .iter()
+            .chain(SORT_COLUMNS)
             .map(|name| {
                 Ok(SortColumn {
                     values: column(name)?,
@@ -610,10 +614,6 @@ impl SortedRows {
                 })
             })
             .collect::<Result<_, arrow::error::ArrowError>>()?;
-        keys.extend(sort_keys_of(column)?.into_iter().map(|values| SortColumn {
-            values,
-            options: Some(SortOptions::default()),
-        }));
         let idx = lexsort_to_indices(&keys, None)?;
         let partition_keys: Vec<arrow::array::ArrayRef> = keys[..PARTITION_COLUMNS.len()]
             .iter()
@@ -682,10 +682,9 @@ impl SortedRows {
 pub(crate) fn sort_for_write(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     let cols: Vec<SortColumn> = PARTITION_COLUMNS
         .iter()
-        .map(|name| batch.column_by_name(name).expect("events column").clone())
-        .chain(crate::storage::schema::sort_keys(batch)?)
-        .map(|values| SortColumn {
-            values,
+        .chain(SORT_COLUMNS)
+        .map(|name| SortColumn {
+            values: batch.column_by_name(name).expect("events column").clone(),
             options: Some(SortOptions::default()),
         })
         .collect();
