@@ -30,7 +30,8 @@ impl QueryService {
     pub(super) fn session(&self) -> SessionContext {
         let mut config = SessionConfig::new()
             .with_target_partitions(self.cfg.target_partitions.max(1))
-            .with_information_schema(false);
+            .with_information_schema(false)
+            .with_extension(self.footers.clone());
         let opts = config.options_mut();
         opts.execution.parquet.pushdown_filters = true;
         opts.execution.parquet.reorder_filters = true;

@@ -208,18 +208,26 @@ impl TableProvider for FilesProvider {
         let scanned: Vec<ScannedFile> = kept.iter().map(|(_, s)| s.clone()).collect();
         super::page_index::warm(state, &scanned).await?;
         let cache = state.runtime_env().cache_manager.get_file_metadata_cache();
+        let local;
+        let derived = match state.config().get_extension::<FooterDerived>() {
+            Some(d) => d,
+            None => {
+                local = Arc::new(FooterDerived::default());
+                local.clone()
+            }
+        };
+        let schema_key = schema_key(&self.file_schema);
         let (mut rows, mut bytes) = (0usize, 0usize);
         let mut files: Vec<PartitionedFile> = Vec::with_capacity(kept.len());
         for (file, (_, meta)) in kept {
             let mut f = PartitionedFile::new_from_meta(meta.clone())
                 .with_partition_values(self.partition_values(file));
             if let Some(footer) = cached_footer(&cache, &meta) {
-                let stats = footer_statistics(&footer, &self.file_schema);
-                rows += stats.num_rows.get_value().copied().unwrap_or(0);
-                f = f.with_statistics(Arc::new(stats));
-                if let Some(schema) = variable_length_ids(&footer, &self.file_schema)? {
-                    f = f.with_arrow_schema(schema);
-                }
+                let d = derived.get(&meta.location, &footer, &self.file_schema, schema_key)?;
+                rows += d.stats.num_rows.get_value().copied().unwrap_or(0);
+                f = f
+                    .with_statistics(d.stats.clone())
+                    .with_arrow_schema(d.read_schema.clone());
             }
             bytes += file.size as usize;
             files.push(f);
@@ -266,7 +274,7 @@ impl TableProvider for FilesProvider {
 /// The columns whose exact bounds each file's footer gives its scan: a `timestamp` sort
 /// (the events list's `ORDER BY timestamp DESC LIMIT n`) reads the files newest first by
 /// them and its dynamic filter skips whole files by them.
-const FOOTER_STATISTICS: &[&str] = &["timestamp"];
+pub(crate) const FOOTER_STATISTICS: &[&str] = &["timestamp"];
 
 fn cached_footer(
     cache: &Arc<datafusion::execution::cache::cache_manager::FileMetadataCache>,
@@ -338,6 +346,109 @@ fn footer_statistics(footer: &ParquetMetaData, file_schema: &Schema) -> Statisti
         }
     }
     stats
+}
+
+/// What a scan derives from each file's footer: the Arrow schema it reads the file with
+/// and the file's statistics, kept while the footer is in the runtime's metadata cache
+/// (a session config extension of the query service; one per process).
+///
+/// DataFusion's Parquet opener derives a file's Arrow schema on every open, twice: from the
+/// footer (decoding the Arrow schema embedded in it), then again after coercing strings to
+/// views. At 10M events, a rare event's breakdown over 91 daily files spent 13 % of its
+/// CPU there. Given the coerced schema ([`PartitionedFile::with_arrow_schema`]), the opener
+/// converts with it as a hint and skips the embedded one.
+#[derive(Debug, Default)]
+pub(crate) struct FooterDerived {
+    entries: std::sync::Mutex<FooterEntries>,
+}
+
+#[derive(Debug, Default)]
+struct FooterEntries {
+    by_path: std::collections::HashMap<object_store::path::Path, Derived>,
+    /// The number of entries after the last sweep of entries whose footer is gone.
+    swept_at: usize,
+}
+
+/// One file's [`FooterDerived`] entry.
+#[derive(Debug, Clone)]
+pub(crate) struct Derived {
+    /// The footer it was derived from (a footer evicted and read again is a new one).
+    footer: std::sync::Weak<ParquetMetaData>,
+    /// [`schema_key`] of the table schema it was derived for.
+    schema_key: u64,
+    pub(crate) read_schema: SchemaRef,
+    pub(crate) stats: Arc<Statistics>,
+}
+
+impl FooterDerived {
+    /// The entry of the file at `path` whose footer is `footer`, derived for `file_schema`
+    /// (whose [`schema_key`] is `key`).
+    pub(crate) fn get(
+        &self,
+        path: &object_store::path::Path,
+        footer: &Arc<ParquetMetaData>,
+        file_schema: &Schema,
+        key: u64,
+    ) -> DFResult<Derived> {
+        let fresh = |d: &Derived| {
+            d.schema_key == key && d.footer.upgrade().is_some_and(|f| Arc::ptr_eq(&f, footer))
+        };
+        if let Some(d) = self.lock().by_path.get(path).filter(|d| fresh(d)) {
+            return Ok(d.clone());
+        }
+        let d = Derived {
+            footer: Arc::downgrade(footer),
+            schema_key: key,
+            read_schema: read_schema(footer, file_schema)?,
+            stats: Arc::new(footer_statistics(footer, file_schema)),
+        };
+        let mut entries = self.lock();
+        entries.by_path.insert(path.clone(), d.clone());
+        // Entries outlive their footers when the cache evicts them or compaction removes
+        // their files: swept whenever the map has doubled since the last sweep.
+        if entries.by_path.len() > 2 * entries.swept_at + 64 {
+            entries.by_path.retain(|_, d| d.footer.strong_count() > 0);
+            entries.swept_at = entries.by_path.len();
+        }
+        Ok(d)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FooterEntries> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A key of the table schema's columns and types: what a [`Derived`] depends on.
+fn schema_key(schema: &Schema) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in schema.fields() {
+        f.name().hash(&mut h);
+        f.data_type().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The Arrow schema a scan reads the file with: the one its footer gives, with the ids
+/// fixed where they are variable-length ([`variable_length_ids`]) and strings and binary
+/// coerced as DataFusion's opener coerces them to the table's types (views).
+fn read_schema(footer: &ParquetMetaData, file_schema: &Schema) -> DFResult<SchemaRef> {
+    let schema = match variable_length_ids(footer, file_schema)? {
+        Some(s) => s,
+        None => Arc::new(parquet::arrow::parquet_to_arrow_schema(
+            footer.file_metadata().schema_descr(),
+            footer.file_metadata().key_value_metadata(),
+        )?),
+    };
+    Ok(
+        match datafusion::datasource::physical_plan::parquet::apply_file_schema_type_coercions(
+            file_schema,
+            &schema,
+        ) {
+            Some(coerced) => Arc::new(coerced),
+            None => schema,
+        },
+    )
 }
 
 /// The Arrow schema to read a file with whose ids are variable-length binary, or `None`
@@ -638,6 +749,54 @@ mod tests {
                 (ts(1, 9, 5), ts(1, 17, 123_456), 2),
                 (ts(2, 8, 0), ts(2, 8, 0), 1)
             ]
+        );
+
+        // Each file is read with the schema its footer gives, strings coerced to views as
+        // the opener would coerce them, derived once while the footer stays cached.
+        let file = &config.file_groups[0].files()[0];
+        let read = file.arrow_schema.clone().unwrap();
+        assert_eq!(
+            read.field_with_name("event").unwrap().data_type(),
+            &DataType::Utf8View
+        );
+        let cache = state.runtime_env().cache_manager.get_file_metadata_cache();
+        let footer = cached_footer(&cache, &file.object_meta).unwrap();
+        let derived = FooterDerived::default();
+        let key = schema_key(&provider.file_schema);
+        let path = &file.object_meta.location;
+        let get = |footer: &Arc<ParquetMetaData>, key| {
+            derived
+                .get(path, footer, &provider.file_schema, key)
+                .unwrap()
+                .read_schema
+        };
+        let first = get(&footer, key);
+        assert_eq!(first, read);
+        assert!(Arc::ptr_eq(&first, &get(&footer, key)), "derived once");
+        // A footer read again (evicted, then cached anew) or another table schema: derived
+        // again.
+        let reloaded = Arc::new(footer.as_ref().clone());
+        let again = get(&reloaded, key);
+        assert!(!Arc::ptr_eq(&first, &again));
+        assert_eq!(first, again);
+        assert!(!Arc::ptr_eq(&again, &get(&reloaded, key ^ 1)));
+        // Entries whose footer is gone are swept as the map grows.
+        for i in 0..300 {
+            let gone = Arc::new(footer.as_ref().clone());
+            derived
+                .get(
+                    &object_store::path::Path::from(format!("f{i}")),
+                    &gone,
+                    &provider.file_schema,
+                    key,
+                )
+                .unwrap();
+        }
+        let left = derived.lock().by_path.len();
+        assert!(left < 150, "{left} entries left");
+        assert!(
+            derived.lock().by_path.contains_key(path),
+            "an entry whose footer is cached stays"
         );
     }
 }

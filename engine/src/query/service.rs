@@ -50,6 +50,8 @@ pub struct QueryService {
     pub(super) overrides: Arc<Mutex<OverrideCache>>,
     /// `persons`, `person_distinct_ids` and `groups` as columnar snapshots.
     pub(super) snapshots: Arc<super::person_snapshot::PersonSnapshots>,
+    /// What scans derive from the cached footers (`files::FooterDerived`).
+    pub(super) footers: Arc<super::files::FooterDerived>,
 }
 
 /// One request of the endpoint that is being answered: the project, the node, and what
@@ -119,6 +121,7 @@ impl QueryService {
         )?);
         Ok(Self {
             snapshots,
+            footers: Default::default(),
             cfg,
             runtime,
             exec,
