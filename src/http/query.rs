@@ -6,24 +6,13 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hedgerow_engine::query::{QueryOutcome, QueryRequest, QueryState, Refresh};
+use hedgerow_engine::query::{QueryBody, QueryOutcome, QueryState, RequestError};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::wire;
 use super::{App, Caller};
 use crate::error::ApiError;
-
-#[derive(Debug, Deserialize)]
-pub(super) struct QueryBody {
-    query: Option<Value>,
-    refresh: Option<Value>,
-    client_query_id: Option<String>,
-    name: Option<String>,
-    /// PostHog's older flag: `async: true` means `refresh: "async"`.
-    #[serde(rename = "async")]
-    is_async: Option<bool>,
-}
 
 fn outcome(o: QueryOutcome) -> Response {
     match o {
@@ -41,35 +30,17 @@ pub(super) async fn run(
 ) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::invalid("invalid_input", e.body_text()))?;
     let project = caller.project()?;
-    let query = body
-        .query
-        .ok_or_else(|| ApiError::invalid("required", "query is required").with_attr("query"))?;
-    let refresh = match &body.refresh {
-        None | Some(Value::Null) => {
-            if body.is_async == Some(true) {
-                Refresh::Async
-            } else {
-                Refresh::Blocking
-            }
+    let req = body.into_request().map_err(|e| {
+        let code = match e {
+            RequestError::Required(_) => "required",
+            _ => "invalid_input",
+        };
+        let err = ApiError::invalid(code, e.detail());
+        match e.attr() {
+            Some(attr) => err.with_attr(attr),
+            None => err,
         }
-        Some(Value::String(s)) => {
-            Refresh::parse(Some(s)).map_err(|e| ApiError::from(e).with_attr("refresh"))?
-        }
-        Some(Value::Bool(b)) => Refresh::parse(Some(if *b { "true" } else { "false" }))?,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "invalid_input",
-                format!("refresh must be a string, got {other}"),
-            )
-            .with_attr("refresh"));
-        }
-    };
-    let req = QueryRequest {
-        query,
-        refresh,
-        client_query_id: body.client_query_id,
-        name: body.name,
-    };
+    })?;
     Ok(outcome(app.engine.run_query(project, req).await?))
 }
 

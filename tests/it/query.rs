@@ -334,10 +334,23 @@ async fn errors_limits_and_isolation() {
     )
     .await;
     err(st, &r, "invalid_input");
+    assert_eq!(r["attr"], "refresh");
+    let (st, r) = post(&srv, 1, json!({"query": hogql("SELECT 1"), "refresh": 2})).await;
+    err(st, &r, "invalid_input");
+    assert_eq!(r["attr"], "refresh");
     let (st, r) = post(&srv, 1, json!({"query": {"kind": "TrendsQuery"}})).await;
     err(st, &r, "invalid_input");
     let (st, r) = post(&srv, 1, json!({})).await;
-    assert_eq!((st, r["attr"].as_str()), (400, Some("query")));
+    err(st, &r, "required");
+    assert_eq!(r["attr"], "query");
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": hogql("SELECT 1"), "client_query_id": ""}),
+    )
+    .await;
+    err(st, &r, "invalid_input");
+    assert_eq!(r["attr"], "client_query_id");
     let (st, _) = post(&srv, 99, json!({"query": hogql("SELECT 1")})).await;
     assert_eq!(st, 404);
 

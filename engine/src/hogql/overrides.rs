@@ -40,49 +40,8 @@ impl OverrideMap {
 }
 
 /// How `person_id` and `person.properties` of events are read (PostHog's
-/// `personsOnEventsMode` modifier).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PersonsMode {
-    /// The event's own person id, the event-time snapshot of properties.
-    IdNoOverridePropertiesOnEvents,
-    /// Merged persons' events answer as the merged-into person; event-time properties.
-    #[default]
-    IdOverridePropertiesOnEvents,
-    /// Overrides applied, and `person.properties` are the person's current properties.
-    IdOverridePropertiesJoined,
-}
-
-impl PersonsMode {
-    pub const NAMES: &[&str] = &[
-        "person_id_no_override_properties_on_events",
-        "person_id_override_properties_on_events",
-        "person_id_override_properties_joined",
-        "disabled",
-    ];
-
-    /// Reads the modifier; `disabled` (persons read from the persons tables) is answered as
-    /// the joined mode, which gives the same persons.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "person_id_no_override_properties_on_events" => {
-                Some(Self::IdNoOverridePropertiesOnEvents)
-            }
-            "person_id_override_properties_on_events" => Some(Self::IdOverridePropertiesOnEvents),
-            "person_id_override_properties_joined" | "disabled" => {
-                Some(Self::IdOverridePropertiesJoined)
-            }
-            _ => None,
-        }
-    }
-
-    pub fn overrides(self) -> bool {
-        self != Self::IdNoOverridePropertiesOnEvents
-    }
-
-    pub fn joined_properties(self) -> bool {
-        self == Self::IdOverridePropertiesJoined
-    }
-}
+/// `personsOnEventsMode` modifier): read from the request by `hedgerow-query-request`.
+pub use hedgerow_query_request::PersonsMode;
 
 #[derive(Debug)]
 struct OverrideUdf {

@@ -45,7 +45,8 @@ pub use draft::draft_from;
 pub use error::QueryError;
 pub use log::LOG_RETENTION;
 pub use request::{
-    HogQLNode, MAX_CLIENT_QUERY_ID_CHARS, MAX_NAME_CHARS, Modifiers, QueryRequest, Refresh,
+    HogQLNode, MAX_CLIENT_QUERY_ID_CHARS, MAX_NAME_CHARS, Modifiers, QueryBody, QueryRequest,
+    Refresh, RequestError,
 };
 pub use response::{QueryOutcome, QueryResponse, QueryResults, QueryState, QueryStatus};
 pub use run::{DEFAULT_LIMIT, HogQLRun, MAX_LIMIT, ScanStats, position};

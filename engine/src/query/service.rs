@@ -250,7 +250,7 @@ impl QueryService {
                     &job.project,
                     &node.query,
                     &node.values,
-                    node.plan_modifiers(),
+                    super::request::plan_modifiers(node),
                     &cancel,
                 )
                 .await;

@@ -1,0 +1,150 @@
+//! The oracle of the `query` fuzz target (`fuzz/`, `scripts/fuzz`): any bytes, read as the
+//! endpoint reads a body, either are refused with a named error or give a request whose
+//! every promise holds.
+
+use serde_json::Value;
+
+use super::{
+    HogQLNode, MAX_CLIENT_QUERY_ID_CHARS, MAX_NAME_CHARS, PersonsMode, QueryBody, QueryRequest,
+    RequestError,
+};
+
+/// Reads `data` as the endpoint reads a body (JSON into [`QueryBody`], then
+/// [`QueryBody::into_request`], the name and `client_query_id` checks, then
+/// [`HogQLNode::from_value`]) and checks, panicking where a promise breaks:
+/// - every refusal has a message, and names its field where it has one;
+/// - an accepted name has at most [`MAX_NAME_CHARS`] characters and an accepted
+///   `client_query_id` 1 to [`MAX_CLIENT_QUERY_ID_CHARS`];
+/// - an accepted request written back as a body ([`QueryRequest::to_body`]) reads back as
+///   the same request;
+/// - an accepted node is a `HogQLQuery` whose text, values and persons mode are the ones
+///   the body holds.
+pub fn check(data: &[u8]) {
+    let Ok(body) = serde_json::from_slice::<QueryBody>(data) else {
+        return;
+    };
+    let req = match body.into_request() {
+        Ok(r) => r,
+        Err(e) => return refused(&e),
+    };
+    if let Err(e) = req.check_name() {
+        refused(&e);
+    } else if let Some(n) = &req.name {
+        assert!(n.chars().count() <= MAX_NAME_CHARS, "{n:?} accepted");
+    }
+    if let Err(e) = req.check_client_query_id() {
+        refused(&e);
+    } else if let Some(id) = &req.client_query_id {
+        let n = id.chars().count();
+        assert!(
+            (1..=MAX_CLIENT_QUERY_ID_CHARS).contains(&n),
+            "{id:?} accepted"
+        );
+    }
+    let again: QueryRequest = serde_json::from_value::<QueryBody>(req.to_body())
+        .expect("a written-back body is JSON of the body's shape")
+        .into_request()
+        .expect("a written-back body is accepted");
+    assert_eq!(
+        again, req,
+        "the request written back reads back differently"
+    );
+
+    match HogQLNode::from_value(&req.query) {
+        Err(e) => refused(&e),
+        Ok(node) => {
+            let q = &req.query;
+            assert_eq!(q["kind"], "HogQLQuery");
+            assert_eq!(q["query"].as_str(), Some(node.query.as_str()));
+            match q.get("values") {
+                Some(Value::Object(m)) => assert_eq!(m.len(), node.values.len()),
+                _ => assert!(node.values.is_empty()),
+            }
+            let mode = q
+                .get("modifiers")
+                .and_then(|m| m.get("personsOnEventsMode"))
+                .and_then(Value::as_str);
+            assert_eq!(
+                node.persons_mode,
+                mode.and_then(PersonsMode::parse).unwrap_or_default()
+            );
+        }
+    }
+}
+
+fn refused(e: &RequestError) {
+    assert!(!e.detail().is_empty(), "{e:?} says nothing");
+    if let Some(attr) = e.attr() {
+        assert!(!attr.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The seed corpus of `fuzz/corpus/query` (bodies as clients send them, and malformed
+    /// ones), each checked as the fuzzer checks it.
+    #[test]
+    fn the_seed_corpus_holds() {
+        // The directory as cargo gives it when the test runs: the compile-time one is the
+        // checkout that built it, which a target directory shared between clones reuses.
+        let dir = std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../../fuzz/corpus/query");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).expect("fuzz/corpus/query") {
+            let path = entry.unwrap().path();
+            super::check(&std::fs::read(&path).unwrap());
+            n += 1;
+        }
+        assert!(n >= 20, "{n} seeds in {}", dir.display());
+    }
+
+    #[test]
+    fn a_body_reads_into_a_request_and_a_node() {
+        use super::super::*;
+        let body: QueryBody = serde_json::from_str(
+            r#"{"query": {"kind": "HogQLQuery", "query": "select {x}", "values": {"x": 1},
+                "modifiers": {"personsOnEventsMode": "disabled"}}, "refresh": true,
+                "client_query_id": "q1", "name": "n"}"#,
+        )
+        .unwrap();
+        let req = body.into_request().unwrap();
+        assert_eq!(req.refresh, Refresh::Blocking);
+        assert_eq!(req.client_query_id.as_deref(), Some("q1"));
+        let node = HogQLNode::from_value(&req.query).unwrap();
+        assert_eq!(node.query, "select {x}");
+        assert_eq!(node.values["x"], 1);
+        assert_eq!(node.persons_mode, PersonsMode::IdOverridePropertiesJoined);
+        // The older flag, a missing query, a bad refresh.
+        let read = |s: &str| serde_json::from_str::<QueryBody>(s).unwrap().into_request();
+        assert_eq!(
+            read(r#"{"query": {}, "async": true}"#).unwrap().refresh,
+            Refresh::Async
+        );
+        assert_eq!(read("{}"), Err(RequestError::Required("query")));
+        assert_eq!(
+            read(r#"{"query": {}, "refresh": 3}"#).unwrap_err().attr(),
+            Some("refresh")
+        );
+        assert!(read(r#"{"query": {}, "refresh": "soon"}"#).is_err());
+        // Node errors.
+        for (q, says) in [
+            (json!([]), "an object with a kind"),
+            (json!({"kind": "TrendsQuery"}), "not supported"),
+            (json!({"kind": "HogQLQuery"}), "HogQL text"),
+            (
+                json!({"kind": "HogQLQuery", "query": "", "values": 1}),
+                "values must be an object",
+            ),
+            (
+                json!({"kind": "HogQLQuery", "query": "", "modifiers": {"personsOnEventsMode": "x"}}),
+                "not supported",
+            ),
+        ] {
+            let e = HogQLNode::from_value(&q).unwrap_err();
+            assert!(e.detail().contains(says), "{q}: {e}");
+        }
+    }
+}
