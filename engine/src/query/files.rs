@@ -350,7 +350,7 @@ fn footer_statistics(footer: &ParquetMetaData, file_schema: &Schema) -> Statisti
 
 /// What a scan derives from each file's footer: the Arrow schema it reads the file with
 /// and the file's statistics, kept while the footer is in the runtime's metadata cache
-/// (a session config extension of the query service; one per process).
+/// (a session config extension: one per query service).
 ///
 /// DataFusion's Parquet opener derives a file's Arrow schema on every open, twice: from the
 /// footer (decoding the Arrow schema embedded in it), then again after coercing strings to

@@ -607,7 +607,7 @@ mod tests {
         assert_eq!(bytes.len(), keys.len() * 16);
         let mut acc = UniqIdAcc::default();
         let state: ArrayRef = Arc::new(LargeBinaryArray::from_vec(vec![&bytes[..]]));
-        acc.merge_batch(&[state.clone()]).unwrap();
+        acc.merge_batch(std::slice::from_ref(&state)).unwrap();
         acc.merge_batch(&[state]).unwrap();
         assert_eq!(
             acc.evaluate().unwrap(),
