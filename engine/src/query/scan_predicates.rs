@@ -19,6 +19,10 @@
 //! the newest row groups come first: at 10M events the bench's point lookup (a person's
 //! latest events, `ORDER BY timestamp DESC LIMIT 100`) reads 175 K rows instead of 400 K,
 //! and the events list lets 45 K rows through its row filter instead of 139 K.
+//!
+//! And it takes the files' statistics off a scan whose predicate no dynamic filter on
+//! their bounds joins ([`without_idle_statistics`]): the opener would build a pruning
+//! predicate per file for bounds the provider has used already.
 
 use std::sync::Arc;
 
