@@ -61,6 +61,7 @@ pub fn status_of(kind: ErrorKind) -> (StatusCode, &'static str) {
         ErrorKind::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication_error"),
         ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "permission_denied"),
         ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+        ErrorKind::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "invalid_request"),
         ErrorKind::Conflict => (StatusCode::CONFLICT, "validation_error"),
         ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "validation_error"),
         ErrorKind::TooManyRequests => (StatusCode::TOO_MANY_REQUESTS, "throttled_error"),

@@ -14,6 +14,8 @@ pub enum ErrorKind {
     /// A valid credential without the right to do this.
     Forbidden,
     NotFound,
+    /// The route exists; the method is not one it takes.
+    MethodNotAllowed,
     Conflict,
     /// A request or payload over a documented limit.
     TooLarge,
@@ -25,22 +27,30 @@ pub enum ErrorKind {
     Internal,
 }
 
-/// Implemented by every engine error so the server can map it without knowing the module.
-pub trait HasKind {
-    fn kind(&self) -> ErrorKind;
-    /// A stable machine-readable code (PostHog's `code` field), e.g. `invalid_api_key`.
-    fn code(&self) -> &'static str {
-        match self.kind() {
+impl ErrorKind {
+    /// The code of an error of this kind that has no more specific one.
+    pub fn default_code(self) -> &'static str {
+        match self {
             ErrorKind::InvalidInput => "invalid_input",
             ErrorKind::Unauthorized => "authentication_failed",
             ErrorKind::Forbidden => "permission_denied",
             ErrorKind::NotFound => "not_found",
+            ErrorKind::MethodNotAllowed => "method_not_allowed",
             ErrorKind::Conflict => "conflict",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::TooManyRequests => "throttled",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "error",
         }
+    }
+}
+
+/// Implemented by every engine error so the server can map it without knowing the module.
+pub trait HasKind {
+    fn kind(&self) -> ErrorKind;
+    /// A stable machine-readable code (PostHog's `code` field), e.g. `invalid_api_key`.
+    fn code(&self) -> &'static str {
+        self.kind().default_code()
     }
     /// The field the error is about (PostHog's `attr`), when there is one.
     fn attr(&self) -> Option<String> {

@@ -11,6 +11,7 @@ mod config;
 pub mod datagen;
 pub mod error;
 pub mod faults;
+pub mod flags;
 pub(crate) mod hogql;
 pub(crate) mod ingest;
 #[doc(hidden)]
@@ -28,7 +29,10 @@ pub mod schedule;
 pub(crate) mod storage;
 pub(crate) mod write;
 
-pub use api::{Access, CaptureBody, CaptureReceipt, DeletionRun, PersonsError, ProjectsError};
+pub use api::{
+    Access, CaptureBody, CaptureReceipt, DeletionRun, FlagAnswer, FlagFields, FlagsError,
+    FlagsRequest, MAX_FLAGS_BODY, PersonsError, ProjectsError, RemoteConfig, read_flags_body,
+};
 pub use config::{EngineConfig, HISTORICAL_MIN_AGE};
 pub use ingest::CaptureError;
 pub use ingest::limits::CaptureLimits;

@@ -7,7 +7,7 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hedgerow_engine::CaptureBody;
 use hedgerow_engine::error::ErrorKind;
@@ -38,35 +38,6 @@ fn parse_query(q: Option<&str>) -> CaptureQuery {
     out
 }
 
-/// Lets browsers send events from any site, as PostHog's capture does.
-fn cors(headers: &HeaderMap, resp: &mut Response) {
-    let h = resp.headers_mut();
-    let origin = headers
-        .get(header::ORIGIN)
-        .cloned()
-        .unwrap_or(HeaderValue::from_static("*"));
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
-        HeaderValue::from_static("true"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST, OPTIONS"),
-    );
-    let allow = headers
-        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
-        .cloned()
-        .unwrap_or(HeaderValue::from_static("Content-Type, Content-Encoding"));
-    h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allow);
-}
-
-pub(super) async fn preflight(headers: HeaderMap) -> Response {
-    let mut resp = StatusCode::OK.into_response();
-    cors(&headers, &mut resp);
-    resp
-}
-
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(
         ErrorKind::TooLarge,
@@ -76,8 +47,7 @@ fn too_large(limit: usize) -> ApiError {
 }
 
 pub(super) async fn capture(State(app): State<App>, req: Request) -> Response {
-    let headers = req.headers().clone();
-    let mut resp = match handle(&app, req).await {
+    match handle(&app, req).await {
         Ok(resp) => resp,
         Err(e) => {
             let code = e.code;
@@ -86,9 +56,7 @@ pub(super) async fn capture(State(app): State<App>, req: Request) -> Response {
             }
             e.into_response()
         }
-    };
-    cors(&headers, &mut resp);
-    resp
+    }
 }
 
 async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {

@@ -2,6 +2,8 @@
 
 mod auth;
 mod capture;
+mod cors;
+mod flags;
 pub mod persons;
 mod projects;
 mod query;
@@ -35,16 +37,33 @@ impl App {
 /// Every route, on one screen. Management routes declare the scope they need; the auth
 /// layer checks the key, the scope and the project in one place.
 pub fn router(app: App) -> Router {
-    let capture = post(capture::capture)
-        .get(capture::capture)
-        .options(capture::preflight);
+    let capture = post(capture::capture).get(capture::capture);
     let mut r = Router::new();
     for path in ["/i/v0/e", "/batch", "/e", "/capture", "/track", "/engage"] {
         r = r
             .route(path, capture.clone())
             .route(&format!("{path}/"), capture.clone());
     }
-    r.route("/_health", get(health))
+    // What browser and server SDKs call with the project token (or, for definitions, a
+    // personal key): flags, remote config, local evaluation.
+    let evaluate = post(flags::evaluate).get(flags::evaluate);
+    for path in ["/flags", "/flags/", "/decide", "/decide/"] {
+        r = r.route(path, evaluate.clone());
+    }
+    for path in [
+        "/flags/definitions",
+        "/flags/definitions/",
+        "/api/feature_flag/local_evaluation",
+        "/api/feature_flag/local_evaluation/",
+    ] {
+        r = r.route(
+            path,
+            scoped(&app, "feature_flag:read", get(flags::definitions)),
+        );
+    }
+    r.route("/array/{token}/config", get(flags::config))
+        .route("/array/{token}/config.js", get(flags::config_js))
+        .route("/_health", get(health))
         .route("/metrics", get(metrics))
         .route(
             "/api/projects/",
@@ -56,7 +75,33 @@ pub fn router(app: App) -> Router {
         )
         .route(
             "/api/projects/{project_id}/",
-            scoped(&app, "project:read", get(projects::get)),
+            scoped(&app, "project:read", get(projects::get)).merge(scoped(
+                &app,
+                "project:write",
+                patch(projects::patch),
+            )),
+        )
+        .route(
+            "/api/projects/{project_id}/feature_flags/",
+            scoped(&app, "feature_flag:read", get(flags::list)).merge(scoped(
+                &app,
+                "feature_flag:write",
+                post(flags::create),
+            )),
+        )
+        .route(
+            "/api/projects/{project_id}/feature_flags/local_evaluation/",
+            scoped(&app, "feature_flag:read", get(flags::definitions)),
+        )
+        .route(
+            "/api/projects/{project_id}/feature_flags/{id}/",
+            scoped(&app, "feature_flag:read", get(flags::get)).merge(scoped(
+                &app,
+                "feature_flag:write",
+                patch(flags::update)
+                    .put(flags::update)
+                    .delete(flags::delete),
+            )),
         )
         .route(
             "/api/projects/{project_id}/query/",
@@ -136,6 +181,7 @@ pub fn router(app: App) -> Router {
         )
         .fallback(not_found)
         .with_state(app)
+        .layer(axum::middleware::from_fn(cors::layer))
         .layer(axum::middleware::from_fn(request_span))
 }
 

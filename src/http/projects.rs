@@ -1,4 +1,4 @@
-//! `/api/projects/`: list, get, create.
+//! `/api/projects/`: list, get, create, and change a project (name, time zone, remote config).
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -34,8 +34,22 @@ pub(super) async fn list(
     Ok(Json(wire::projects::page(count, next, previous, &shown)))
 }
 
-pub(super) async fn get(caller: Caller) -> Result<Json<Value>, ApiError> {
-    Ok(Json(wire::projects::project(caller.project()?)))
+/// A project with its remote-config settings.
+pub(super) async fn get(State(app): State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    let p = caller.project()?;
+    let s = app.engine.project_settings(p.id)?;
+    Ok(Json(wire::projects::with_settings(p, &s)))
+}
+
+/// `PATCH /api/projects/{id}/`: name, time zone and remote-config settings.
+pub(super) async fn patch(
+    State(app): State<App>,
+    caller: Caller,
+    body: Result<Json<serde_json::Map<String, Value>>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::invalid("invalid_input", e.body_text()))?;
+    let (p, s) = app.engine.update_project(caller.team()?, &body)?;
+    Ok(Json(wire::projects::with_settings(&p, &s)))
 }
 
 #[derive(Debug, Deserialize)]

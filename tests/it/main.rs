@@ -6,6 +6,7 @@ mod auth;
 mod capture;
 mod capture_limits;
 mod durability;
+mod flags;
 mod limits;
 mod memory;
 mod persons;

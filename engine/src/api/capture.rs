@@ -43,7 +43,7 @@ pub struct CaptureBody {
 }
 
 impl CaptureBody {
-    fn raw(&self) -> RawBody<'_> {
+    pub(crate) fn raw(&self) -> RawBody<'_> {
         RawBody {
             body: &self.body,
             content_type: self.content_type.as_deref(),

@@ -8,15 +8,20 @@
 //! - `query`: HogQL and the query API (status, cancel, log).
 //! - `persons`: persons, groups, activity, merges, deletion.
 //! - `projects`: projects, keys and tokens.
+//! - `flags`: feature flag definitions and their evaluation.
 //! - `tasks`: scheduled and background work (deletion tasks, metrics).
 
 mod capture;
+mod flags;
 mod persons;
 mod projects;
 mod query;
 mod tasks;
 
 pub use capture::{CaptureBody, CaptureReceipt};
+pub use flags::{
+    FlagAnswer, FlagFields, FlagsError, FlagsRequest, MAX_FLAGS_BODY, RemoteConfig, read_flags_body,
+};
 pub use persons::PersonsError;
 pub(crate) use projects::TokenCache;
 pub use projects::{Access, ProjectsError};

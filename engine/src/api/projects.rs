@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 
 use crate::Engine;
 use crate::error::{ErrorKind, HasKind};
-use crate::meta::{Bootstrap, KeyGrant, KeyInfo, MetaError, MetaStore, Project};
+use crate::meta::{Bootstrap, KeyGrant, KeyInfo, MetaError, MetaStore, Project, ProjectSettings};
 use crate::model::TeamId;
 
 /// Why a projects or keys operation failed.
@@ -40,6 +40,9 @@ pub enum ProjectsError {
     LimitedKeyCreatesProject,
     #[error("name is required")]
     NameRequired,
+    /// A field of a project change that cannot be taken: which, and why.
+    #[error("{message}")]
+    Invalid { attr: String, message: String },
     /// The data directory could not be made, or (for the key commands) holds no hedgerow
     /// metadata.
     #[error("{0}")]
@@ -56,7 +59,7 @@ impl HasKind for ProjectsError {
                 ErrorKind::Forbidden
             }
             ProjectsError::BadProjectId(_) | ProjectsError::NoProject(_) => ErrorKind::NotFound,
-            ProjectsError::NameRequired => ErrorKind::InvalidInput,
+            ProjectsError::NameRequired | ProjectsError::Invalid { .. } => ErrorKind::InvalidInput,
             ProjectsError::DataDir(_) => ErrorKind::Internal,
             ProjectsError::Meta(e) => e.kind(),
         }
@@ -69,6 +72,7 @@ impl HasKind for ProjectsError {
             }
             ProjectsError::BadProjectId(_) | ProjectsError::NoProject(_) => "not_found",
             ProjectsError::NameRequired => "required",
+            ProjectsError::Invalid { .. } => "invalid_input",
             ProjectsError::DataDir(_) => "error",
             ProjectsError::Meta(e) => e.code(),
         }
@@ -77,6 +81,7 @@ impl HasKind for ProjectsError {
         match self {
             ProjectsError::MissingScope(_) => Some("scopes".into()),
             ProjectsError::NameRequired => Some("name".into()),
+            ProjectsError::Invalid { attr, .. } => Some(attr.clone()),
             ProjectsError::Meta(e) => e.attr(),
             _ => None,
         }
@@ -161,6 +166,86 @@ impl Engine {
         let name = name.ok_or(ProjectsError::NameRequired)?;
         let timezone = timezone.unwrap_or("UTC");
         Ok(self.meta.create_project(name, timezone, self.clock.now())?)
+    }
+
+    /// The project's settings for browser SDKs (remote config).
+    pub fn project_settings(&self, team: TeamId) -> Result<ProjectSettings> {
+        Ok(self.meta.project_settings(team)?)
+    }
+
+    /// Changes what `patch` names: `name`, `timezone`, and the remote-config settings
+    /// (booleans, by PostHog's field names). A PostHog setting for something hedgerow does
+    /// not do (session recordings, surveys, console logs) is refused when turned on, so
+    /// nobody believes it is served; turning it off changes nothing. Other fields are
+    /// ignored, as PostHog's API ignores fields it does not know.
+    pub fn update_project(
+        &self,
+        team: TeamId,
+        patch: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(Project, ProjectSettings)> {
+        use serde_json::Value;
+        let mut settings = self.meta.project_settings(team)?;
+        for (field, value) in patch {
+            let flag = |v: &Value| {
+                v.as_bool().ok_or_else(|| ProjectsError::Invalid {
+                    attr: field.clone(),
+                    message: "Must be a valid boolean.".into(),
+                })
+            };
+            match field.as_str() {
+                "name" | "timezone" => {}
+                "autocapture_opt_out" => settings.autocapture_opt_out = flag(value)?,
+                "autocapture_exceptions_opt_in" => {
+                    settings.autocapture_exceptions_opt_in = flag(value)?
+                }
+                "autocapture_web_vitals_opt_in" => {
+                    settings.autocapture_web_vitals_opt_in = flag(value)?
+                }
+                "capture_performance_opt_in" => settings.capture_performance_opt_in = flag(value)?,
+                "capture_dead_clicks" => settings.capture_dead_clicks = flag(value)?,
+                "heatmaps_opt_in" => settings.heatmaps_opt_in = flag(value)?,
+                "session_recording_opt_in" | "surveys_opt_in" | "capture_console_log_opt_in"
+                    if value.as_bool() != Some(false) =>
+                {
+                    return Err(ProjectsError::Invalid {
+                        attr: field.clone(),
+                        message: format!(
+                            "{field} cannot be turned on: hedgerow does not serve session \
+                             recordings, surveys or console logs"
+                        ),
+                    });
+                }
+                _ => {}
+            }
+        }
+        let text = |f: &str| -> Result<Option<&str>> {
+            match patch.get(f) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s)),
+                Some(_) => Err(ProjectsError::Invalid {
+                    attr: f.to_owned(),
+                    message: "Not a valid string.".into(),
+                }),
+            }
+        };
+        let (name, timezone) = (text("name")?, text("timezone")?);
+        if let Some(tz) = timezone {
+            crate::meta::validate_timezone(tz)?;
+        }
+        if let Some(name) = name {
+            self.meta.set_project_name(team, name)?;
+        }
+        if let Some(tz) = timezone {
+            self.set_project_timezone(team, tz)?;
+        }
+        self.meta.set_project_settings(team, &settings)?;
+        // The token cache holds whole projects.
+        self.forget_tokens();
+        let project = self
+            .meta
+            .project(team)?
+            .ok_or(ProjectsError::NoProject(team))?;
+        Ok((project, settings))
     }
 
     /// Changes a project's time zone (an IANA name).

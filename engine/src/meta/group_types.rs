@@ -18,10 +18,19 @@ CREATE TABLE IF NOT EXISTS group_types (
 );
 ";
 
-/// A project has at most this many group types (`$group_0..4`).
-pub const MAX_GROUP_TYPES: u8 = 5;
+pub use crate::model::MAX_GROUP_TYPES;
 
 impl MetaStore {
+    /// The project's group types and their indexes, in index order.
+    pub fn group_types_of(&self, team: TeamId) -> Result<Vec<(String, u8)>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT group_type, idx FROM group_types WHERE team_id = ?1 ORDER BY idx",
+        )?;
+        let rows = stmt.query_map(params![team.0], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// The index (0–4) of a project's group type, assigned in order of first use. `None`
     /// once the project has five other group types.
     pub fn group_type_index(

@@ -29,6 +29,8 @@ pub const KNOWN_SCOPES: &[&str] = &[
     "query:read",
     "activity_log:read",
     "cohort:read",
+    "feature_flag:read",
+    "feature_flag:write",
 ];
 
 /// What a personal API key may do.

@@ -11,7 +11,9 @@
 //! - `property_definitions`: the type each property name was first seen with (the rules
 //!   themselves are `crate::propdefs`, pure, which HogQL reads too);
 //! - `property_columns`: which event properties each project stores as typed columns;
-//! - `query_log`: what ran, for whom, how it ended.
+//! - `query_log`: what ran, for whom, how it ended;
+//! - `feature_flags`: flag definitions, with each project's live flags kept in memory;
+//! - `project_settings`: what browser SDKs capture, served as remote config.
 //!
 //! Persons live elsewhere (`persons`), in their own tables of the same file.
 
@@ -26,16 +28,20 @@ use crate::error::{ErrorKind, HasKind};
 use crate::model::TeamId;
 
 mod bootstrap;
+mod feature_flags;
 mod group_types;
 mod keys;
+mod project_settings;
 mod projects;
 mod property_columns;
 mod property_definitions;
 mod query_log;
 
 pub use bootstrap::Bootstrap;
+pub use feature_flags::NewFlag;
 pub use group_types::MAX_GROUP_TYPES;
 pub use keys::{KNOWN_SCOPES, KeyGrant, KeyInfo};
+pub use project_settings::ProjectSettings;
 pub use projects::{Project, validate_project_token, validate_timezone};
 pub use property_columns::PropertyColumnsConfig;
 pub use property_definitions::PropertyDefinition;
@@ -70,6 +76,9 @@ pub enum MetaError {
     /// The id or the capture token of a new project is taken.
     #[error("a project with this id or API token exists already")]
     ProjectExists(#[source] rusqlite::Error),
+    /// A live flag of the project has this key.
+    #[error("There is already a feature flag with the key '{0}'")]
+    FlagKeyTaken(String),
 }
 
 impl HasKind for MetaError {
@@ -84,6 +93,19 @@ impl HasKind for MetaError {
             | MetaError::NoScopes
             | MetaError::NoSuchProject(_) => ErrorKind::InvalidInput,
             MetaError::ProjectExists(_) => ErrorKind::Conflict,
+            MetaError::FlagKeyTaken(_) => ErrorKind::InvalidInput,
+        }
+    }
+    fn code(&self) -> &'static str {
+        match self {
+            MetaError::FlagKeyTaken(_) => "unique",
+            other => other.kind().default_code(),
+        }
+    }
+    fn attr(&self) -> Option<String> {
+        match self {
+            MetaError::FlagKeyTaken(_) => Some("key".into()),
+            _ => None,
         }
     }
 }
@@ -105,6 +127,8 @@ pub struct MetaStore {
     /// Every project's promoted property columns; replaced whole on each promotion.
     layouts: RwLock<std::sync::Arc<crate::storage::layout::Layouts>>,
     columns_cfg: RwLock<PropertyColumnsConfig>,
+    /// Each project's live feature flags, loaded on first use, dropped by every write.
+    flags: feature_flags::FlagSnapshots,
     key_counts: Mutex<
         std::collections::HashMap<
             (TeamId, crate::storage::layout::Family),
@@ -122,6 +146,8 @@ const SCHEMA: &[&str] = &[
     property_columns::SCHEMA,
     query_log::SCHEMA,
     keys::SCHEMA,
+    feature_flags::SCHEMA,
+    project_settings::SCHEMA,
 ];
 
 /// A random secret: `prefix` and 43 alphanumerics (256 bits).
@@ -164,6 +190,7 @@ impl MetaStore {
             layouts: RwLock::new(std::sync::Arc::new(layouts)),
             columns_cfg: RwLock::new(PropertyColumnsConfig::default()),
             key_counts: Mutex::new(Default::default()),
+            flags: Default::default(),
         })
     }
 
@@ -216,7 +243,8 @@ mod tests {
             (
                 s.create_key("k", &["bogus".into()], None, now).unwrap_err(),
                 "unknown scope 'bogus'; known scopes: *, project:read, project:write, \
-                 person:read, person:write, query:read, activity_log:read, cohort:read",
+                 person:read, person:write, query:read, activity_log:read, cohort:read, \
+                 feature_flag:read, feature_flag:write",
                 ErrorKind::InvalidInput,
                 false,
             ),

@@ -110,6 +110,19 @@ impl MetaStore {
         Ok(())
     }
 
+    /// Renames a project (1 to 200 characters, trimmed).
+    pub fn set_project_name(&self, id: TeamId, name: &str) -> Result<()> {
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > 200 {
+            return Err(MetaError::ProjectName);
+        }
+        self.conn().execute(
+            "UPDATE projects SET name = ?1 WHERE id = ?2",
+            params![name, id.0],
+        )?;
+        Ok(())
+    }
+
     /// Changes a project's capture token. Callers that cache tokens must forget them.
     pub(super) fn set_project_token(&self, id: TeamId, token: &str) -> Result<()> {
         self.conn().execute(

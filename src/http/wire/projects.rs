@@ -1,6 +1,6 @@
 //! The projects API's bodies as PostHog sends them (`spec/api.md`, Projects).
 
-use hedgerow_engine::meta::Project;
+use hedgerow_engine::meta::{Project, ProjectSettings};
 use serde_json::{Value, json};
 
 /// A project: `{id, uuid, name, api_token, timezone, created_at}`.
@@ -13,6 +13,19 @@ pub(crate) fn project(p: &Project) -> Value {
         "timezone": p.timezone,
         "created_at": p.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
     })
+}
+
+/// A project with its remote-config settings (PostHog's field names; the settings for
+/// what hedgerow does not serve are always off).
+pub(crate) fn with_settings(p: &Project, s: &ProjectSettings) -> Value {
+    let mut v = project(p);
+    if let (Value::Object(m), Ok(Value::Object(extra))) = (&mut v, serde_json::to_value(s)) {
+        m.extend(extra);
+        m.insert("session_recording_opt_in".into(), json!(false));
+        m.insert("surveys_opt_in".into(), json!(false));
+        m.insert("capture_console_log_opt_in".into(), json!(false));
+    }
+    v
 }
 
 /// One page of the project list, in the list envelope `{count, next, previous, results}`.

@@ -12,3 +12,6 @@ pub use ids::{
     DistinctId, MAX_TOKEN_CHARS, PERSON_UUID_NAMESPACE, PersonUuid, TeamId, person_uuid,
     token_problem,
 };
+
+/// A project has at most this many group types (`$group_0` … `$group_4`).
+pub const MAX_GROUP_TYPES: u8 = 5;
