@@ -4,7 +4,9 @@ another origin than hedgerow: the page of docs/examples/posthog-js-site.html, un
 Checked: no request fails and no console error; remote config and flags load (CORS, the
 base64 form body of /flags); a pageview, a custom event and a click (`$autocapture` with
 its elements chain) before login; identify; more after it, and a group; every event of the
-visitor, before and after identify, on one person in HogQL.
+visitor, before and after identify, on one person in HogQL; and `isFeatureEnabled` /
+`getFeatureFlag` of one posthog-js instance per id agree with a reference computation of
+PostHog's hash on 1 000 ids.
 
 Chromium is Debian's `chromium` (scripts/test installs it with apt), driven by the Python
 `playwright` package.
@@ -12,6 +14,7 @@ Chromium is Debian's `chromium` (scripts/test installs it with apt), driven by t
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import shutil
 import threading
@@ -33,6 +36,31 @@ USER_AGENT = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like G
               "Chrome/148.0.0.0 Safari/537.36")
 POSTHOG_JS = REPO_ROOT / "tests" / "node" / "node_modules" / "posthog-js" / "dist" / "array.full.js"
 PAGE = REPO_ROOT / "docs" / "examples" / "posthog-js-site.html"
+
+
+BROWSER_IDS = 1000
+
+
+def ph_hash(key: str, distinct_id: str, salt: str = "") -> float:
+    """PostHog's hash, computed here as the reference."""
+    digest = hashlib.sha1(f"{key}.{distinct_id}{salt}".encode()).hexdigest()
+    return int(digest[:15], 16) / float(0xFFFFFFFFFFFFFFF)
+
+
+# One posthog-js instance per id (in-memory persistence, bootstrapped with the id), each
+# asking /flags on load; the answers it reads through its own API.
+PER_ID_FLAGS = """async ([token, apiHost, ids]) => {
+  const out = {}
+  for (const id of ids) {
+    const inst = posthog.init(token, {
+      api_host: apiHost, persistence: 'memory', bootstrap: {distinctID: id},
+      autocapture: false, capture_pageview: false, capture_pageleave: false,
+    }, 'id_' + id.replace(/[^A-Za-z0-9]/g, '_'))
+    await new Promise((resolve) => inst.onFeatureFlags(resolve))
+    out[id] = {half: inst.isFeatureEnabled('half'), split: inst.getFeatureFlag('split')}
+  }
+  return out
+}"""
 
 
 def hogql(url: str, query: str) -> list:
@@ -67,10 +95,17 @@ def test_posthog_js_site(tmp_path, site):
 
     srv = new_server(tmp_path, "hedgerow-browser", flush_interval="500ms").start()
     try:
-        r = requests.post(srv.url + "/api/projects/1/feature_flags/", headers=AUTH, timeout=30,
-                          json={"key": "new-checkout", "filters": {"groups": [
-                              {"properties": [], "rollout_percentage": 100}]}})
-        assert r.status_code == 201, r.text
+        for flag in [
+            {"key": "new-checkout", "filters": {"groups": [{"rollout_percentage": 100}]}},
+            {"key": "half", "filters": {"groups": [{"rollout_percentage": 50}]}},
+            {"key": "split", "filters": {"groups": [{"rollout_percentage": 100}],
+                                         "multivariate": {"variants": [
+                                             {"key": "a", "rollout_percentage": 50},
+                                             {"key": "b", "rollout_percentage": 50}]}}},
+        ]:
+            r = requests.post(srv.url + "/api/projects/1/feature_flags/", headers=AUTH,
+                              timeout=30, json=flag)
+            assert r.status_code == 201, r.text
         api = srv.url.replace("localhost", "127.0.0.1")
         problems: list[str] = []
         seen: list[str] = []
@@ -114,9 +149,16 @@ def test_posthog_js_site(tmp_path, site):
                         and "$groupidentify" in names:
                     break
                 time.sleep(0.5)
+            # isFeatureEnabled / getFeatureFlag on many ids agree with the reference.
+            ids = [f"web-{i}" for i in range(BROWSER_IDS)]
+            answers = page.evaluate(PER_ID_FLAGS, [PROJECT_API_KEY, api, ids])
             browser.close()
 
         assert not problems, "\n".join(problems + ["responses:"] + seen)
+        wrong = [(d, a) for d, a in answers.items()
+                 if a != {"half": ph_hash("half", d) <= 0.5,
+                          "split": "a" if ph_hash("split", d, "variant") < 0.5 else "b"}]
+        assert len(answers) == BROWSER_IDS and not wrong, wrong[:10]
         paths = {s.rsplit(" ", 1)[0] for s in seen}
         for want in (f"GET {api}/array/{PROJECT_API_KEY}/config.js", f"POST {api}/flags/"):
             assert want in paths, (want, sorted(paths))
