@@ -82,6 +82,14 @@ pub fn router(app: App) -> Router {
             )),
         )
         .route(
+            "/api/projects/{project_id}/rotate_secret_token/",
+            scoped(
+                &app,
+                "project:write",
+                patch(projects::rotate_secret).post(projects::rotate_secret),
+            ),
+        )
+        .route(
             "/api/projects/{project_id}/feature_flags/",
             scoped(&app, "feature_flag:read", get(flags::list)).merge(scoped(
                 &app,

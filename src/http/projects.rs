@@ -41,6 +41,20 @@ pub(super) async fn get(State(app): State<App>, caller: Caller) -> Result<Json<V
     Ok(Json(wire::projects::with_settings(p, &s)))
 }
 
+/// `/api/projects/{id}/rotate_secret_token/`: a new project secret key (`phs_…`), shown in
+/// `secret_api_token` this once (it is stored hashed); the old one stops working.
+pub(super) async fn rotate_secret(
+    State(app): State<App>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    let p = caller.project()?;
+    let secret = app.engine.rotate_project_secret(p.id)?;
+    let s = app.engine.project_settings(p.id)?;
+    let mut v = wire::projects::with_settings(p, &s);
+    v["secret_api_token"] = Value::String(secret);
+    Ok(Json(v))
+}
+
 /// `PATCH /api/projects/{id}/`: name, time zone and remote-config settings.
 pub(super) async fn patch(
     State(app): State<App>,

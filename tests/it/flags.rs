@@ -424,6 +424,37 @@ async fn flags_endpoint_definitions_remote_config_and_cors() {
         assert_eq!(r.status(), 401, "definitions need a key");
     }
 
+    // A project secret key reads that project's definitions and nothing else; rotating
+    // it retires the old one.
+    let rotate = || {
+        c.post(srv.url("/api/projects/1/rotate_secret_token/"))
+            .bearer_auth(KEY)
+            .send()
+    };
+    let (st, p) = body(rotate().await.unwrap()).await;
+    let phs = p["secret_api_token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(st == 200 && phs.starts_with("phs_"), "{p}");
+    let defs = |key: String| {
+        c.get(srv.url(&format!("/flags/definitions?token={TOKEN}")))
+            .bearer_auth(key)
+            .send()
+    };
+    assert_eq!(defs(phs.clone()).await.unwrap().status(), 200);
+    let r = c
+        .get(srv.url("/api/projects/1/persons/"))
+        .bearer_auth(&phs)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let (_, again) = body(rotate().await.unwrap()).await;
+    assert_eq!(defs(phs).await.unwrap().status(), 401);
+    let fresh = again["secret_api_token"].as_str().unwrap().to_owned();
+    assert_eq!(defs(fresh).await.unwrap().status(), 200);
+
     // Remote config follows the project's settings.
     let (st, cfg) = body(
         c.get(srv.url(&format!("/array/{TOKEN}/config")))

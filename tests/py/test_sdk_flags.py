@@ -144,6 +144,20 @@ def test_python_local_evaluation_agrees_with_the_reference(server):
         assert not mismatches, mismatches[:10]
         assert ph.get_feature_flag("pro-plan", "x", person_properties={"plan": "PRO"},
                                    only_evaluate_locally=True) is True
+        # A project secret key loads the same definitions.
+        r = requests.post(server.url + "/api/projects/1/rotate_secret_token/", headers=AUTH,
+                          timeout=30)
+        assert r.status_code == 200, r.text
+        with_secret = Posthog(PROJECT_API_KEY, host=server.url,
+                              secret_key=r.json()["secret_api_token"], poll_interval=300)
+        try:
+            with_secret.load_feature_flags()
+            assert len(with_secret.feature_flags or []) == len(FLAGS)
+            d = _ids("py-secret")[0]
+            assert with_secret.get_feature_flag("three-way", d, only_evaluate_locally=True) \
+                == reference("three-way", d)
+        finally:
+            with_secret.shutdown()
         # The same ids answered remotely and locally agree.
         for d in _ids("py-both")[:200]:
             remote = ph.get_feature_flag("three-way", d, send_feature_flag_events=False)

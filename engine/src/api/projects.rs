@@ -168,6 +168,11 @@ impl Engine {
         Ok(self.meta.create_project(name, timezone, self.clock.now())?)
     }
 
+    /// A new secret key for the project, replacing its old one; returned once.
+    pub fn rotate_project_secret(&self, team: TeamId) -> Result<String> {
+        Ok(self.meta.rotate_project_secret(team, self.clock.now())?)
+    }
+
     /// The project's settings for browser SDKs (remote config).
     pub fn project_settings(&self, team: TeamId) -> Result<ProjectSettings> {
         Ok(self.meta.project_settings(team)?)

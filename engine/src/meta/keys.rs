@@ -1,4 +1,6 @@
-//! Personal API keys: what each may do, stored by the SHA-256 of its secret.
+//! Personal API keys: what each may do, stored by the SHA-256 of its secret; and each
+//! project's secret key (`phs_…`), which server SDKs may use instead of a personal key to
+//! read that project's flag definitions, and nothing else.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
@@ -17,7 +19,16 @@ CREATE TABLE IF NOT EXISTS personal_api_keys (
     projects TEXT,
     created_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS project_secret_keys (
+    team_id INTEGER PRIMARY KEY,
+    secret_sha256 TEXT NOT NULL UNIQUE,
+    mask TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
 ";
+
+/// What a project secret key may do: read its project's flag definitions.
+pub(super) const PROJECT_SECRET_SCOPES: &[&str] = &["feature_flag:read"];
 
 /// Scopes PostHog's personal API keys use. `*` grants all; `x:write` implies `x:read`.
 pub const KNOWN_SCOPES: &[&str] = &[
@@ -162,8 +173,45 @@ impl MetaStore {
         Ok((secret, grant))
     }
 
-    /// The grant of a personal key, looked up by its hash.
+    /// Makes a new secret key for the project (`phs_…`), replacing the one it had; the
+    /// secret is returned once and stored only hashed.
+    pub fn rotate_project_secret(&self, team: TeamId, now: DateTime<Utc>) -> Result<String> {
+        if self.project(team)?.is_none() {
+            return Err(MetaError::NoSuchProject(team));
+        }
+        let secret = random_token("phs_");
+        self.conn().execute(
+            "INSERT INTO project_secret_keys (team_id, secret_sha256, mask, created_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (team_id) DO UPDATE SET secret_sha256 = excluded.secret_sha256,
+                 mask = excluded.mask, created_at = excluded.created_at",
+            params![team.0, sha256_hex(&secret), mask(&secret), ts(now)],
+        )?;
+        Ok(secret)
+    }
+
+    /// The grant of a personal key, or of a project secret key (its project, and
+    /// [`PROJECT_SECRET_SCOPES`]), looked up by its hash.
     pub fn key_grant(&self, secret: &str) -> Result<Option<KeyGrant>> {
+        if secret.starts_with("phs_") {
+            let team: Option<i64> = self
+                .conn()
+                .query_row(
+                    "SELECT team_id FROM project_secret_keys WHERE secret_sha256 = ?1",
+                    params![sha256_hex(secret)],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            return Ok(team.map(|t| KeyGrant {
+                key_id: 0,
+                label: format!("project {t} secret key"),
+                scopes: PROJECT_SECRET_SCOPES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                projects: Some(vec![TeamId(t)]),
+            }));
+        }
         let row = self
             .conn()
             .query_row(
