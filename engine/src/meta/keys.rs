@@ -191,7 +191,7 @@ impl MetaStore {
     }
 
     /// The grant of a personal key, or of a project secret key (its project, and
-    /// [`PROJECT_SECRET_SCOPES`]), looked up by its hash.
+    /// `feature_flag:read`), looked up by its hash.
     pub fn key_grant(&self, secret: &str) -> Result<Option<KeyGrant>> {
         if secret.starts_with("phs_") {
             let team: Option<i64> = self
