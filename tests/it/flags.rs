@@ -118,6 +118,48 @@ async fn feature_flags_rest_api() {
     )
     .await;
     assert_eq!(inactive["count"], 1);
+    // Filters without condition sets keep the flag's; a rollout alone changes a simple
+    // flag, and is refused (not dropped) for another.
+    let patch = |url: String, b: Value| c.patch(url).bearer_auth(KEY).json(&b).send();
+    let (st, p) = body(
+        patch(one.clone(), json!({"filters": {"payloads": {"true": 7}}}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(p["filters"]["groups"][0]["rollout_percentage"], 30.0);
+    assert_eq!(p["filters"]["payloads"]["true"], "7");
+    let (st, p) = body(
+        patch(one.clone(), json!({"rollout_percentage": 60}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((st, &p["rollout_percentage"]), (200, &json!(60.0)), "{p}");
+    let (st, e) = body(
+        patch(one.clone(), json!({"filters": {"groups": []}}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((st, e["attr"].as_str()), (400, Some("filters")), "{e}");
+    let legacy = srv.url(&format!("/api/projects/1/feature_flags/{}/", b["id"]));
+    let two_sets =
+        json!({"filters": {"groups": [{"properties": [{"key": "a", "value": "1"}]}, {}]}});
+    let (st, e) = body(patch(legacy.clone(), two_sets).await.unwrap()).await;
+    assert_eq!(st, 200, "{e}");
+    let (st, e) = body(
+        patch(legacy, json!({"rollout_percentage": 5}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (st, e["attr"].as_str()),
+        (400, Some("rollout_percentage")),
+        "{e}"
+    );
 
     // DELETE is PostHog's 405; deleting is a PATCH, and frees the key.
     let (st, e) = body(c.delete(&one).bearer_auth(KEY).send().await.unwrap()).await;

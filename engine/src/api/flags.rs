@@ -152,6 +152,13 @@ fn filters_of(doc: Value, rollout: Option<f64>) -> Result<Filters> {
             ..Default::default()
         }];
     }
+    if f.groups.is_empty() {
+        return Err(Invalid {
+            attr: "filters",
+            message: "Feature flag filters must contain at least one condition set".into(),
+        }
+        .into());
+    }
     flags::prepare_filters(&mut f)?;
     Ok(f)
 }
@@ -271,13 +278,6 @@ impl Engine {
             f.filters.unwrap_or_else(|| Value::Object(Map::new())),
             f.rollout_percentage,
         )?;
-        if filters.groups.is_empty() {
-            return Err(Invalid {
-                attr: "filters",
-                message: "Feature flag filters must contain at least one condition set".into(),
-            }
-            .into());
-        }
         let new = NewFlag {
             key,
             name: name_of(f.name)?,
@@ -298,7 +298,10 @@ impl Engine {
         Ok(self.meta.live_flags(team)?)
     }
 
-    /// Changes the fields given; the whole flag is validated again.
+    /// Changes the fields given, each checked as on create. Filters without `groups` keep
+    /// the flag's condition sets (as PostHog's PATCH does) and replace the rest; a
+    /// top-level `rollout_percentage` alone changes a flag whose one condition set has no
+    /// property filters, and is refused for any other.
     pub fn update_flag(&self, team: TeamId, id: i64, f: FlagFields) -> Result<FeatureFlag> {
         let mut flag = self.flag(team, id)?;
         if let Some(key) = f.key {
@@ -308,20 +311,29 @@ impl Engine {
         if let Some(name) = f.name {
             flag.name = name_of(Some(name))?;
         }
-        if let Some(doc) = f.filters {
-            flag.filters = filters_of(doc, f.rollout_percentage)?;
-        } else if let Some(r) = f.rollout_percentage
-            && let [only] = &mut flag.filters.groups[..]
-            && only.properties.is_empty()
-        {
-            flags::validate_filters(&Filters {
-                groups: vec![Condition {
-                    rollout_percentage: Some(r),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            })?;
-            only.rollout_percentage = Some(r);
+        if let Some(mut doc) = f.filters {
+            if let Value::Object(m) = &mut doc
+                && !m.contains_key("groups")
+            {
+                let kept = serde_json::to_value(&flag.filters.groups).unwrap_or_default();
+                m.insert("groups".into(), kept);
+            }
+            flag.filters = filters_of(doc, None)?;
+        }
+        if let Some(r) = f.rollout_percentage {
+            match &mut flag.filters.groups[..] {
+                [only] if only.properties.is_empty() => only.rollout_percentage = Some(r),
+                _ => {
+                    return Err(Invalid {
+                        attr: "rollout_percentage",
+                        message: "rollout_percentage alone changes only a flag with one \
+                                  condition set without property filters; send filters instead"
+                            .into(),
+                    }
+                    .into());
+                }
+            }
+            flags::prepare_filters(&mut flag.filters)?;
         }
         if let Some(a) = f.active {
             flag.active = a;
