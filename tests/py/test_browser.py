@@ -6,7 +6,7 @@ base64 form body of /flags); a pageview, a custom event and a click (`$autocaptu
 its elements chain) before login; identify; more after it, and a group; every event of the
 visitor, before and after identify, on one person in HogQL; and `isFeatureEnabled` /
 `getFeatureFlag` of one posthog-js instance per id agree with a reference computation of
-PostHog's hash on 1 000 ids.
+PostHog's hash on 2 000 ids.
 
 Chromium is Debian's `chromium` (scripts/test installs it with apt), driven by the Python
 `playwright` package.
@@ -38,7 +38,7 @@ POSTHOG_JS = REPO_ROOT / "tests" / "node" / "node_modules" / "posthog-js" / "dis
 PAGE = REPO_ROOT / "docs" / "examples" / "posthog-js-site.html"
 
 
-BROWSER_IDS = 1000
+BROWSER_IDS = 2000
 
 
 def ph_hash(key: str, distinct_id: str, salt: str = "") -> float:

@@ -204,7 +204,7 @@ def test_node_flags_agree_with_the_reference(server, tmp_path):
     out = tmp_path / "node-flags.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSTHOG_")}
     proc = subprocess.run([node, str(node_dir / "flags_test.mjs"), server.url, PROJECT_API_KEY,
-                           PERSONAL_API_KEY, "1000", str(out)],
+                           PERSONAL_API_KEY, str(IDS), str(out)],
                           cwd=node_dir, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and out.is_file(), (
         f"flags_test.mjs failed ({proc.returncode})\nstdout:\n{proc.stdout[-3000:]}\n"
@@ -217,7 +217,7 @@ def test_node_flags_agree_with_the_reference(server, tmp_path):
                 if answers[key] != reference(key, d):
                     mismatches.append((mode, d, key, answers[key], reference(key, d)))
     assert not mismatches, mismatches[:10]
-    assert len(result["remote"]) == len(result["local"]) == 1000
+    assert len(result["remote"]) == len(result["local"]) == IDS
     assert result["pro_remote"] is True and result["pro_local"] is True
     assert result["group"] == {k: reference("org-half", k) for k in result["group"]}
     assert result["payload"] == {"color": "green"}
