@@ -71,6 +71,11 @@ async fn feature_flags_rest_api() {
             "filters",
             "invalid_input",
         ),
+        (
+            json!({"key": "sticky", "ensure_experience_continuity": true}),
+            "ensure_experience_continuity",
+            "invalid_input",
+        ),
     ] {
         let (st, e) = body(post(doc.clone()).await.unwrap()).await;
         assert_eq!(

@@ -257,6 +257,21 @@ pub struct RemoteConfig {
     pub has_flags: bool,
 }
 
+/// Experience continuity needs hash-key overrides kept per person, which hedgerow does not
+/// keep: refused rather than stored and ignored.
+fn continuity(on: Option<bool>) -> Result<bool> {
+    match on {
+        Some(true) => Err(Invalid {
+            attr: "ensure_experience_continuity",
+            message: "ensure_experience_continuity is not supported yet: hedgerow keeps no \
+                      hash key overrides across identify"
+                .into(),
+        }
+        .into()),
+        other => Ok(other.unwrap_or(false)),
+    }
+}
+
 impl Engine {
     /// The remote config of the project `token` names.
     pub fn remote_config(&self, token: &str) -> Result<RemoteConfig> {
@@ -283,7 +298,7 @@ impl Engine {
             name: name_of(f.name)?,
             filters,
             active: f.active.unwrap_or(true),
-            ensure_experience_continuity: f.ensure_experience_continuity.unwrap_or(false),
+            ensure_experience_continuity: continuity(f.ensure_experience_continuity)?,
         };
         Ok(self.meta.insert_flag(team, &new, self.clock.now())?)
     }
@@ -341,8 +356,8 @@ impl Engine {
         if let Some(d) = f.deleted {
             flag.deleted = d;
         }
-        if let Some(c) = f.ensure_experience_continuity {
-            flag.ensure_experience_continuity = c;
+        if f.ensure_experience_continuity.is_some() {
+            flag.ensure_experience_continuity = continuity(f.ensure_experience_continuity)?;
         }
         Ok(self.meta.update_flag(&flag, self.clock.now())?)
     }

@@ -9,8 +9,9 @@
 //!   aggregated by group, the key of the request's group of that type.
 //! - **Condition sets** are tried in their stored order (PostHog's SDKs stopped moving
 //!   sets with a variant override to the front in python 6.7.6 and node 5.8.7); the first
-//!   set whose property filters all match and whose rollout takes the id decides. A set
-//!   without filters and without a rollout matches all. When none matches, the reason is
+//!   set whose property filters all match and whose rollout takes the id decides (with
+//!   `early_exit`, the first whose filters match decides, in or out). A set without filters
+//!   and without a rollout matches all. When none matches, the reason is
 //!   `out_of_rollout_bound` if some set's filters matched, else `no_condition_match`.
 //! - **Properties.** The person's stored properties with the request's
 //!   `person_properties` on top (a group flag: the group's). A filter on a property the
@@ -129,6 +130,10 @@ pub fn evaluate(flag: &FeatureFlag, s: &Subject<'_>) -> Evaluation {
                 };
             }
             Match::OutOfRollout => {
+                // `early_exit`: a set whose filters matched decides, in or out.
+                if flag.filters.extra.get("early_exit") == Some(&Value::Bool(true)) {
+                    return off("out_of_rollout_bound", Some(i), "Out of rollout bound");
+                }
                 out_of_rollout.get_or_insert(i);
             }
             Match::No => {}
@@ -579,6 +584,20 @@ mod tests {
             !m("signed_up", "is_date_after", json!("-10000d")),
             "out of range"
         );
+    }
+
+    /// `early_exit`: an id out of the first matching set's rollout is off, though a later
+    /// set would take it.
+    #[test]
+    fn early_exit_stops_at_the_first_matching_set() {
+        let doc = |early: bool| {
+            json!({"groups": [{"rollout_percentage": 0}, {"rollout_percentage": 100}],
+                   "early_exit": early})
+        };
+        let e = evaluate(&flag("x", doc(false)), &subject("id", json!({})));
+        assert_eq!((e.enabled, e.reason.condition_index), (true, Some(1)));
+        let e = evaluate(&flag("x", doc(true)), &subject("id", json!({})));
+        assert_eq!((e.enabled, e.reason.code), (false, "out_of_rollout_bound"));
     }
 
     #[test]

@@ -255,6 +255,29 @@ pub fn validate_filters(f: &Filters) -> Result<(), Invalid> {
             ));
         }
     }
+    // PostHog features hedgerow does not evaluate are refused rather than stored and
+    // ignored.
+    for key in ["holdout", "holdout_groups", "super_groups"] {
+        match f.extra.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.is_empty() => {}
+            Some(_) => {
+                return Err(invalid(
+                    "filters",
+                    format!(
+                        "{key} is not supported yet: hedgerow evaluates no holdouts or \
+                         early-access groups"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(v) = f.extra.get("early_exit")
+        && !v.is_boolean()
+        && !v.is_null()
+    {
+        return Err(invalid("filters", "early_exit must be true or false"));
+    }
     if let Some(i) = f.aggregation_group_type_index
         && i >= crate::model::MAX_GROUP_TYPES
     {
@@ -440,6 +463,14 @@ mod tests {
                        "groups": [{"properties": [{"key": "plan", "value": "x", "type": "group",
                                                    "group_type_index": 0}]}]}),
                 "Filters are not valid (can only use group properties)",
+            ),
+            (
+                json!({"holdout": {"id": 1, "exclusion_percentage": 10}}),
+                "holdout is not supported yet",
+            ),
+            (
+                json!({"super_groups": [{"properties": []}]}),
+                "super_groups is not supported yet",
             ),
             (
                 json!({"payloads": {"control": "1"}}),
