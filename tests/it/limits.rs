@@ -68,7 +68,10 @@ fn nest(open: &str, inner: &str, close: &str, n: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_and_wide_queries_answer_instead_of_crashing() {
-    let srv = Server::start(&[]);
+    // What is checked is that these answer, not how fast: with two fuzzers on the same
+    // 2 cores one of them once answered non-200 (the message was lost); the default
+    // 2-minute query timeout is the likeliest cause, so it is taken out of the picture.
+    let srv = Server::start(&["--query-timeout", "1h"]);
     capture_n(&srv, 10).await;
 
     // An ordinary "these 3 000 ids" query.
