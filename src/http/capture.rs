@@ -62,19 +62,13 @@ pub(super) async fn capture(State(app): State<App>, req: Request) -> Response {
 async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
     let query = parse_query(parts.uri.query());
-    let header_str = |name: header::HeaderName| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
+    let header_str = |name| header_text(&parts.headers, name);
     if let Some(len) = header_str(header::CONTENT_LENGTH).and_then(|l| l.parse::<usize>().ok())
         && len > app.max_body
     {
         return Err(too_large(app.max_body));
     }
-    let bytes = read_limited(body, app.max_body).await?;
+    let bytes = read_limited(body, app.max_body, too_large).await?;
     let content_type = header_str(header::CONTENT_TYPE);
     let content_encoding = header_str(header::CONTENT_ENCODING);
     if parts.method == Method::GET && query.data.is_none() && bytes.is_empty() {
@@ -100,12 +94,28 @@ async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {
     Ok(Json(json!({"status": 1})).into_response())
 }
 
-/// Reads the body, refusing (413) at `limit` bytes instead of buffering without bound.
-async fn read_limited(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
+/// A header's value as text, if it has one that is.
+pub(super) fn header_text(
+    headers: &axum::http::HeaderMap,
+    name: header::HeaderName,
+) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Reads the body, refusing (413, with `over`'s error) at `limit` bytes instead of
+/// buffering without bound.
+pub(super) async fn read_limited(
+    body: Body,
+    limit: usize,
+    over: impl FnOnce(usize) -> ApiError,
+) -> Result<bytes::Bytes, ApiError> {
     use http_body_util::BodyExt;
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(over(limit)),
         Err(e) => Err(ApiError::invalid(
             "invalid_payload",
             format!("could not read the request body: {e}"),

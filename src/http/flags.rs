@@ -3,7 +3,6 @@
 //! local evaluation, and posthog-js's remote config (`/array/<token>/config[.js]`).
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -258,15 +257,16 @@ pub(super) async fn evaluate(State(app): State<App>, req: Request) -> Result<Res
     let decide = req.uri().path().starts_with("/decide");
     let (parts, body) = req.into_parts();
     let query = parse_query(parts.uri.query());
-    let header_str = |name: header::HeaderName| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
+    let header_str = |name| super::capture::header_text(&parts.headers, name);
     let limit = app.max_body.min(hedgerow_engine::MAX_FLAGS_BODY);
-    let bytes = read_limited(body, limit).await?;
+    let bytes = super::capture::read_limited(body, limit, |limit| {
+        ApiError::new(
+            ErrorKind::TooLarge,
+            "payload_too_large",
+            format!("the request body is over the {limit}-byte limit of /flags"),
+        )
+    })
+    .await?;
     let body = CaptureBody {
         body: bytes,
         content_type: header_str(header::CONTENT_TYPE),
@@ -295,22 +295,6 @@ pub(super) async fn evaluate(State(app): State<App>, req: Request) -> Result<Res
         }
     }
     Ok(Json(Value::Object(out)).into_response())
-}
-
-async fn read_limited(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
-    use http_body_util::BodyExt;
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
-            ErrorKind::TooLarge,
-            "payload_too_large",
-            format!("the request body is over the {limit}-byte limit of /flags"),
-        )),
-        Err(e) => Err(ApiError::invalid(
-            "invalid_payload",
-            format!("could not read the request body: {e}"),
-        )),
-    }
 }
 
 // ---------------------------------------------------------------------------------------
