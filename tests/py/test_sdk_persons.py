@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import uuid
+
 import requests
 from posthog import Posthog
 
-from conftest import PERSONAL_API_KEY, PROJECT_API_KEY
+from conftest import PERSON_NAMESPACE, PERSONAL_API_KEY, PROJECT_API_KEY, TEAM_ID
 
 
 def _api(server, path, **kw):
@@ -47,7 +49,8 @@ def test_sdk_person_flows(server_factory):
     ph.set_once(distinct_id="user-x", properties={"signup": "2024-01-01"})
     ph.set_once(distinct_id="user-x", properties={"signup": "2030-01-01"})
     ph.capture("upgraded", distinct_id="user-x", properties={"$set": {"plan": "pro"}})
-    # alias: the anonymous person (not identified) is merged into user-x's.
+    # alias (spec §6): the event's distinct id (previous_id) is merged into the alias
+    # (distinct_id), which becomes the main id: anon-x's person goes into user-x's.
     ph.alias(previous_id="anon-x", distinct_id="user-x")
     ph.capture("$pageview", distinct_id="anon-x", properties={"$browser": "Safari"})
 
@@ -72,6 +75,7 @@ def test_sdk_person_flows(server_factory):
     assert x is not None
     assert sorted(x["distinct_ids"]) == ["anon-x", "user-x"]
     assert x["is_identified"] is True
+    assert x["uuid"] == str(uuid.uuid5(PERSON_NAMESPACE, f"{TEAM_ID}:user-x")), "the alias's person survives"
     p = x["properties"]
     assert p["email"] == "x@shop.io" and p["plan"] == "pro"
     assert p["signup"] == "2024-01-01", "set_once keeps the first value"

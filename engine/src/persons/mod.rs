@@ -98,11 +98,14 @@ pub enum PersonAction {
     #[default]
     Plain,
     /// `$identify` with `$anon_distinct_id`, `$create_alias` or `$merge_dangerously`:
-    /// `other` joins the event's distinct id.
+    /// `other` joins the event's distinct id, or for `$create_alias` (`into_other`) the
+    /// event's distinct id joins `other`, the alias, which becomes the main id (spec §6).
     Merge {
         other: DistinctId,
-        /// `$merge_dangerously`: an identified `other` is merged too.
+        /// `$merge_dangerously`: an identified person is merged too.
         dangerous: bool,
+        /// `$create_alias`: the alias (`other`) is the target.
+        into_other: bool,
         /// The event's name, for warnings.
         event: &'static str,
     },
@@ -214,17 +217,20 @@ pub fn person_input(e: &Event, mut group_index: impl FnMut(&str) -> Option<u8>) 
     input.unset = explicit_unset;
 
     let merge = match e.event.as_str() {
-        "$identify" => merge_target(props, "$anon_distinct_id").map(|o| (o, false, "$identify")),
-        "$create_alias" => merge_target(props, "alias").map(|o| (o, false, "$create_alias")),
+        "$identify" => {
+            merge_target(props, "$anon_distinct_id").map(|o| (o, false, false, "$identify"))
+        }
+        "$create_alias" => merge_target(props, "alias").map(|o| (o, false, true, "$create_alias")),
         "$merge_dangerously" => {
-            merge_target(props, "alias").map(|o| (o, true, "$merge_dangerously"))
+            merge_target(props, "alias").map(|o| (o, true, false, "$merge_dangerously"))
         }
         _ => None,
     };
-    if let Some((other, dangerous, event)) = merge {
+    if let Some((other, dangerous, into_other, event)) = merge {
         input.action = PersonAction::Merge {
             other,
             dangerous,
+            into_other,
             event,
         };
     } else if e.event == "$groupidentify" {
@@ -471,6 +477,7 @@ mod tests {
             PersonAction::Merge {
                 other: "anon".into(),
                 dangerous: false,
+                into_other: false,
                 event: "$identify"
             }
         );
@@ -482,6 +489,7 @@ mod tests {
             PersonAction::Merge {
                 other: "5".into(),
                 dangerous: true,
+                into_other: false,
                 event: "$merge_dangerously"
             }
         );

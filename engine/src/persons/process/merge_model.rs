@@ -187,10 +187,20 @@ impl Model {
         n
     }
 
-    /// `other` joins `target`'s person: the event's distinct id is the target.
-    fn merge(&mut self, target: &str, other: &str, dangerous: bool, at: i64) -> usize {
+    /// `other` joins `target`'s person: the event's distinct id is the target, or for an
+    /// alias the alias is.
+    fn merge(
+        &mut self,
+        target: &str,
+        other: &str,
+        event_is_other: bool,
+        dangerous: bool,
+        at: i64,
+    ) -> usize {
+        // The event's own id: its person takes the event when the merge is refused.
+        let own = if event_is_other { other } else { target };
         if target == other || !Self::mergeable(target) || !Self::mergeable(other) {
-            return self.person_for(target, at);
+            return self.person_for(own, at);
         }
         match (
             self.owner.get(target).copied(),
@@ -209,7 +219,7 @@ impl Model {
             (Some(t), Some(o)) => {
                 if self.persons[&o].identified && !dangerous {
                     // Refused: the other person is somebody already.
-                    return t;
+                    return if event_is_other { o } else { t };
                 }
                 let gone = self.persons.remove(&o).expect("owned");
                 for d in &gone.dids {
@@ -232,8 +242,10 @@ impl Model {
         let n = match kind {
             Kind::Personless => return,
             Kind::Plain | Kind::PlainIdentify => self.person_for(did, at),
-            Kind::Identify(o) | Kind::Alias(o) => self.merge(did, IDS[o], false, at),
-            Kind::Dangerous(o) => self.merge(did, IDS[o], true, at),
+            Kind::Identify(o) => self.merge(did, IDS[o], false, false, at),
+            // spec §6: the event's distinct id is merged into the alias, the main id.
+            Kind::Alias(o) => self.merge(IDS[o], did, true, false, at),
+            Kind::Dangerous(o) => self.merge(did, IDS[o], false, true, at),
         };
         let (set, set_once, unset) = ops;
         let props = &mut self.persons.get_mut(&n).expect("made").props;
@@ -466,13 +478,18 @@ fn the_model_follows_the_spec() {
         json!({"k1": 2, "k2": 2})
     );
     assert_eq!(seen[0].created, 1);
-    // c's person cannot take in b's identified one, unless dangerously.
+    // b aliased to c: b's identified person cannot go into c's, unless dangerously.
     m.event("c", Kind::Plain, none, 4);
-    m.event("c", Kind::Alias(1), none, 5);
+    m.event("b", Kind::Alias(2), none, 5);
     assert_eq!(m.seen().len(), 2);
     m.event("c", Kind::Dangerous(1), none, 6);
     assert_eq!(m.seen().len(), 1);
     // Never on a forbidden id.
     m.event("d", Kind::Identify(4), none, 7);
     assert_eq!(m.seen().len(), 2);
+    // d aliased to c: d's person goes into c's, which keeps its uuid.
+    m.event("d", Kind::Alias(2), none, 8);
+    let seen = m.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].uuid, person_uuid(T, "c"));
 }

@@ -361,18 +361,23 @@ impl Persons {
         }
     }
 
+    /// Merges `other`'s person into `target`'s and answers the person the event is
+    /// stamped with: the merged one, or where the merge is refused, the person of the
+    /// event's own distinct id (`other` when `event_is_other`, as for `$create_alias`).
     #[allow(clippy::too_many_arguments)]
     fn merge(
         &mut self,
         team: TeamId,
         target: &DistinctId,
         other: &DistinctId,
+        event_is_other: bool,
         dangerous: bool,
         event: &str,
         at: DateTime<Utc>,
         actor: &str,
         received: DateTime<Utc>,
     ) -> Result<i64> {
+        let own = if event_is_other { other } else { target };
         if other == target {
             return self.person_for(team, target, at, actor, received);
         }
@@ -388,7 +393,7 @@ impl Persons {
                 json!({"sourcePersonDistinctId": other, "targetPersonDistinctId": target, "illegalDistinctId": bad, "eventName": event}),
                 received,
             );
-            return self.person_for(team, target, at, actor, received);
+            return self.person_for(team, own, at, actor, received);
         }
         let t = self.lookup(team, target)?;
         let o = self.lookup(team, other)?;
@@ -427,7 +432,7 @@ impl Persons {
                         json!({"sourcePersonDistinctId": other, "targetPersonDistinctId": target, "eventName": event}),
                         received,
                     );
-                    return Ok(t);
+                    return Ok(if event_is_other { o } else { t });
                 }
                 let Some(target) = self.load(team, t)? else {
                     return Ok(o);
@@ -585,17 +590,25 @@ impl Persons {
                 PersonAction::Merge {
                     other,
                     dangerous,
+                    into_other,
                     event,
-                } => self.merge(
-                    team,
-                    &i.distinct_id,
-                    other,
-                    *dangerous,
-                    event,
-                    i.timestamp,
-                    actor,
-                    ctx.received,
-                )?,
+                } => {
+                    let (target, other) = match into_other {
+                        true => (other, &i.distinct_id),
+                        false => (&i.distinct_id, other),
+                    };
+                    self.merge(
+                        team,
+                        target,
+                        other,
+                        *into_other,
+                        *dangerous,
+                        event,
+                        i.timestamp,
+                        actor,
+                        ctx.received,
+                    )?
+                }
                 _ => self.person_for(team, &i.distinct_id, i.timestamp, actor, ctx.received)?,
             };
             let explicit = i.explicit;
@@ -940,8 +953,9 @@ mod tests {
         assert_eq!(h.send("x", "anon", json!({})).person_id, p.uuid);
         // Chains: the merged person merges again.
         h.send("x", "other", json!({}));
-        h.send("$create_alias", "other", json!({"alias": "user"}));
-        // `user`'s person is identified now: refused.
+        // `user` aliased to `other`: `user`'s person goes into `other`'s, but it is
+        // identified now: refused.
+        h.send("$create_alias", "user", json!({"alias": "other"}));
         assert_eq!(h.warnings(), vec!["cannot_merge_already_identified"]);
         assert_eq!(h.count(), 2);
         h.send("$merge_dangerously", "other", json!({"alias": "user"}));
@@ -964,9 +978,11 @@ mod tests {
     #[test]
     fn personless_activity_joins_the_person_it_merges_into() {
         let personless = || json!({"$process_person_profile": false});
-        let merge = |kind: &str, other: &str| match kind {
-            "$identify" => json!({"$anon_distinct_id": other}),
-            _ => json!({"alias": other}),
+        // Each merges `anon` into `user`: an alias is sent by the id that joins the alias.
+        let merge = |kind: &str| match kind {
+            "$identify" => ("user", json!({"$anon_distinct_id": "anon"})),
+            "$create_alias" => ("anon", json!({"alias": "user"})),
+            _ => ("user", json!({"alias": "anon"})),
         };
         for kind in ["$identify", "$create_alias", "$merge_dangerously"] {
             // Which ids have a person before the merge: neither, the target, the other.
@@ -981,7 +997,8 @@ mod tests {
                         assert_eq!(s.person_id, puuid(did));
                     }
                 }
-                let s = h.send(kind, "user", merge(kind, "anon"));
+                let (did, props) = merge(kind);
+                let s = h.send(kind, did, props);
                 let person = s.person_id;
                 assert_eq!(
                     person,
