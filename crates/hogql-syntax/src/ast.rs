@@ -324,6 +324,8 @@ pub enum InList {
     Subquery(Box<Query>),
     /// `x IN some_array_or_tuple_expr` / `x IN cte_name`
     Expr(Box<Expr>),
+    /// `person_id IN COHORT 5` / `IN COHORT 'name'`: the members of a cohort, by id or name.
+    Cohort(Box<Expr>),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -14,6 +14,7 @@ pub mod lexer;
 pub mod nesting;
 pub mod parser;
 pub mod print;
+pub mod visit;
 
 #[cfg(test)]
 mod roundtrip_tests;

@@ -32,6 +32,16 @@ fn part(name: &str) -> String {
     }
 }
 
+/// A placeholder's name: a dotted chain of plain names as written (`variables.limit`),
+/// anything else quoted whole (which reads back as the same name).
+fn placeholder(name: &str) -> String {
+    if name.split('.').all(is_plain_identifier) {
+        name.to_string()
+    } else {
+        quote(name)
+    }
+}
+
 /// A function name: special forms (`CAST(`, `NOT(`, `tuple(` …) must be quoted to stay calls.
 fn call_name(name: &str) -> String {
     // SELECT and WITH: a call of that name right after `(` would read back as a subquery
@@ -354,7 +364,7 @@ impl Printer {
             }
             TableSource::Placeholder(name) => {
                 self.s("{");
-                self.s(&part(name));
+                self.s(&placeholder(name));
                 self.s("}");
             }
         }
@@ -641,6 +651,10 @@ impl Printer {
                         self.s(")");
                     }
                     InList::Subquery(q) => self.subquery(q),
+                    InList::Cohort(e) => {
+                        self.s("COHORT ");
+                        self.expr(e, prec::COMPARE + 1);
+                    }
                     InList::Expr(e) => match &e.kind {
                         // `(…)` right after IN reads as a list: spell tuples as tuple(…).
                         ExprKind::Tuple(items) => {
@@ -754,7 +768,7 @@ impl Printer {
             }
             ExprKind::Placeholder(name) => {
                 self.s("{");
-                self.s(&part(name));
+                self.s(&placeholder(name));
                 self.s("}");
             }
             ExprKind::Subquery(q) => self.subquery(q),
@@ -997,6 +1011,15 @@ mod tests {
             ),
             ("((SELECT 1))", "SELECT 1"),
             ("SELECT (1 + 2 AS x) * x", "SELECT (1 + 2 AS x) * x"),
+            (
+                "SELECT 1 FROM events WHERE person_id in cohort 5 AND person_id NOT IN COHORT 'a b'",
+                "SELECT 1 FROM events WHERE person_id IN COHORT 5 AND person_id NOT IN COHORT 'a b'",
+            ),
+            (
+                "SELECT {variables.n} FROM t WHERE { filters }",
+                "SELECT {variables.n} FROM t WHERE {filters}",
+            ),
+            ("SELECT {`a b`.c}", "SELECT {`a b.c`}"),
             ("SELECT a ? b : c", "SELECT a ? b : c"),
             ("SELECT f(x).name, (1).1", "SELECT f(x)['name'], (1).1"),
             (

@@ -212,7 +212,17 @@ impl Parser<'_> {
                     self.eat_kw("GLOBAL");
                     let negated = self.eat_kw("NOT");
                     self.bump();
-                    let (list, h) = if self.is(&TokenKind::LParen) {
+                    // `IN COHORT 5`, `IN COHORT 'name'` (a column named `cohort` stays one).
+                    let cohort = self.is_kw("COHORT")
+                        && matches!(
+                            self.nth(1).kind,
+                            TokenKind::Number(_) | TokenKind::String(_)
+                        );
+                    let (list, h) = if cohort {
+                        self.bump();
+                        let (e, h) = self.operand(prec::COMPARE + 1)?;
+                        (InList::Cohort(Box::new(e)), h)
+                    } else if self.is(&TokenKind::LParen) {
                         let (g, h) = self.measured(|p| p.paren_group())?;
                         let list = match g {
                             Group::Query(q) => InList::Subquery(Box::new(q)),
@@ -442,13 +452,22 @@ impl Parser<'_> {
         Ok(Expr::new(ExprKind::Field(vec![w]), self.span(start)))
     }
 
+    /// `{name}`, or a dotted chain such as `{variables.limit}` or
+    /// `{filters.dateRange.from}` (its parts joined by `.`).
     pub(super) fn placeholder(&mut self) -> PResult<String> {
         self.expect(&TokenKind::LBrace, "'{'")?;
-        let name = match &self.tok().kind {
-            TokenKind::Word(w) | TokenKind::QuotedIdent(w) => w.clone(),
-            _ => return Err(self.expected("a placeholder name")),
-        };
-        self.bump();
+        let mut name = String::new();
+        loop {
+            match &self.tok().kind {
+                TokenKind::Word(w) | TokenKind::QuotedIdent(w) => name.push_str(w),
+                _ => return Err(self.expected("a placeholder name")),
+            }
+            self.bump();
+            if !self.eat(&TokenKind::Dot) {
+                break;
+            }
+            name.push('.');
+        }
         self.expect(&TokenKind::RBrace, "'}' to close the placeholder")?;
         Ok(name)
     }

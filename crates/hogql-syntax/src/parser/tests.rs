@@ -66,6 +66,7 @@ fn sx(e: &Expr) -> String {
                 InList::List(items) => format!("[{}]", list(items)),
                 InList::Subquery(_) => "(query)".into(),
                 InList::Expr(e) => sx(e),
+                InList::Cohort(e) => format!("(cohort {})", sx(e)),
             };
             format!(
                 "({}In {} {rhs})",
@@ -184,6 +185,12 @@ fn precedence_follows_clickhouse() {
         ("x IN ((1, 2))", "(In x [(tuple 1 2)])"),
         ("x IN tuple(1, 2)", "(In x (tuple 1 2))"),
         ("x IN cohort_ids", "(In x cohort_ids)"),
+        ("x IN COHORT 5", "(In x (cohort 5))"),
+        (
+            "x not in cohort 'Power users'",
+            "(NotIn x (cohort 'Power users'))",
+        ),
+        ("x IN cohort", "(In x cohort)"),
         ("x IN (SELECT 1)", "(In x (query))"),
         ("x IN ((SELECT 1) UNION ALL (SELECT 2))", "(In x (query))"),
         ("x NOT IN (SELECT 1) AND y", "(And (NotIn x (query)) y)"),
@@ -260,6 +267,9 @@ fn shapes() {
         ("\"my col\"", "my col"),
         ("`a``b`", "a`b"),
         ("{name}", "{name}"),
+        ("{variables.limit}", "{variables.limit}"),
+        ("{ filters . dateRange . from }", "{filters.dateRange.from}"),
+        ("{`a.b`.c}", "{a.b.c}"),
         ("count(*)", "(count *)"),
         ("count()", "(count)"),
         ("count(DISTINCT x)", "(count DISTINCT x)"),

@@ -221,10 +221,18 @@ impl Planner<'_> {
             }
             ExprKind::Placeholder(name) => match self.ctx.values.get(name) {
                 Some(v) => json_literal(v, e.span),
-                None => err(
-                    format!("Placeholder {{{name}}} has no value in `values`"),
-                    e.span,
-                ),
+                None => match name.strip_prefix("variables.") {
+                    Some(var) => err(
+                        format!(
+                            "Variable {var} has no value: give it in the query's `variables` or in `variables_override`"
+                        ),
+                        e.span,
+                    ),
+                    None => err(
+                        format!("Placeholder {{{name}}} has no value in `values`"),
+                        e.span,
+                    ),
+                },
             },
             ExprKind::Subquery(q) => {
                 let plan = self.value_subquery(q, scope.ctes, e.span)?;
@@ -452,6 +460,11 @@ impl Planner<'_> {
                     ]),
                     v,
                 )
+            }
+            // The query service turns `IN COHORT x` into a subquery of `cohort_people`
+            // before planning; one that reaches here named no cohort of the project.
+            ast::InList::Cohort(e) => {
+                return err("IN COHORT needs a cohort of the project", e.span);
             }
             ast::InList::Expr(e) => {
                 if let ExprKind::Field(p) = &e.kind

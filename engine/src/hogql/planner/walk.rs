@@ -81,7 +81,7 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
             go(expr);
             match list {
                 ast::InList::List(items) => items.iter().for_each(&mut go),
-                ast::InList::Expr(x) => go(x),
+                ast::InList::Expr(x) | ast::InList::Cohort(x) => go(x),
                 ast::InList::Subquery(_) => {}
             }
         }

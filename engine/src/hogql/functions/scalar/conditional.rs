@@ -25,6 +25,31 @@ fn condition(e: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
     })
 }
 
+/// ClickHouse's booleans are UInt8, so `ifNull(a = b, 0)` (as PostHog prints every
+/// comparison) mixes a Boolean with 0 or 1: among Boolean arguments, the integer literals
+/// 0 and 1 are `false` and `true`.
+fn bool_literals(args: Vec<Expr>, ctx: &FnContext<'_>) -> Vec<Expr> {
+    if !args
+        .iter()
+        .any(|a| matches!(type_of(a, ctx), Ok(DataType::Boolean)))
+    {
+        return args;
+    }
+    args.into_iter()
+        .map(|a| match &a {
+            Expr::Literal(v, _) if v.data_type().is_integer() => {
+                match v.cast_to(&DataType::Int64) {
+                    Ok(ScalarValue::Int64(Some(n @ (0 | 1)))) => {
+                        Expr::Literal(ScalarValue::Boolean(Some(n == 1)), None)
+                    }
+                    _ => a,
+                }
+            }
+            _ => a,
+        })
+        .collect()
+}
+
 /// The elements of a constant array argument (`[1, 2]`, as a List literal or make_array).
 fn array_items(e: &Expr) -> Option<Vec<Expr>> {
     match e {
@@ -56,8 +81,7 @@ pub(super) fn translate(
 ) -> Result<Expr, FunctionError> {
     let build = |r: datafusion::common::Result<Expr>| r.map_err(|e| invalid(e.to_string()));
     match name {
-        "coalesce" => Ok(f::coalesce(args)),
-        "ifNull" => Ok(f::coalesce(args)),
+        "coalesce" | "ifNull" => Ok(f::coalesce(bool_literals(args, ctx))),
         "nullIf" => {
             let b = args.pop().expect("2 args");
             let a = args.pop().expect("2 args");
@@ -148,6 +172,24 @@ mod tests {
         check(vec![
             (call("coalesce", vec![null(), s("b")]), "b"),
             (call("ifNull", vec![null(), s("x")]), "x"),
+            // A comparison with ClickHouse's 0 and 1 for false and true.
+            (
+                call("ifNull", vec![call("isNull", vec![i(1)]), i(1)]),
+                "false",
+            ),
+            (
+                call(
+                    "ifNull",
+                    vec![
+                        call(
+                            "nullIf",
+                            vec![call("isNull", vec![null()]), call("isNull", vec![null()])],
+                        ),
+                        i(1),
+                    ],
+                ),
+                "true",
+            ),
             (call("nullIf", vec![s("a"), s("a")]), "\\N"),
             (call("nullIf", vec![s("a"), s("b")]), "a"),
             (call("isNull", vec![null()]), "true"),
