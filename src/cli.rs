@@ -235,6 +235,9 @@ async fn run_server(args: ServeArgs) -> Result<(), String> {
         let when = hedgerow_engine::schedule::Weekly::parse(&args.deletion_schedule)?;
         engine.spawn_deletion_scheduler(when);
     }
+    if !args.cohort_interval.is_zero() {
+        engine.spawn_cohort_scheduler(args.cohort_interval);
+    }
     let app = crate::http::router(crate::http::App::new(
         engine.clone(),
         args.max_body_size as usize,
@@ -352,7 +355,9 @@ async fn run_query(args: QueryArgs) -> Result<serde_json::Value, String> {
             Ok(hedgerow_engine::query::QueryOutcome::Running(_)) => {
                 Err("query did not complete".to_string())
             }
-            Err(e) => Err(e.to_string()),
+            Ok(hedgerow_engine::query::QueryOutcome::Failed { error, .. }) | Err(error) => {
+                Err(error.to_string())
+            }
         }
     }
     .await;

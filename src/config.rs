@@ -199,6 +199,10 @@ pub struct ServeArgs {
     /// When queued person-event deletions run: `<weekday> <HH:MM>` in UTC, or `off`.
     #[arg(long, env = "HEDGEROW_DELETION_SCHEDULE", default_value = "sun 05:00")]
     pub deletion_schedule: String,
+    /// How often every dynamic cohort's members are calculated again (`0s`: never; they
+    /// are still calculated when a cohort is saved and on `POST …/recalculate/`).
+    #[arg(long, env = "HEDGEROW_COHORT_INTERVAL", default_value = "1h", value_parser = parse_duration)]
+    pub cohort_interval: Duration,
     /// `off`: no person profiles are made or changed and every event is personless (as if it
     /// carried `$process_person_profile: false`); groups are still kept.
     #[arg(long, env = "HEDGEROW_PERSON_PROCESSING", default_value = "on", value_parser = ["on", "off"])]

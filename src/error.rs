@@ -17,6 +17,8 @@ pub struct ApiError {
     pub attr: Option<String>,
     /// `Retry-After` seconds, when the error knows them.
     pub retry_after: Option<u64>,
+    /// More fields of the body, after PostHog's four (a failed query's `query_status`).
+    pub extra: Vec<(&'static str, serde_json::Value)>,
 }
 
 impl ApiError {
@@ -27,6 +29,7 @@ impl ApiError {
             detail: detail.into(),
             attr: None,
             retry_after: None,
+            extra: Vec::new(),
         }
     }
     pub fn invalid(code: &'static str, detail: impl Into<String>) -> Self {
@@ -34,6 +37,10 @@ impl ApiError {
     }
     pub fn with_attr(mut self, attr: impl Into<String>) -> Self {
         self.attr = Some(attr.into());
+        self
+    }
+    pub fn with_field(mut self, name: &'static str, value: serde_json::Value) -> Self {
+        self.extra.push((name, value));
         self
     }
     pub fn not_found(detail: impl Into<String>) -> Self {
@@ -84,7 +91,10 @@ impl IntoResponse for ApiError {
         } else {
             self.detail
         };
-        let body = json!({"type": ty, "code": self.code, "detail": detail, "attr": self.attr});
+        let mut body = json!({"type": ty, "code": self.code, "detail": detail, "attr": self.attr});
+        for (name, value) in self.extra {
+            body[name] = value;
+        }
         let mut resp = (status, Json(body)).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert(

@@ -14,6 +14,7 @@ pub mod faults;
 pub mod flags;
 pub(crate) mod hogql;
 pub(crate) mod ingest;
+pub mod insights;
 #[doc(hidden)]
 pub mod internals;
 #[cfg(test)]
@@ -30,8 +31,9 @@ pub(crate) mod storage;
 pub(crate) mod write;
 
 pub use api::{
-    Access, CaptureBody, CaptureReceipt, DeletionRun, FlagAnswer, FlagFields, FlagsError,
-    FlagsRequest, MAX_FLAGS_BODY, PersonsError, ProjectsError, RemoteConfig, read_flags_body,
+    Access, CaptureBody, CaptureReceipt, CohortFields, CohortsError, DeletionRun, FlagAnswer,
+    FlagFields, FlagsError, FlagsRequest, MAX_COHORT_NAME, MAX_FLAGS_BODY, MAX_STATIC_ADD,
+    PersonsError, ProjectsError, RemoteConfig, read_flags_body,
 };
 pub use config::{EngineConfig, HISTORICAL_MIN_AGE};
 pub use ingest::CaptureError;

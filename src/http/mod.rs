@@ -2,6 +2,7 @@
 
 mod auth;
 mod capture;
+mod cohorts;
 mod cors;
 mod flags;
 pub mod persons;
@@ -16,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, patch, post};
 use hedgerow_engine::Engine;
+use hedgerow_engine::meta::ANY_SCOPE;
 
 use crate::error::ApiError;
 pub use auth::Caller;
@@ -67,7 +69,7 @@ pub fn router(app: App) -> Router {
         .route("/metrics", get(metrics))
         .route(
             "/api/projects/",
-            scoped(&app, "project:read", get(projects::list)).merge(scoped(
+            scoped(&app, ANY_SCOPE, get(projects::list)).merge(scoped(
                 &app,
                 "project:write",
                 post(projects::create),
@@ -75,7 +77,7 @@ pub fn router(app: App) -> Router {
         )
         .route(
             "/api/projects/{project_id}/",
-            scoped(&app, "project:read", get(projects::get)).merge(scoped(
+            scoped(&app, ANY_SCOPE, get(projects::get)).merge(scoped(
                 &app,
                 "project:write",
                 patch(projects::patch),
@@ -90,21 +92,40 @@ pub fn router(app: App) -> Router {
             ),
         )
         .route(
-            "/api/projects/{project_id}/feature_flags/",
-            scoped(&app, "feature_flag:read", get(flags::list)).merge(scoped(
-                &app,
+            "/api/deletion_tasks/run/",
+            scoped(&app, "person:write", post(persons::run_deletion_tasks)),
+        )
+        .merge(project_routes(&app, "/api/projects"))
+        // Newer PostHog clients address a project's resources as an environment's.
+        .merge(project_routes(&app, "/api/environments"))
+        .fallback(not_found)
+        .with_state(app)
+        .layer(axum::middleware::from_fn(cors::layer))
+        .layer(axum::middleware::from_fn(request_span))
+}
+
+/// The routes under `{prefix}/{project_id}/`: flags, cohorts, queries and persons, each
+/// with the scope it needs.
+fn project_routes(app: &App, prefix: &str) -> Router<App> {
+    let p = prefix;
+    let cohort_body = axum::extract::DefaultBodyLimit::max(cohorts::MAX_COHORT_BODY);
+    Router::new()
+        .route(
+            &format!("{p}/{{project_id}}/feature_flags/"),
+            scoped(app, "feature_flag:read", get(flags::list)).merge(scoped(
+                app,
                 "feature_flag:write",
                 post(flags::create),
             )),
         )
         .route(
-            "/api/projects/{project_id}/feature_flags/local_evaluation/",
-            scoped(&app, "feature_flag:read", get(flags::definitions)),
+            &format!("{p}/{{project_id}}/feature_flags/local_evaluation/"),
+            scoped(app, "feature_flag:read", get(flags::definitions)),
         )
         .route(
-            "/api/projects/{project_id}/feature_flags/{id}/",
-            scoped(&app, "feature_flag:read", get(flags::get)).merge(scoped(
-                &app,
+            &format!("{p}/{{project_id}}/feature_flags/{{id}}/"),
+            scoped(app, "feature_flag:read", get(flags::get)).merge(scoped(
+                app,
                 "feature_flag:write",
                 patch(flags::update)
                     .put(flags::update)
@@ -112,85 +133,135 @@ pub fn router(app: App) -> Router {
             )),
         )
         .route(
-            "/api/projects/{project_id}/query/",
-            scoped(&app, "query:read", post(query::run)),
+            &format!("{p}/{{project_id}}/query/"),
+            scoped(app, "query:read", post(query::run)),
         )
         .route(
-            "/api/projects/{project_id}/query/check_auth_for_async/",
-            scoped(&app, "query:read", post(query::check_auth_for_async)),
+            &format!("{p}/{{project_id}}/query/check_auth_for_async/"),
+            scoped(app, "query:read", post(query::check_auth_for_async)),
         )
         .route(
-            "/api/projects/{project_id}/query/draft_sql/",
-            scoped(&app, "query:read", get(query::draft_sql)),
+            &format!("{p}/{{project_id}}/query/draft_sql/"),
+            scoped(app, "query:read", get(query::draft_sql)),
         )
         .route(
-            "/api/projects/{project_id}/query/upgrade/",
-            scoped(&app, "query:read", post(query::upgrade)),
+            &format!("{p}/{{project_id}}/query/upgrade/"),
+            scoped(app, "query:read", post(query::upgrade)),
         )
         .route(
-            "/api/projects/{project_id}/query/{id}/",
-            scoped(&app, "query:read", get(query::status).delete(query::cancel)),
+            &format!("{p}/{{project_id}}/query/{{id}}/"),
+            scoped(app, "query:read", get(query::status).delete(query::cancel)),
         )
         .route(
-            "/api/projects/{project_id}/query/{id}/log/",
-            scoped(&app, "query:read", get(query::log)),
+            &format!("{p}/{{project_id}}/query/{{id}}/log/"),
+            scoped(app, "query:read", get(query::log)),
         )
         .route(
-            "/api/projects/{project_id}/persons/",
-            scoped(&app, "person:read", get(persons::list)),
+            &format!("{p}/{{project_id}}/cohorts/"),
+            scoped(app, "cohort:read", get(cohorts::list)).merge(scoped(
+                app,
+                "cohort:write",
+                post(cohorts::create).layer(cohort_body),
+            )),
         )
         .route(
-            "/api/projects/{project_id}/persons/activity/",
-            scoped(&app, "activity_log:read", get(persons::project_activity)),
+            &format!("{p}/{{project_id}}/cohorts/{{id}}/"),
+            scoped(app, "cohort:read", get(cohorts::get)).merge(scoped(
+                app,
+                "cohort:write",
+                patch(cohorts::update)
+                    .put(cohorts::update)
+                    .delete(cohorts::delete)
+                    .layer(cohort_body),
+            )),
         )
         .route(
-            "/api/projects/{project_id}/persons/bulk_delete/",
-            scoped(&app, "person:write", post(persons::bulk_delete)),
+            &format!("{p}/{{project_id}}/cohorts/{{id}}/persons/"),
+            scoped(
+                app,
+                "cohort:read",
+                scoped(app, "person:read", get(cohorts::persons)),
+            ),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/",
-            scoped(&app, "person:read", get(persons::get)).merge(scoped(
-                &app,
+            &format!("{p}/{{project_id}}/cohorts/{{id}}/recalculate/"),
+            scoped(app, "cohort:write", post(cohorts::recalculate)),
+        )
+        .route(
+            &format!("{p}/{{project_id}}/cohorts/{{id}}/add_persons_to_static_cohort/"),
+            scoped(
+                app,
+                "cohort:write",
+                patch(cohorts::add_persons)
+                    .post(cohorts::add_persons)
+                    .layer(cohort_body),
+            ),
+        )
+        .route(
+            &format!("{p}/{{project_id}}/cohorts/{{id}}/remove_person_from_static_cohort/"),
+            scoped(
+                app,
+                "cohort:write",
+                patch(cohorts::remove_person).post(cohorts::remove_person),
+            ),
+        )
+        // Spec §4.1 endpoint 14: both scopes.
+        .route(
+            &format!("{p}/{{project_id}}/persons/cohorts/"),
+            scoped(
+                app,
+                "person:read",
+                scoped(app, "cohort:read", get(cohorts::of_person)),
+            ),
+        )
+        .route(
+            &format!("{p}/{{project_id}}/persons/"),
+            scoped(app, "person:read", get(persons::list)),
+        )
+        .route(
+            &format!("{p}/{{project_id}}/persons/activity/"),
+            scoped(app, "activity_log:read", get(persons::project_activity)),
+        )
+        .route(
+            &format!("{p}/{{project_id}}/persons/bulk_delete/"),
+            scoped(app, "person:write", post(persons::bulk_delete)),
+        )
+        .route(
+            &format!("{p}/{{project_id}}/persons/{{id}}/"),
+            scoped(app, "person:read", get(persons::get)).merge(scoped(
+                app,
                 "person:write",
                 patch(persons::patch).delete(persons::delete),
             )),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/activity/",
-            scoped(&app, "activity_log:read", get(persons::activity)),
+            &format!("{p}/{{project_id}}/persons/{{id}}/activity/"),
+            scoped(app, "activity_log:read", get(persons::activity)),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/properties_timeline/",
-            scoped(&app, "person:read", get(persons::properties_timeline)),
+            &format!("{p}/{{project_id}}/persons/{{id}}/properties_timeline/"),
+            scoped(app, "person:read", get(persons::properties_timeline)),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/delete_events/",
-            scoped(&app, "person:write", post(persons::delete_events)),
+            &format!("{p}/{{project_id}}/persons/{{id}}/delete_events/"),
+            scoped(app, "person:write", post(persons::delete_events)),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/delete_recordings/",
-            scoped(&app, "person:write", post(persons::delete_recordings)),
+            &format!("{p}/{{project_id}}/persons/{{id}}/delete_recordings/"),
+            scoped(app, "person:write", post(persons::delete_recordings)),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/delete_property/",
-            scoped(&app, "person:write", post(persons::delete_property)),
+            &format!("{p}/{{project_id}}/persons/{{id}}/delete_property/"),
+            scoped(app, "person:write", post(persons::delete_property)),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/update_property/",
-            scoped(&app, "person:write", post(persons::update_property)),
+            &format!("{p}/{{project_id}}/persons/{{id}}/update_property/"),
+            scoped(app, "person:write", post(persons::update_property)),
         )
         .route(
-            "/api/projects/{project_id}/persons/{id}/split/",
-            scoped(&app, "person:write", post(persons::split)),
+            &format!("{p}/{{project_id}}/persons/{{id}}/split/"),
+            scoped(app, "person:write", post(persons::split)),
         )
-        .route(
-            "/api/deletion_tasks/run/",
-            scoped(&app, "person:write", post(persons::run_deletion_tasks)),
-        )
-        .fallback(not_found)
-        .with_state(app)
-        .layer(axum::middleware::from_fn(cors::layer))
-        .layer(axum::middleware::from_fn(request_span))
 }
 
 /// Every request runs inside a span with a request id (the client's `X-Request-Id` when it

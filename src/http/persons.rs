@@ -8,7 +8,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use hedgerow_engine::error::ErrorKind;
 use hedgerow_engine::model::DistinctId;
@@ -130,6 +130,7 @@ pub async fn list(
     State(app): State<App>,
     caller: Caller,
     headers: HeaderMap,
+    uri: Uri,
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
@@ -161,8 +162,9 @@ pub async fn list(
         .engine
         .list_persons(team, &filter, limit, offset)
         .await?;
-    let path = format!("/api/projects/{}/persons/", team.0);
-    let (next, previous) = page_links(&headers, &path, &q, limit, offset, page.count as usize);
+    // The path as addressed: `/api/environments/…` pages stay there.
+    let path = uri.path();
+    let (next, previous) = page_links(&headers, path, &q, limit, offset, page.count as usize);
     let results = page.results.iter().map(wire::person).collect();
     Ok(respond_page(
         format,
@@ -240,6 +242,7 @@ pub async fn activity(
     State(app): State<App>,
     caller: Caller,
     headers: HeaderMap,
+    uri: Uri,
     Path((_, id)): Path<(String, String)>,
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
@@ -248,8 +251,9 @@ pub async fn activity(
     let format = format(&q)?;
     let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
     let page = app.engine.person_activity(team, key, limit, offset).await?;
-    let path = format!("/api/projects/{}/persons/{id}/activity/", team.0);
-    let (next, previous) = page_links(&headers, &path, &q, limit, offset, page.count as usize);
+    // The path as addressed: `/api/environments/…` pages stay there.
+    let path = uri.path();
+    let (next, previous) = page_links(&headers, path, &q, limit, offset, page.count as usize);
     let results = page.results.iter().map(wire::activity).collect();
     Ok(respond_page(
         format,
@@ -261,14 +265,16 @@ pub async fn project_activity(
     State(app): State<App>,
     caller: Caller,
     headers: HeaderMap,
+    uri: Uri,
     Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let team = caller.team()?;
     let format = format(&q)?;
     let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
     let page = app.engine.persons_activity(team, limit, offset).await?;
-    let path = format!("/api/projects/{}/persons/activity/", team.0);
-    let (next, previous) = page_links(&headers, &path, &q, limit, offset, page.count as usize);
+    // The path as addressed: `/api/environments/…` pages stay there.
+    let path = uri.path();
+    let (next, previous) = page_links(&headers, path, &q, limit, offset, page.count as usize);
     let results = page.results.iter().map(wire::activity).collect();
     Ok(respond_page(
         format,

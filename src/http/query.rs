@@ -20,6 +20,10 @@ fn outcome(o: QueryOutcome) -> Response {
         QueryOutcome::Running(r) => {
             (StatusCode::ACCEPTED, Json(wire::query::response(r))).into_response()
         }
+        // PostHog's error body, with the query's status as an async poll would show it.
+        QueryOutcome::Failed { error, status } => ApiError::from(error)
+            .with_field("query_status", wire::query::status(*status))
+            .into_response(),
     }
 }
 
@@ -97,10 +101,9 @@ pub(super) async fn draft_sql(
     Query(q): Query<Draft>,
 ) -> Result<Json<Value>, ApiError> {
     let project = caller.project()?;
-    let prompt = q
-        .prompt
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| ApiError::invalid("required", "prompt is required").with_attr("prompt"))?;
+    // The spec shows no required parameter: without a prompt the draft is the project's
+    // most frequent event per day.
+    let prompt = q.prompt.unwrap_or_default();
     let sql = app.engine.draft_sql(project, &prompt).await?;
     Ok(Json(wire::query::draft_sql(sql)))
 }

@@ -4,22 +4,6 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn create_key(data_dir: &std::path::Path, scopes: &str, projects: Option<&str>) -> String {
-    let mut cmd = std::process::Command::new(bin());
-    cmd.args(["keys", "create", "--scopes", scopes, "--data-dir"])
-        .arg(data_dir);
-    if let Some(p) = projects {
-        cmd.args(["--projects", p]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_scopes_and_projects() {
     let srv = Server::start(&[]);
@@ -167,14 +151,32 @@ async fn keys_scopes_and_projects() {
     );
     assert!(b["detail"].as_str().unwrap().contains("project:write"));
 
-    // A key without project:read.
-    let other = create_key(&srv.data_dir, "query:read", None);
+    // A key with only a scope of the spec (query:read) finds its projects, and reads one;
+    // it cannot change them.
+    let other = create_key(&srv.data_dir, "query:read", Some("2"));
+    let (st, b) = body(get("/api/projects/", Some(&other)).await.unwrap()).await;
+    assert_eq!((st, b["count"].as_i64()), (200, Some(1)), "{b}");
+    assert_eq!(b["results"][0]["id"], 2);
     assert_eq!(
-        body(get("/api/projects/", Some(&other)).await.unwrap())
+        body(get("/api/projects/2/", Some(&other)).await.unwrap())
             .await
             .0,
-        403
+        200
     );
+    assert_eq!(
+        body(get("/api/projects/1/", Some(&other)).await.unwrap())
+            .await
+            .0,
+        404
+    );
+    let r = c
+        .patch(srv.url("/api/projects/2/"))
+        .bearer_auth(&other)
+        .json(&json!({"name": "renamed"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
 
     // Unknown paths answer in the same shape.
     let (st, b) = body(get("/api/nothing/", Some(KEY)).await.unwrap()).await;
@@ -410,10 +412,10 @@ async fn every_route_answers_every_caller_as_written() {
     .await;
     assert_eq!(st, 200, "{text}");
 
-    // Keys: one limited to project 2, two that lack scopes, one revoked by the CLI.
+    // Keys: one limited to project 2, one that lacks the routes' scopes (any key may list
+    // and read projects), one revoked by the CLI.
     let other_key = create_key(&srv.data_dir, "*", Some("2"));
     let project_read_only = create_key(&srv.data_dir, "project:read", None);
-    let activity_only = create_key(&srv.data_dir, "activity_log:read", None);
     let revoked = {
         let out = keys_cmd(
             &srv.data_dir,
@@ -471,15 +473,16 @@ async fn every_route_answers_every_caller_as_written() {
     };
     // In an order the right key can run them: reads first, deletions last.
     let routes = vec![
-        route(Method::GET, "/api/projects/", "project:read", None),
+        // Any valid key finds the projects it reaches (no scope: ANY_SCOPE).
+        route(Method::GET, "/api/projects/", "", None),
         route(
             Method::POST,
             "/api/projects/",
             "project:write",
             Some(json!({"name": "made"})),
         ),
-        route(Method::GET, "/api/projects/1/", "project:read", None),
-        route(Method::GET, "/api/projects/@current/", "project:read", None),
+        route(Method::GET, "/api/projects/1/", "", None),
+        route(Method::GET, "/api/projects/@current/", "", None),
         route(
             Method::POST,
             "/api/projects/1/query/",
@@ -615,7 +618,6 @@ async fn every_route_answers_every_caller_as_written() {
                 Caller::WrongKey => bearer("phx_not_a_key_of_this_server"),
                 Caller::ProjectKeyAsBearer => bearer(TOKEN),
                 Caller::Revoked(k) | Caller::OtherProject(k) => bearer(k),
-                Caller::WithoutScope if r.scope == "project:read" => bearer(&activity_only),
                 Caller::WithoutScope => bearer(&project_read_only),
                 Caller::Allowed => bearer(KEY),
             };
@@ -632,6 +634,7 @@ async fn every_route_answers_every_caller_as_written() {
                 | Caller::WrongKey
                 | Caller::ProjectKeyAsBearer
                 | Caller::Revoked(_) => Some((401, "authentication_failed")),
+                Caller::WithoutScope if r.scope.is_empty() => None,
                 Caller::WithoutScope => Some((403, "permission_denied")),
                 Caller::OtherProject(_) if about_one_project => Some((404, "not_found")),
                 // Listing shows only project 2; making projects and running every

@@ -5,6 +5,7 @@
 mod auth;
 mod capture;
 mod capture_limits;
+mod cohorts;
 mod durability;
 mod flags;
 mod limits;

@@ -142,6 +142,17 @@ async fn persons_api_end_to_end() {
     assert!(prev.contains("offset=0"), "{prev}");
     let last = api.get("/api/projects/1/persons/?limit=1&offset=2").await;
     assert_eq!(last["next"], Value::Null);
+    // Newer clients address the project as an environment: the same persons, and links
+    // that stay under `/api/environments/`.
+    let env = api
+        .get("/api/environments/1/persons/?limit=1&offset=1")
+        .await;
+    assert_eq!(env["results"], page["results"]);
+    let next = env["next"].as_str().unwrap();
+    assert!(next.contains("/api/environments/1/persons/?"), "{next}");
+    let id = env["results"][0]["id"].as_i64().unwrap();
+    let one = api.get(&format!("/api/environments/1/persons/{id}/")).await;
+    assert_eq!(one["id"], id);
     let beyond = api.get("/api/projects/1/persons/?offset=10").await;
     assert_eq!(beyond["results"], json!([]));
     assert_eq!(beyond["count"], 3);

@@ -295,6 +295,23 @@ async fn errors_limits_and_isolation() {
         r["detail"].as_str().unwrap().contains("line 1, column"),
         "{r}"
     );
+    // A blocking query that fails carries its status, as an async one's poll shows it.
+    let status = &r["query_status"];
+    assert_eq!(
+        (
+            &status["error"],
+            &status["complete"],
+            &status["query_async"]
+        ),
+        (&json!(true), &json!(true), &json!(false)),
+        "{r}"
+    );
+    assert_eq!(status["error_message"], r["detail"], "{r}");
+    assert_eq!(status["team_id"], 1, "{r}");
+    let id = status["id"].as_str().unwrap();
+    let (st, polled) = get(&srv, &format!("/api/projects/1/query/{id}/")).await;
+    assert_eq!(st, 400, "{polled}");
+    assert_eq!(polled["query_status"]["error_message"], r["detail"]);
     let (st, r) = post(&srv, 1, json!({"query": hogql("SELECT nope(1)")})).await;
     err(st, &r, "hogql_query_error");
     assert!(
@@ -415,6 +432,24 @@ async fn errors_limits_and_isolation() {
     let sql = d["sql"].as_str().unwrap();
     assert!(sql.contains("properties.$browser"), "{sql}");
     // The draft runs.
+    let (st, r) = post(&srv, 1, json!({"query": hogql(sql)})).await;
+    assert_eq!(st, 200, "{r}");
+    // The same endpoint as an environment's, as newer PostHog clients call it.
+    let r = client()
+        .post(srv.url("/api/environments/1/query/"))
+        .bearer_auth(KEY)
+        .json(&json!({"query": hogql("SELECT 1 + 1")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["results"], json!([[2]]));
+    // No prompt (the spec shows none required): the top event per day, which runs too.
+    let (st, d) = get(&srv, "/api/projects/1/query/draft_sql/").await;
+    assert_eq!(st, 200, "{d}");
+    let sql = d["sql"].as_str().unwrap();
+    assert!(sql.contains("toStartOfDay(timestamp)"), "{sql}");
+    assert!(sql.contains("AND event = "), "{sql}");
     let (st, r) = post(&srv, 1, json!({"query": hogql(sql)})).await;
     assert_eq!(st, 200, "{r}");
 }
@@ -547,4 +582,134 @@ async fn a_property_promoted_after_the_last_flush_is_read_from_the_buffer() {
         assert_eq!(st, 200, "{q}: {r}");
         assert_eq!(r["results"], want, "{q}");
     }
+}
+
+/// A dashboard's `filters_override` and `variables_override` reach a HogQL query through
+/// `{filters}` and `{variables.name}`, merged with the query's own; what cannot apply is a
+/// 400 that says why, never a silent drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_and_variables_apply_through_placeholders() {
+    let srv = Server::start(&[]);
+    let now = chrono::Utc::now();
+    let at =
+        |days: i64| (now - chrono::Duration::days(days) - chrono::Duration::hours(1)).to_rfc3339();
+    // u0 is on the pro plan from 20 days ago; then 10 events, one a day, i days ago.
+    let mut events = vec![
+        json!({"event": "$identify", "distinct_id": "u0", "timestamp": at(20),
+                                 "properties": {"$set": {"plan": "pro"}}}),
+    ];
+    for i in 0..10i64 {
+        events.push(
+            json!({"event": "e", "distinct_id": format!("u{}", i % 3), "timestamp": at(i),
+            "properties": {"$browser": if i % 2 == 0 { "Chrome" } else { "Safari" }, "n": i}}),
+        );
+    }
+    capture(&srv, TOKEN, events).await;
+    let count = |body: Value| {
+        let srv = &srv;
+        async move {
+            let (st, r) = post(srv, 1, body).await;
+            assert_eq!(st, 200, "{r}");
+            r["results"][0][0].as_i64().unwrap()
+        }
+    };
+    let q = |text: &str| json!({"kind": "HogQLQuery", "query": text});
+    let filtered = "SELECT count() FROM events WHERE event = 'e' AND {filters}";
+    assert_eq!(
+        count(json!({"query": q(filtered)})).await,
+        10,
+        "no filters: {{filters}} is true"
+    );
+    assert_eq!(
+        count(json!({"query": q(filtered), "filters_override": {"date_from": "-5d"}})).await,
+        5
+    );
+    assert_eq!(
+        count(
+            json!({"query": q(filtered), "filters_override": {"date_from": "-5d",
+            "properties": [{"key": "$browser", "value": "Chrome"}]}})
+        )
+        .await,
+        3
+    );
+    // The query's own filters and the override's properties both apply.
+    let own = json!({"kind": "HogQLQuery", "query": filtered,
+                     "filters": {"properties": [{"key": "plan", "value": "pro", "type": "person"}]}});
+    assert_eq!(
+        count(json!({"query": own})).await,
+        4,
+        "u0's events: i = 0, 3, 6, 9"
+    );
+    assert_eq!(
+        count(json!({"query": own, "filters_override": {"date_to": "-4d",
+            "properties": [{"key": "n", "value": 5, "operator": "gt"}]}}))
+        .await,
+        2,
+        "u0's, older than 4 days, n > 5: i = 6, 9"
+    );
+    // `{filters.dateRange.from}`: a bound, or true in its comparison when unset.
+    let bound =
+        "SELECT count() FROM events WHERE event = 'e' AND timestamp >= {filters.dateRange.from}";
+    assert_eq!(count(json!({"query": q(bound)})).await, 10);
+    assert_eq!(
+        count(json!({"query": q(bound), "filters_override": {"date_from": "-2d"}})).await,
+        2
+    );
+    // Filters with nowhere to go, and ones that cannot apply.
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": q("SELECT count() FROM events"),
+               "filters_override": {"properties": [{"key": "a", "value": 1}]}}),
+    )
+    .await;
+    assert_eq!(st, 400, "{r}");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("{filters} placeholder"),
+        "{r}"
+    );
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": q(filtered), "filters_override": {"breakdown_filter": {"breakdown": "$browser"}}}),
+    )
+    .await;
+    assert_eq!(
+        (st, r["attr"].as_str()),
+        (400, Some("filters_override")),
+        "{r}"
+    );
+
+    // Variables: the query's value, then the override's.
+    let var = json!({"kind": "HogQLQuery",
+        "query": "SELECT count() FROM events WHERE event = 'e' AND toInt(properties.n) < {variables.cut}",
+        "variables": {"v1": {"variableId": "v1", "code_name": "cut", "value": 3}}});
+    assert_eq!(count(json!({"query": var})).await, 3);
+    assert_eq!(
+        count(json!({"query": var, "variables_override": {"v1": {"value": 7}}})).await,
+        7
+    );
+    let (st, r) = post(&srv, 1, json!({"query": q("SELECT {variables.cut}")})).await;
+    assert_eq!(st, 400, "{r}");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Variable cut has no value"),
+        "{r}"
+    );
+    let (st, r) = post(
+        &srv,
+        1,
+        json!({"query": var, "variables_override": {"v9": {"value": 1}}}),
+    )
+    .await;
+    assert_eq!(
+        (st, r["attr"].as_str()),
+        (400, Some("variables_override")),
+        "{r}"
+    );
 }

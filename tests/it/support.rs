@@ -199,3 +199,24 @@ pub(crate) fn metric(text: &str, name: &str) -> u64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// A personal key made with `hedgerow keys create` (the server may be running).
+pub(crate) fn create_key(
+    data_dir: &std::path::Path,
+    scopes: &str,
+    projects: Option<&str>,
+) -> String {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["keys", "create", "--scopes", scopes, "--data-dir"])
+        .arg(data_dir);
+    if let Some(p) = projects {
+        cmd.args(["--projects", p]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}

@@ -56,10 +56,31 @@ pub fn check(data: &[u8]) {
             let q = &req.query;
             assert_eq!(q["kind"], "HogQLQuery");
             assert_eq!(q["query"].as_str(), Some(node.query.as_str()));
-            match q.get("values") {
-                Some(Value::Object(m)) => assert_eq!(m.len(), node.values.len()),
-                _ => assert!(node.values.is_empty()),
+            // The node's values are the body's, the filters (`{filters}`) and each
+            // variable (`{variables.<code_name>}`).
+            if let Some(Value::Object(m)) = q.get("values") {
+                assert!(m.keys().all(|k| node.values.contains_key(k)));
             }
+            if let Some(f @ Value::Object(_)) = q.get("filters") {
+                assert_eq!(node.values.get("filters"), Some(f));
+            }
+            if let Some(Value::Object(vars)) = q.get("variables") {
+                for v in vars.values() {
+                    let code = v["code_name"]
+                        .as_str()
+                        .expect("accepted variables are named");
+                    assert!(node.values.contains_key(&format!("variables.{code}")));
+                }
+            }
+            let extra = usize::from(matches!(q.get("filters"), Some(Value::Object(_))))
+                + q.get("variables")
+                    .and_then(Value::as_object)
+                    .map_or(0, |v| v.len());
+            let own = q
+                .get("values")
+                .and_then(Value::as_object)
+                .map_or(0, |v| v.len());
+            assert!(node.values.len() <= own + extra);
             let mode = q
                 .get("modifiers")
                 .and_then(|m| m.get("personsOnEventsMode"))
@@ -99,6 +120,69 @@ mod tests {
             n += 1;
         }
         assert!(n >= 20, "{n} seeds in {}", dir.display());
+    }
+
+    #[test]
+    fn overrides_go_into_the_node() {
+        use super::super::*;
+        let read = |s: &str| serde_json::from_str::<QueryBody>(s).unwrap().into_request();
+        let req = read(
+            r#"{"query": {"kind": "HogQLQuery", "query": "select {variables.n} where {filters}",
+                  "filters": {"properties": [{"key": "a", "value": 1}],
+                              "dateRange": {"date_from": "-30d"}},
+                  "variables": {"v1": {"variableId": "v1", "code_name": "n", "value": 1}}},
+                "filters_override": {"date_from": "-7d", "date_to": null,
+                                     "properties": [{"key": "b", "value": 2}]},
+                "variables_override": {"v1": {"value": 5},
+                                       "v2": {"code_name": "m", "value": "x"}}}"#,
+        )
+        .unwrap();
+        let node = HogQLNode::from_value(&req.query).unwrap();
+        assert_eq!(
+            node.values["filters"],
+            json!({"properties": [{"key": "a", "value": 1}, {"key": "b", "value": 2}],
+                   "dateRange": {"date_from": "-7d"}})
+        );
+        assert_eq!(node.values["variables.n"], 5);
+        assert_eq!(node.values["variables.m"], "x");
+        // A filter group on either side is kept whole under AND.
+        let req = read(
+            r#"{"query": {"kind": "HogQLQuery", "query": "",
+                  "filters": {"properties": {"type": "OR", "values": []}}},
+                "filters_override": {"properties": [{"key": "b", "value": 2}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            req.query["filters"]["properties"],
+            json!({"type": "AND", "values": [{"type": "OR", "values": []},
+                                              [{"key": "b", "value": 2}]]})
+        );
+        // What cannot apply is refused, naming the field.
+        for (body, says) in [
+            (
+                r#"{"query": {"kind": "HogQLQuery", "query": ""}, "filters_override": {"breakdown_filter": {"breakdown": "$browser"}}}"#,
+                "breakdown_filter does not apply",
+            ),
+            (
+                r#"{"query": {"kind": "HogQLQuery", "query": ""}, "filters_override": [1]}"#,
+                "must be an object",
+            ),
+            (
+                r#"{"query": {"kind": "HogQLQuery", "query": ""}, "variables_override": {"v9": {"value": 1}}}"#,
+                "names no variable",
+            ),
+            (
+                r#"{"query": {"kind": "HogQLQuery", "query": ""}, "filters_override": {"date_from": 7}}"#,
+                "must be a date text",
+            ),
+        ] {
+            let e = read(body).unwrap_err();
+            assert!(e.detail().contains(says), "{body}: {e}");
+            assert!(e.attr().is_some_and(|a| a.ends_with("_override")), "{body}");
+        }
+        let bad_var = json!({"kind": "HogQLQuery", "query": "",
+                             "variables": {"v": {"code_name": "a b", "value": 1}}});
+        assert!(HogQLNode::from_value(&bad_var).is_err());
     }
 
     #[test]

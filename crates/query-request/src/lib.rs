@@ -118,6 +118,11 @@ pub struct QueryBody {
     /// PostHog's older flag: `async: true` means `refresh: "async"`.
     #[serde(rename = "async")]
     is_async: Option<bool>,
+    /// A dashboard's filters on top of the query's own: `date_from`/`date_to` replace its
+    /// date range, `properties` are added to its property filters.
+    filters_override: Option<Value>,
+    /// New values for the query's variables, by variable id.
+    variables_override: Option<Value>,
 }
 
 impl QueryBody {
@@ -143,6 +148,13 @@ impl QueryBody {
                 ));
             }
         };
+        let mut query = query;
+        if let Some(o) = self.filters_override.filter(|v| !v.is_null()) {
+            apply_filters_override(&mut query, o)?;
+        }
+        if let Some(o) = self.variables_override.filter(|v| !v.is_null()) {
+            apply_variables_override(&mut query, o)?;
+        }
         Ok(QueryRequest {
             query,
             refresh,
@@ -150,6 +162,134 @@ impl QueryBody {
             name: self.name,
         })
     }
+}
+
+/// `filters_override` (a dashboard's filters: `date_from`, `date_to`, `properties`,
+/// `explicitDate`) applied to the node's `filters` as PostHog applies them to a
+/// HogQLQuery: the dates replace its `dateRange`, the properties join its own. Anything
+/// else (a breakdown) has nowhere to go in a HogQLQuery and is refused, not dropped.
+fn apply_filters_override(query: &mut Value, o: Value) -> Result<(), RequestError> {
+    let bad = |m: String| RequestError::InvalidField("filters_override", m);
+    let Value::Object(o) = o else {
+        return Err(bad(format!("filters_override must be an object, got {o}")));
+    };
+    for (k, v) in &o {
+        match k.as_str() {
+            "date_from" | "date_to" | "properties" | "explicitDate" => {}
+            _ if v.is_null() => {}
+            other => {
+                return Err(bad(format!(
+                    "filters_override.{other} does not apply to a HogQLQuery; it takes date_from, date_to and properties"
+                )));
+            }
+        }
+    }
+    let Some(node) = query.as_object_mut() else {
+        return Ok(()); // the node itself is refused where it is read
+    };
+    let filters = node
+        .entry("filters")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if filters.is_null() {
+        *filters = Value::Object(Default::default());
+    }
+    let Some(filters) = filters.as_object_mut() else {
+        return Err(RequestError::Invalid(
+            "query.filters must be an object".into(),
+        ));
+    };
+    let (from, to) = (o.get("date_from"), o.get("date_to"));
+    if from.is_some_and(|v| !v.is_null()) || to.is_some_and(|v| !v.is_null()) {
+        let mut range = serde_json::Map::new();
+        for (k, v) in [("date_from", from), ("date_to", to)] {
+            match v {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) => {
+                    range.insert(k.into(), Value::String(s.clone()));
+                }
+                Some(other) => {
+                    return Err(bad(format!(
+                        "filters_override.{k} must be a date text, got {other}"
+                    )));
+                }
+            }
+        }
+        filters.insert("dateRange".into(), Value::Object(range));
+    }
+    match o.get("properties") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(extra)) if extra.is_empty() => {}
+        Some(extra @ (Value::Array(_) | Value::Object(_))) => {
+            let merged = match filters.remove("properties") {
+                None | Some(Value::Null) => extra.clone(),
+                Some(Value::Array(mut own)) if extra.is_array() => {
+                    own.extend(extra.as_array().expect("an array").iter().cloned());
+                    Value::Array(own)
+                }
+                Some(own) => json!({"type": "AND", "values": [own, extra]}),
+            };
+            filters.insert("properties".into(), merged);
+        }
+        Some(other) => {
+            return Err(bad(format!(
+                "filters_override.properties must be a list of property filters, got {other}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `variables_override` (`{id: {value, code_name?, variableId?}}`) applied to the node's
+/// `variables`: a variable the query has gets the new value; one it lacks is added when
+/// the override names its `code_name`, and refused otherwise (PostHog drops it silently).
+fn apply_variables_override(query: &mut Value, o: Value) -> Result<(), RequestError> {
+    let bad = |m: String| RequestError::InvalidField("variables_override", m);
+    let Value::Object(o) = o else {
+        return Err(bad(format!(
+            "variables_override must be an object of variable id → {{value}}, got {o}"
+        )));
+    };
+    let Some(node) = query.as_object_mut() else {
+        return Ok(());
+    };
+    let vars = node
+        .entry("variables")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if vars.is_null() {
+        *vars = Value::Object(Default::default());
+    }
+    let Some(vars) = vars.as_object_mut() else {
+        return Err(RequestError::Invalid(
+            "query.variables must be an object".into(),
+        ));
+    };
+    for (id, over) in o {
+        let Value::Object(over) = over else {
+            return Err(bad(format!(
+                "variables_override.{id} must be an object with a value, got {over}"
+            )));
+        };
+        let value = over.get("value").cloned().unwrap_or(Value::Null);
+        match vars.get_mut(&id) {
+            Some(Value::Object(own)) => {
+                own.insert("value".into(), value);
+            }
+            _ => match over.get("code_name") {
+                Some(Value::String(code)) => {
+                    vars.insert(
+                        id.clone(),
+                        json!({"variableId": id, "code_name": code, "value": value}),
+                    );
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "variables_override.{id} names no variable of the query; give its code_name to add it"
+                    )));
+                }
+            },
+        }
+    }
+    Ok(())
 }
 
 /// One request to the query endpoint.
@@ -289,6 +429,44 @@ impl HogQLNode {
                 ));
             }
         };
+        let mut values = values;
+        // `{filters}` stands for the node's filters (the engine compiles them), and
+        // `{variables.<code_name>}` for each variable's value.
+        match obj.get("filters") {
+            None | Some(Value::Null) => {}
+            Some(f @ Value::Object(_)) => {
+                values.insert("filters".into(), f.clone());
+            }
+            Some(other) => {
+                return Err(RequestError::Invalid(format!(
+                    "query.filters must be an object with properties and dateRange, got {other}"
+                )));
+            }
+        }
+        match obj.get("variables") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(vars)) => {
+                for (id, var) in vars {
+                    let code = var.get("code_name").and_then(Value::as_str).filter(|c| {
+                        !c.is_empty()
+                            && c.chars()
+                                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '$')
+                    });
+                    let Some(code) = code else {
+                        return Err(RequestError::Invalid(format!(
+                            "query.variables.{id} needs a code_name of letters, digits and _"
+                        )));
+                    };
+                    let value = var.get("value").cloned().unwrap_or(Value::Null);
+                    values.insert(format!("variables.{code}"), value);
+                }
+            }
+            Some(other) => {
+                return Err(RequestError::Invalid(format!(
+                    "query.variables must be an object of variable id → {{code_name, value}}, got {other}"
+                )));
+            }
+        }
         let modifiers = obj.get("modifiers").cloned().unwrap_or_else(|| json!({}));
         let persons_mode = match modifiers.get("personsOnEventsMode") {
             None | Some(Value::Null) => PersonsMode::default(),

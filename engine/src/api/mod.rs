@@ -8,10 +8,12 @@
 //! - `query`: HogQL and the query API (status, cancel, log).
 //! - `persons`: persons, groups, activity, merges, deletion.
 //! - `projects`: projects, keys and tokens.
+//! - `cohorts`: cohorts, their members and their calculation.
 //! - `flags`: feature flag definitions and their evaluation.
 //! - `tasks`: scheduled and background work (deletion tasks, metrics).
 
 mod capture;
+mod cohorts;
 mod flags;
 mod persons;
 mod projects;
@@ -19,6 +21,7 @@ mod query;
 mod tasks;
 
 pub use capture::{CaptureBody, CaptureReceipt};
+pub use cohorts::{CohortFields, CohortsError, MAX_COHORT_NAME, MAX_STATIC_ADD};
 pub use flags::{
     FlagAnswer, FlagFields, FlagsError, FlagsRequest, MAX_FLAGS_BODY, RemoteConfig, read_flags_body,
 };

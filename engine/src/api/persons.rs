@@ -110,7 +110,7 @@ const TIMELINE_MAX_EVENTS: usize = 50_000;
 impl Engine {
     /// Waits (up to 10 s) until the person changes of every record acknowledged so far are
     /// stored: the persons API reads its own and capture's writes.
-    async fn persons_settled(&self) -> bool {
+    pub(super) async fn persons_settled(&self) -> bool {
         let target = self.wal.last_seq();
         self.persons_through(target).await
     }

@@ -5,7 +5,7 @@
 //! HogQL function calls onto DataFusion expressions and our own UDFs; the planner resolves a
 //! parsed query against the virtual schema and builds a DataFusion logical plan directly.
 
-pub(crate) use hedgerow_hogql_syntax::{ast, lexer, nesting, parser, print};
+pub(crate) use hedgerow_hogql_syntax::{ast, lexer, nesting, parser, print, visit};
 
 pub mod functions;
 pub mod overrides;

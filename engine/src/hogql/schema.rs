@@ -19,6 +19,7 @@ pub const TABLES: &[&str] = &[
     "sessions",
     "query_log",
     "ingestion_warnings",
+    "cohort_people",
 ];
 
 /// The columns `SELECT *` gives for `events`, in order (compat.md's list). Other columns are

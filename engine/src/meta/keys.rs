@@ -40,6 +40,7 @@ pub const KNOWN_SCOPES: &[&str] = &[
     "query:read",
     "activity_log:read",
     "cohort:read",
+    "cohort:write",
     "feature_flag:read",
     "feature_flag:write",
 ];
@@ -63,8 +64,16 @@ fn mask(secret: &str) -> String {
     format!("{head}...{tail}")
 }
 
+/// The scope of the routes any valid personal key may call: the projects a key reaches
+/// (`GET /api/projects/` and one project), which the spec's own scopes (person, query,
+/// cohort, activity log) need to find their `project_id`.
+pub const ANY_SCOPE: &str = "";
+
 impl KeyGrant {
     pub fn allows(&self, scope: &str) -> bool {
+        if scope == ANY_SCOPE {
+            return true;
+        }
         let (object, action) = scope.split_once(':').unwrap_or((scope, ""));
         self.scopes.iter().any(|s| {
             s == "*"

@@ -28,6 +28,7 @@ use crate::error::{ErrorKind, HasKind};
 use crate::model::TeamId;
 
 mod bootstrap;
+mod cohorts;
 mod feature_flags;
 mod group_types;
 mod keys;
@@ -38,9 +39,10 @@ mod property_definitions;
 mod query_log;
 
 pub use bootstrap::Bootstrap;
+pub use cohorts::{Cohort, NewCohort};
 pub use feature_flags::NewFlag;
 pub use group_types::MAX_GROUP_TYPES;
-pub use keys::{KNOWN_SCOPES, KeyGrant, KeyInfo};
+pub use keys::{ANY_SCOPE, KNOWN_SCOPES, KeyGrant, KeyInfo};
 pub use project_settings::ProjectSettings;
 pub use projects::{Project, validate_project_token, validate_timezone};
 pub use property_columns::PropertyColumnsConfig;
@@ -148,6 +150,7 @@ const SCHEMA: &[&str] = &[
     keys::SCHEMA,
     feature_flags::SCHEMA,
     project_settings::SCHEMA,
+    cohorts::SCHEMA,
 ];
 
 /// A random secret: `prefix` and 43 alphanumerics (256 bits).
@@ -244,7 +247,7 @@ mod tests {
                 s.create_key("k", &["bogus".into()], None, now).unwrap_err(),
                 "unknown scope 'bogus'; known scopes: *, project:read, project:write, \
                  person:read, person:write, query:read, activity_log:read, cohort:read, \
-                 feature_flag:read, feature_flag:write",
+                 cohort:write, feature_flag:read, feature_flag:write",
                 ErrorKind::InvalidInput,
                 false,
             ),

@@ -342,7 +342,49 @@ impl Catalog for TeamCatalog {
             "person_distinct_ids" => self.snapshot_table(1),
             "groups" => self.snapshot_table(2),
             "ingestion_warnings" => self.store_table(persons_tables::warnings),
+            "cohort_people" => match self.cohort_people() {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the cohorts' members");
+                    None
+                }
+            },
             _ => None,
         }
+    }
+}
+
+impl TeamCatalog {
+    /// `cohort_people (cohort_id, person_id)`: the members of the project's live cohorts,
+    /// person ids in 16 bytes as `events.person_id` and `persons.id` hold them, each read
+    /// through the overrides (a member merged into another person is that person now).
+    fn cohort_people(&self) -> Result<MemTable, QueryError> {
+        use datafusion::arrow::array::{FixedSizeBinaryBuilder, Int64Builder};
+        let rows = self.meta.cohort_people(self.team)?;
+        let overrides = self.person_overrides();
+        let mut cohort = Int64Builder::with_capacity(rows.len());
+        let mut person = FixedSizeBinaryBuilder::with_capacity(rows.len(), 16);
+        for (id, uuid) in &rows {
+            let Some(mut bytes) = crate::storage::ids::parse(uuid) else {
+                continue;
+            };
+            if let Some(m) = &overrides
+                && let Some(to) = m.map.get(&bytes)
+            {
+                bytes = *to;
+            }
+            cohort.append_value(*id);
+            person.append_value(bytes).map_err(QueryError::Arrow)?;
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("cohort_id", DataType::Int64, false),
+            Field::new("person_id", DataType::FixedSizeBinary(16), false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(cohort.finish()), Arc::new(person.finish())],
+        )
+        .map_err(QueryError::Arrow)?;
+        Ok(MemTable::try_new(schema, vec![vec![batch]])?)
     }
 }

@@ -14,7 +14,8 @@ impl QueryService {
     /// A draft HogQL query for a plain-language `prompt`, built from the project's own event
     /// names and property keys: the prompt's words are matched against them (an event named
     /// in the prompt becomes the filter, "by `<property>`" a breakdown, "per day/week/month" a
-    /// time bucket, "users" a unique-person count). A starting point to edit, not an answer.
+    /// time bucket, "users" a unique-person count); an empty prompt drafts the daily trend of
+    /// the project's most frequent event. A starting point to edit, not an answer.
     pub async fn draft_sql(
         self: &Arc<Self>,
         project: &Project,
@@ -90,7 +91,12 @@ pub fn draft_from(prompt: &str, events: &[String], keys: &[String]) -> String {
                 || (n == "pageview" && p.contains("page view")))
     };
     let quote = |s: &str| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"));
-    let event = events.iter().find(|e| mentions(e));
+    // No prompt: the daily trend of the project's most frequent event.
+    let no_prompt = p.is_empty();
+    let event = match no_prompt {
+        true => events.first(),
+        false => events.iter().find(|e| mentions(e)),
+    };
     let breakdown = words
         .windows(2)
         .filter(|w| w[0] == "by" || w[0] == "per")
@@ -104,7 +110,8 @@ pub fn draft_from(prompt: &str, events: &[String], keys: &[String]) -> String {
         Some("toStartOfWeek(timestamp)")
     } else if p.contains("per month") || p.contains("monthly") {
         Some("toStartOfMonth(timestamp)")
-    } else if p.contains("per day")
+    } else if no_prompt
+        || p.contains("per day")
         || p.contains("daily")
         || p.contains("over time")
         || p.contains("trend")
@@ -180,5 +187,14 @@ mod draft_tests {
         assert!(d.contains("properties.$browser AS breakdown"), "{d}");
         let d = draft_from("what happened", &events, &keys);
         assert!(d.contains("SELECT event, count() AS events"), "{d}");
+        // Without a prompt: the most frequent event (listed first) per day.
+        let d = draft_from(" ", &events, &keys);
+        assert!(d.contains("toStartOfDay(timestamp) AS period"), "{d}");
+        assert!(d.contains("AND event = '$pageview'"), "{d}");
+        let d = draft_from("", &[], &keys);
+        assert!(
+            d.starts_with("SELECT toStartOfDay(timestamp) AS period, count()"),
+            "{d}"
+        );
     }
 }

@@ -26,6 +26,7 @@ mod log;
 mod page_index;
 mod person_snapshot;
 pub(crate) mod persons_tables;
+mod placeholders;
 pub(crate) mod pool;
 pub(crate) mod provider;
 mod request;

@@ -26,6 +26,7 @@ pub(super) fn plan_modifiers(node: &HogQLNode) -> Modifiers {
     Modifiers {
         week_start: WeekStart::Sunday,
         persons_mode: node.persons_mode,
+        whole: false,
     }
 }
 
@@ -34,4 +35,7 @@ pub(super) fn plan_modifiers(node: &HogQLNode) -> Modifiers {
 pub struct Modifiers {
     pub week_start: WeekStart,
     pub persons_mode: PersonsMode,
+    /// An internal run that needs every row (a cohort's members): no LIMIT rules, and the
+    /// rows stay in `batches` (no JSON `results`).
+    pub whole: bool,
 }

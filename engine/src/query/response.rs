@@ -7,12 +7,18 @@ use serde_json::Value;
 use crate::model::TeamId;
 
 /// What a request of the query endpoint gets.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum QueryOutcome {
     /// A complete response (computed now or from the cache).
     Done(QueryResponse),
     /// Running in the background: no results yet, and a status that is not complete.
     Running(QueryResponse),
+    /// A blocking request whose query started and failed (or was cancelled): the error, and
+    /// the query's status (`error: true` with the message), as `GET /query/{id}/` shows it.
+    Failed {
+        error: super::QueryError,
+        status: Box<super::QueryStatus>,
+    },
 }
 
 /// One answer of the query endpoint: the results once there are some, and how they were

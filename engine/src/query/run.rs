@@ -118,7 +118,10 @@ impl QueryService {
         scan_stats(physical.as_ref(), &mut scan);
         timings.push(("./execute".to_string(), t2.elapsed().as_secs_f64()));
 
-        let mut results = result::json_rows(&batches);
+        let mut results = match modifiers.whole {
+            true => Vec::new(),
+            false => result::json_rows(&batches),
+        };
         let mut has_more = false;
         if let Some(n) = probe
             && results.len() > n
@@ -126,7 +129,10 @@ impl QueryService {
             results.truncate(n);
             has_more = true;
         }
-        let batches = truncate_batches(batches, results.len());
+        let batches = match modifiers.whole {
+            true => batches,
+            false => truncate_batches(batches, results.len()),
+        };
         let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
         let types = schema
             .fields()
@@ -158,8 +164,28 @@ impl QueryService {
         modifiers: Modifiers,
     ) -> Result<Planned, QueryError> {
         let mut query = parser::parse_query(text)?;
+        let filter_cx = crate::insights::FilterContext::events(
+            project.timezone.parse().unwrap_or(chrono_tz::UTC),
+            self.clock.now(),
+        );
+        let meta = self.meta.clone();
+        let team = project.id;
+        let cohorts = move || {
+            meta.cohorts(team)
+                .map(|v| v.into_iter().map(|c| (c.id, c.name)).collect())
+                .map_err(|e| crate::hogql::planner::PlanError::new(e.to_string(), None))
+        };
+        super::placeholders::substitute(&mut query, values, &filter_cx, &cohorts).map_err(
+            |source| QueryError::Plan {
+                at: source.span.map(|s| position(text, s.start)),
+                source,
+            },
+        )?;
         // LIMIT rules: none → 100 (one more fetched to know hasMore); above 50 000 → 50 000.
-        let (limit, offset, probe) = limit_rules(&mut query);
+        let (limit, offset, probe) = match modifiers.whole {
+            true => (usize::MAX, 0, None),
+            false => limit_rules(&mut query),
+        };
         let hogql = print::query(&query);
         let mut timings = Vec::new();
         let t = Instant::now();

@@ -242,6 +242,7 @@ impl QueryService {
             .is_async()
             .then(|| job.response(QueryStatus::running(&job.query_id, project.id, started_at)));
         let this = self.clone();
+        let job_id = job.query_id.clone();
         let work = async move {
             let node = &job.node;
             let run = this
@@ -263,8 +264,21 @@ impl QueryService {
         }
         // Blocking: run here, but as a task so DELETE can still cancel it.
         let handle = tokio::spawn(work);
+        let query_id = job_id;
         let r = match handle.await {
-            Ok(r) => r.map(QueryOutcome::Done),
+            Ok(Ok(r)) => Ok(QueryOutcome::Done(r)),
+            // The task holds why it ended; a status that has gone (pruned) leaves the bare
+            // error.
+            Ok(Err(error)) => match self.status(project.id, &query_id) {
+                Ok(status) => Ok(QueryOutcome::Failed {
+                    error,
+                    status: Box::new(QueryStatus {
+                        query_async: false,
+                        ..status
+                    }),
+                }),
+                Err(_) => Err(error),
+            },
             Err(e) => Err(QueryError::TaskFailed(e)),
         };
         client_gone.disarm();

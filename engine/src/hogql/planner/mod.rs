@@ -54,7 +54,7 @@ pub struct PlanError {
 }
 
 impl PlanError {
-    fn new(message: impl Into<String>, span: Option<Span>) -> Self {
+    pub(crate) fn new(message: impl Into<String>, span: Option<Span>) -> Self {
         PlanError {
             message: message.into(),
             span,
