@@ -340,6 +340,42 @@ async fn every_kind_of_cohort_and_its_members() {
         set(&["u1", "u3", "u5", "u7", "u9"])
     );
 
+    // Feature flags on cohort membership, answered at /flags as an SDK asks.
+    let (st, flag) = api
+        .send(
+            Method::POST,
+            "/api/projects/1/feature_flags/",
+            Some(json!({"key": "for-buyers", "filters": {"groups": [{"properties": [
+                {"key": "id", "type": "cohort", "value": buyers_id}], "rollout_percentage": 100}]}})),
+        )
+        .await;
+    assert_eq!(st, 201, "{flag}");
+    for (who, on) in [("u0", true), ("u6", true), ("u5", false), ("nobody", false)] {
+        let r = client()
+            .post(srv.url("/flags/?v=2"))
+            .json(&json!({"token": TOKEN, "distinct_id": who}))
+            .send()
+            .await
+            .unwrap();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["flags"]["for-buyers"]["enabled"], on, "{who}: {v}");
+    }
+    let (st, v) = api
+        .send(
+            Method::POST,
+            "/api/projects/1/feature_flags/",
+            Some(
+                json!({"key": "no-such-cohort", "filters": {"groups": [{"properties": [
+                {"key": "id", "type": "cohort", "value": 9999}]}]}}),
+            ),
+        )
+        .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("no cohort 9999"),
+        "{v}"
+    );
+
     // A definition that cannot run is refused, saying why.
     for (body, attr) in [
         (

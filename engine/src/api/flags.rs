@@ -300,7 +300,25 @@ impl Engine {
             active: f.active.unwrap_or(true),
             ensure_experience_continuity: continuity(f.ensure_experience_continuity)?,
         };
+        self.check_cohorts(team, &new.filters)?;
         Ok(self.meta.insert_flag(team, &new, self.clock.now())?)
+    }
+
+    /// Every cohort a flag's conditions name is a live cohort of the project.
+    fn check_cohorts(&self, team: TeamId, f: &Filters) -> Result<()> {
+        for id in flags::cohorts_named(f) {
+            match self.meta.cohort(team, id)? {
+                Some(c) if !c.deleted => {}
+                _ => {
+                    return Err(Invalid {
+                        attr: "filters",
+                        message: format!("There is no cohort {id} in this project"),
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A flag of the project; a deleted one too (PostHog shows it with `deleted: true`).
@@ -334,6 +352,7 @@ impl Engine {
                 m.insert("groups".into(), kept);
             }
             flag.filters = filters_of(doc, None)?;
+            self.check_cohorts(team, &flag.filters)?;
         }
         if let Some(r) = f.rollout_percentage {
             match &mut flag.filters.groups[..] {
@@ -437,11 +456,32 @@ impl Engine {
                 groups.insert(index, (key, props));
             }
         }
+        // The person's cohorts, when a flag asks (with the persons merged into it).
+        let mut cohorts = std::collections::HashSet::new();
+        let asks_cohorts = flags
+            .iter()
+            .any(|f| !flags::cohorts_named(&f.filters).is_empty());
+        if asks_cohorts
+            && let Some(pid) = self
+                .person_store
+                .person_id_of(team, &DistinctId::new(req.distinct_id.clone()))?
+            && let Some(p) = self.person_store.person(team, pid)?
+        {
+            let mut uuids = vec![p.uuid.to_string()];
+            uuids.extend(
+                self.person_store
+                    .merged_into(team, p.uuid)?
+                    .into_iter()
+                    .map(|u| u.to_string()),
+            );
+            cohorts.extend(self.meta.cohorts_of_person(team, &uuids)?);
+        }
         let subject = Subject {
             distinct_id: &req.distinct_id,
             person_properties,
             groups,
             now: Utc::now(),
+            cohorts,
         };
         Ok(flags
             .into_iter()

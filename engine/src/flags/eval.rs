@@ -85,6 +85,8 @@ pub struct Subject<'a> {
     pub groups: HashMap<u8, (String, Map<String, Value>)>,
     /// "Now", for relative dates (`-7d`) in date filters.
     pub now: DateTime<Utc>,
+    /// The cohorts the person belongs to (read only when a flag has a cohort condition).
+    pub cohorts: std::collections::HashSet<i64>,
 }
 
 /// Evaluates an active flag for `s`.
@@ -160,6 +162,13 @@ fn condition_match(
     s: &Subject<'_>,
 ) -> Match {
     for p in &c.properties {
+        if p.kind.as_deref() == Some("cohort") {
+            let member = super::cohort_id(&p.value).is_some_and(|id| s.cohorts.contains(&id));
+            if member == (p.operator.as_deref() == Some("not_in")) {
+                return Match::No;
+            }
+            continue;
+        }
         // A group filter on a person flag reads that group's properties.
         let values = match (p.kind.as_deref(), p.group_type_index) {
             (Some("group"), Some(i)) if flag.filters.aggregation_group_type_index != Some(i) => {
@@ -396,7 +405,28 @@ mod tests {
             person_properties: props.as_object().cloned().unwrap_or_default(),
             groups: HashMap::new(),
             now: "2026-11-27T12:00:00Z".parse().unwrap(),
+            cohorts: Default::default(),
         }
+    }
+
+    #[test]
+    fn cohort_conditions_ask_for_membership() {
+        let f = flag(
+            "in-cohort",
+            json!({"groups": [
+                {"properties": [{"key": "id", "value": 7, "type": "cohort"}]},
+                {"properties": [{"key": "id", "value": "8", "type": "cohort", "operator": "not_in"},
+                                {"key": "plan", "value": "pro"}]},
+            ]}),
+        );
+        let mut s = subject("u", json!({"plan": "free"}));
+        assert!(!evaluate(&f, &s).enabled);
+        s.cohorts.insert(7);
+        assert_eq!(evaluate(&f, &s).reason.condition_index, Some(0));
+        let mut pro = subject("u", json!({"plan": "pro"}));
+        assert_eq!(evaluate(&f, &pro).reason.condition_index, Some(1));
+        pro.cohorts.insert(8);
+        assert!(!evaluate(&f, &pro).enabled);
     }
 
     /// The hash is PostHog's: values computed independently with Python's hashlib

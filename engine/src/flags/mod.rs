@@ -97,6 +97,25 @@ pub struct PropertyFilter {
     pub extra: Map<String, Value>,
 }
 
+/// The cohort a cohort condition names (its `value`: an id, or an id as text).
+pub fn cohort_id(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The cohorts a flag's conditions name.
+pub fn cohorts_named(f: &Filters) -> Vec<i64> {
+    f.groups
+        .iter()
+        .flat_map(|c| &c.properties)
+        .filter(|p| p.kind.as_deref() == Some("cohort"))
+        .filter_map(|p| cohort_id(&p.value))
+        .collect()
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Multivariate {
     #[serde(default)]
@@ -336,10 +355,27 @@ pub fn validate_filters(f: &Filters) -> Result<(), Invalid> {
                         "Filters are not valid (can only use group properties)",
                     ));
                 }
-                (Some("cohort"), _) => {
+                (Some("cohort"), None) => {
+                    if cohort_id(&p.value).is_none() {
+                        return Err(invalid(
+                            "filters",
+                            "a cohort condition's value is the cohort's id",
+                        ));
+                    }
+                    if !matches!(
+                        p.operator.as_deref(),
+                        None | Some("in" | "exact" | "not_in")
+                    ) {
+                        return Err(invalid(
+                            "filters",
+                            "a cohort condition's operator is in or not_in",
+                        ));
+                    }
+                }
+                (Some("cohort"), Some(_)) => {
                     return Err(invalid(
                         "filters",
-                        "cohort conditions are not supported yet: hedgerow has no cohorts",
+                        "Filters are not valid (can only use group properties)",
                     ));
                 }
                 (Some(other), _) => {
@@ -446,8 +482,8 @@ mod tests {
                 "invalid regex",
             ),
             (
-                json!({"groups": [{"properties": [{"key": "id", "value": 3, "type": "cohort"}]}]}),
-                "cohort conditions are not supported yet",
+                json!({"groups": [{"properties": [{"key": "id", "value": "three", "type": "cohort"}]}]}),
+                "a cohort condition's value is the cohort's id",
             ),
             (
                 json!({"aggregation_group_type_index": 5}),
