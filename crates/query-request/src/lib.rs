@@ -173,13 +173,15 @@ fn apply_filters_override(query: &mut Value, o: Value) -> Result<(), RequestErro
     let Value::Object(o) = o else {
         return Err(bad(format!("filters_override must be an object, got {o}")));
     };
+    let hogql = query.get("kind").and_then(Value::as_str) == Some("HogQLQuery");
     for (k, v) in &o {
         match k.as_str() {
             "date_from" | "date_to" | "properties" | "explicitDate" => {}
+            "breakdown_filter" if !hogql => {}
             _ if v.is_null() => {}
             other => {
                 return Err(bad(format!(
-                    "filters_override.{other} does not apply to a HogQLQuery; it takes date_from, date_to and properties"
+                    "filters_override.{other} does not apply to this query; it takes date_from, date_to, properties (and breakdown_filter for insights)"
                 )));
             }
         }
@@ -187,6 +189,9 @@ fn apply_filters_override(query: &mut Value, o: Value) -> Result<(), RequestErro
     let Some(node) = query.as_object_mut() else {
         return Ok(()); // the node itself is refused where it is read
     };
+    if node.get("kind").and_then(Value::as_str) != Some("HogQLQuery") {
+        return override_insight(node, o);
+    }
     let filters = node
         .entry("filters")
         .or_insert_with(|| Value::Object(Default::default()));
@@ -235,6 +240,61 @@ fn apply_filters_override(query: &mut Value, o: Value) -> Result<(), RequestErro
                 "filters_override.properties must be a list of property filters, got {other}"
             )));
         }
+    }
+    Ok(())
+}
+
+/// `filters_override` on an insight node, as PostHog applies a dashboard's filters: the
+/// dates replace `dateRange`, the properties join `properties`, a breakdown replaces
+/// `breakdownFilter`.
+fn override_insight(
+    node: &mut serde_json::Map<String, Value>,
+    o: serde_json::Map<String, Value>,
+) -> Result<(), RequestError> {
+    let bad = |m: String| RequestError::InvalidField("filters_override", m);
+    let (from, to) = (o.get("date_from"), o.get("date_to"));
+    if from.is_some_and(|v| !v.is_null()) || to.is_some_and(|v| !v.is_null()) {
+        let mut range = serde_json::Map::new();
+        for (k, v) in [("date_from", from), ("date_to", to)] {
+            match v {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) => {
+                    range.insert(k.into(), Value::String(s.clone()));
+                }
+                Some(other) => {
+                    return Err(bad(format!(
+                        "filters_override.{k} must be a date text, got {other}"
+                    )));
+                }
+            }
+        }
+        if let Some(e) = o.get("explicitDate").filter(|v| !v.is_null()) {
+            range.insert("explicitDate".into(), e.clone());
+        }
+        node.insert("dateRange".into(), Value::Object(range));
+    }
+    match o.get("properties") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(extra)) if extra.is_empty() => {}
+        Some(extra @ (Value::Array(_) | Value::Object(_))) => {
+            let merged = match node.remove("properties") {
+                None | Some(Value::Null) => extra.clone(),
+                Some(Value::Array(mut own)) if extra.is_array() => {
+                    own.extend(extra.as_array().expect("an array").iter().cloned());
+                    Value::Array(own)
+                }
+                Some(own) => json!({"type": "AND", "values": [own, extra]}),
+            };
+            node.insert("properties".into(), merged);
+        }
+        Some(other) => {
+            return Err(bad(format!(
+                "filters_override.properties must be a list of property filters, got {other}"
+            )));
+        }
+    }
+    if let Some(b) = o.get("breakdown_filter").filter(|v| !v.is_null()) {
+        node.insert("breakdownFilter".into(), b.clone());
     }
     Ok(())
 }
@@ -410,7 +470,7 @@ impl HogQLNode {
             Some("HogQLQuery") => {}
             Some(other) => {
                 return Err(RequestError::Invalid(format!(
-                    "query kind '{other}' is not supported; use HogQLQuery"
+                    "query kind '{other}' is not supported; use HogQLQuery or TrendsQuery"
                 )));
             }
             None => return Err(RequestError::Invalid("query.kind is required".into())),

@@ -6,6 +6,7 @@
 pub mod cohort;
 pub mod dates;
 pub mod filters;
+pub mod trends;
 
 use serde_json::Value;
 

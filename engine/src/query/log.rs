@@ -45,7 +45,13 @@ pub(super) fn entry(
         team_id: job.project.id.0,
         name: job.name.clone(),
         query: job.node.query.clone(),
-        kind: "HogQLQuery".into(),
+        kind: job
+            .insight
+            .as_ref()
+            .and_then(|q| q.get("kind"))
+            .and_then(Value::as_str)
+            .unwrap_or("HogQLQuery")
+            .into(),
         status: status.as_str().into(),
         error: error.map(str::to_string),
         is_cached: false,

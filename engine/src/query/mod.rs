@@ -21,6 +21,7 @@ mod draft;
 mod error;
 pub(crate) mod exec;
 mod files;
+mod insight;
 mod late_projection;
 mod log;
 mod page_index;

@@ -89,7 +89,7 @@ impl QueryService {
     }
 
     /// [`Self::run_hogql`] on the calling task.
-    async fn run_hogql_here(
+    pub(super) async fn run_hogql_here(
         &self,
         project: &Project,
         text: &str,
@@ -359,6 +359,18 @@ pub struct ScanStats {
     pub rows: u64,
     pub bytes: u64,
     pub spilled_bytes: u64,
+}
+
+impl ScanStats {
+    /// Adds another run's counts (a node that runs several queries).
+    pub fn add(&mut self, o: &ScanStats) {
+        self.files += o.files;
+        self.row_groups_total += o.row_groups_total;
+        self.row_groups_read += o.row_groups_read;
+        self.rows += o.rows;
+        self.bytes += o.bytes;
+        self.spilled_bytes += o.spilled_bytes;
+    }
 }
 
 fn scan_stats(plan: &dyn ExecutionPlan, out: &mut ScanStats) {

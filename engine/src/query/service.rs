@@ -9,6 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{ResultCache, cache_key};
@@ -59,6 +60,8 @@ pub struct QueryService {
 pub(super) struct Job {
     pub(super) project: Project,
     pub(super) node: HogQLNode,
+    /// An insight node (its JSON), when the request is one rather than HogQL.
+    pub(super) insight: Option<Value>,
     /// The request's `name`.
     pub(super) name: Option<String>,
     pub(super) query_id: String,
@@ -190,7 +193,28 @@ impl QueryService {
         req.check_name()?;
         self.exec.count_request(project.id)?;
         req.check_client_query_id()?;
-        let node = HogQLNode::from_value(&req.query)?;
+        // An insight node (TrendsQuery) runs as HogQL of its own making; its JSON stands
+        // for it in the cache key and the log.
+        let insight =
+            match super::insight::is_insight(req.query.get("kind").and_then(Value::as_str)) {
+                true => {
+                    super::insight::check(&req.query)?;
+                    Some(req.query.clone())
+                }
+                false => None,
+            };
+        let node = match &insight {
+            Some(q) => HogQLNode {
+                query: q.to_string(),
+                values: Default::default(),
+                modifiers: q
+                    .get("modifiers")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({})),
+                persons_mode: Default::default(),
+            },
+            None => HogQLNode::from_value(&req.query)?,
+        };
         let key = cache_key(project.id, &node);
         self.caught_up().await;
         let version = self.data_version(project.id);
@@ -201,6 +225,7 @@ impl QueryService {
         let job = Job {
             project: project.clone(),
             node,
+            insight,
             name: req.name,
             query_id,
             key,
@@ -245,16 +270,23 @@ impl QueryService {
         let job_id = job.query_id.clone();
         let work = async move {
             let node = &job.node;
-            let run = this
-                .run_hogql_admitted(
-                    admitted,
-                    &job.project,
-                    &node.query,
-                    &node.values,
-                    super::request::plan_modifiers(node),
-                    &cancel,
-                )
-                .await;
+            let run = match &job.insight {
+                Some(q) => {
+                    this.run_insight_admitted(admitted, &job.project, q, &cancel)
+                        .await
+                }
+                None => {
+                    this.run_hogql_admitted(
+                        admitted,
+                        &job.project,
+                        &node.query,
+                        &node.values,
+                        super::request::plan_modifiers(node),
+                        &cancel,
+                    )
+                    .await
+                }
+            };
             this.finish(&job, started_at, run).await
         };
         if let Some(pending) = pending {

@@ -1,0 +1,791 @@
+//! PostHog's `TrendsQuery` compiled to HogQL, and its rows shaped into PostHog's series.
+//!
+//! A trend is, per series (an `EventsNode`) and period (the range, and the one before it
+//! when comparing), one HogQL query: the series' math per time bucket (and per breakdown
+//! value), over the events the series' event and filters select in the range. With a
+//! breakdown, a first query per series finds its top values by the same math over the
+//! whole range; the rest become `$$_posthog_breakdown_other_$$`. Buckets without events
+//! are zeros. Pure: the query service runs the text this writes.
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
+use serde_json::{Map, Value, json};
+
+use super::filters::{FilterContext, properties_expr, quote};
+use super::{FilterError, dates};
+
+/// PostHog's breakdown value of events without the property.
+pub const BREAKDOWN_NULL: &str = "$$_posthog_breakdown_null_$$";
+/// PostHog's breakdown value of the values past the limit.
+pub const BREAKDOWN_OTHER: &str = "$$_posthog_breakdown_other_$$";
+/// Most breakdown values shown when the query does not say (PostHog's default).
+pub const DEFAULT_BREAKDOWN_LIMIT: usize = 25;
+/// Most buckets one series may have (an hourly trend over ~4 years).
+pub const MAX_BUCKETS: usize = 35_000;
+
+fn bad(m: impl Into<String>) -> FilterError {
+    FilterError(m.into())
+}
+
+/// How events are bucketed in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    Hour,
+    Day,
+    Week,
+    Month,
+}
+
+impl Interval {
+    fn parse(v: Option<&Value>) -> Result<Self, FilterError> {
+        Ok(match v.and_then(Value::as_str).unwrap_or("day") {
+            "hour" => Interval::Hour,
+            "day" => Interval::Day,
+            "week" => Interval::Week,
+            "month" => Interval::Month,
+            other => {
+                return Err(bad(format!(
+                    "interval must be hour, day, week or month, got '{other}'"
+                )));
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Interval::Hour => "hour",
+            Interval::Day => "day",
+            Interval::Week => "week",
+            Interval::Month => "month",
+        }
+    }
+
+    /// The HogQL function that starts a bucket (in the project's zone; weeks on Sunday).
+    fn start_fn(self) -> &'static str {
+        match self {
+            Interval::Hour => "toStartOfHour(timestamp)",
+            Interval::Day => "toStartOfDay(timestamp)",
+            Interval::Week => "toStartOfWeek(timestamp, 0)",
+            Interval::Month => "toStartOfMonth(timestamp)",
+        }
+    }
+
+    /// The start of the bucket holding local time `t`.
+    fn floor(self, t: NaiveDateTime) -> NaiveDateTime {
+        let day = t.date();
+        match self {
+            Interval::Hour => day.and_hms_opt(t.hour(), 0, 0).expect("valid"),
+            Interval::Day => day.and_time(chrono::NaiveTime::MIN),
+            Interval::Week => {
+                let back = i64::from(day.weekday().num_days_from_sunday());
+                (day - Duration::days(back)).and_time(chrono::NaiveTime::MIN)
+            }
+            Interval::Month => NaiveDate::from_ymd_opt(day.year(), day.month(), 1)
+                .expect("valid")
+                .and_time(chrono::NaiveTime::MIN),
+        }
+    }
+
+    fn next(self, t: NaiveDateTime) -> NaiveDateTime {
+        match self {
+            Interval::Hour => t + Duration::hours(1),
+            Interval::Day => t + Duration::days(1),
+            Interval::Week => t + Duration::weeks(1),
+            Interval::Month => {
+                let (y, m) = match t.month() {
+                    12 => (t.year() + 1, 1),
+                    m => (t.year(), m + 1),
+                };
+                NaiveDate::from_ymd_opt(y, m, 1)
+                    .expect("valid")
+                    .and_time(chrono::NaiveTime::MIN)
+            }
+        }
+    }
+}
+
+/// The period a trend covers: `[from, to]` (instants), and each bucket's local start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Period {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub buckets: Vec<NaiveDateTime>,
+}
+
+fn local(t: DateTime<Utc>, tz: chrono_tz::Tz) -> NaiveDateTime {
+    t.with_timezone(&tz).naive_local()
+}
+
+fn instant(t: NaiveDateTime, tz: chrono_tz::Tz) -> DateTime<Utc> {
+    tz.from_local_datetime(&t)
+        .earliest()
+        .or_else(|| tz.from_local_datetime(&(t + Duration::hours(1))).earliest())
+        .map_or_else(|| t.and_utc(), |x| x.with_timezone(&Utc))
+}
+
+fn period_of(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    interval: Interval,
+    tz: chrono_tz::Tz,
+) -> Result<Period, FilterError> {
+    if to < from {
+        return Err(bad("dateRange ends before it starts"));
+    }
+    let mut buckets = Vec::new();
+    let mut b = interval.floor(local(from, tz));
+    let end = local(to, tz);
+    while b <= end {
+        if buckets.len() == MAX_BUCKETS {
+            return Err(bad(format!(
+                "the date range holds more than {MAX_BUCKETS} {}s: use a longer interval",
+                interval.name()
+            )));
+        }
+        buckets.push(b);
+        b = interval.next(b);
+    }
+    Ok(Period { from, to, buckets })
+}
+
+/// PostHog's date range of an insight: `date_from` (default `-7d`) starts at its
+/// interval's start; `date_to` (default now) ends at the end of its interval unless
+/// `explicitDate`. `all` starts at `earliest` (the project's first event).
+pub fn resolve_period(
+    range: Option<&Value>,
+    interval: Interval,
+    cx: &FilterContext,
+    earliest: Option<DateTime<Utc>>,
+) -> Result<Period, FilterError> {
+    let get = |k: &str| range.and_then(|r| r.get(k)).and_then(Value::as_str);
+    let explicit = range
+        .and_then(|r| r.get("explicitDate"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let tz = cx.timezone;
+    let from = match get("date_from").unwrap_or("-7d") {
+        "all" => earliest.unwrap_or(cx.now),
+        text => dates::parse_date(text, tz, cx.now)?,
+    };
+    let to = match get("date_to") {
+        Some(text) => dates::parse_date(text, tz, cx.now)?,
+        None => cx.now,
+    };
+    let (from, to) = match explicit {
+        true => (from, to),
+        false => {
+            let f = interval.floor(local(from, tz));
+            let t = interval.next(interval.floor(local(to, tz))) - Duration::microseconds(1);
+            (instant(f, tz), instant(t, tz))
+        }
+    };
+    period_of(from, to, interval, tz)
+}
+
+/// The period before `p`, of the same length (PostHog's "compare to previous period").
+pub fn previous_period(
+    p: &Period,
+    interval: Interval,
+    tz: chrono_tz::Tz,
+) -> Result<Period, FilterError> {
+    let length = p.to - p.from;
+    let to = p.from - Duration::microseconds(1);
+    let from = to - length;
+    let from = instant(interval.floor(local(from, tz)), tz);
+    period_of(from, to, interval, tz)
+}
+
+/// One series of the query (an `EventsNode`), read.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub node: Map<String, Value>,
+    pub event: Option<String>,
+    /// The HogQL aggregate of one bucket.
+    pub math: String,
+}
+
+/// A `TrendsQuery`, read and checked.
+#[derive(Debug, Clone)]
+pub struct Trends {
+    pub series: Vec<Series>,
+    pub interval: Interval,
+    pub date_range: Option<Value>,
+    /// The query's own property filters (all series).
+    pub properties: Option<Value>,
+    pub breakdown: Option<Breakdown>,
+    pub compare: bool,
+}
+
+/// A breakdown: the HogQL text of its value and how many values are shown.
+#[derive(Debug, Clone)]
+pub struct Breakdown {
+    pub value: String,
+    pub limit: usize,
+    pub hide_other: bool,
+}
+
+/// The HogQL aggregate of a series' math.
+fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
+    let math = node.get("math").and_then(Value::as_str).unwrap_or("total");
+    let prop = || -> Result<String, FilterError> {
+        match node.get("math_property").and_then(Value::as_str) {
+            Some(p) if !p.is_empty() => Ok(format!("toFloat(properties[{}])", quote(p))),
+            _ => Err(bad(format!("math {math} needs math_property"))),
+        }
+    };
+    let agg = match math {
+        "total" => "count()".to_string(),
+        "dau" => "count(DISTINCT person_id)".to_string(),
+        "unique_session" => "count(DISTINCT nullIf(toString(`$session_id`), ''))".to_string(),
+        "unique_group" => {
+            let i = node
+                .get("math_group_type_index")
+                .and_then(Value::as_u64)
+                .filter(|i| *i < 5)
+                .ok_or_else(|| bad("math unique_group needs math_group_type_index 0 to 4"))?;
+            format!("count(DISTINCT nullIf(toString(`$group_{i}`), ''))")
+        }
+        "sum" => format!("sum({})", prop()?),
+        "avg" => format!("avg({})", prop()?),
+        "min" => format!("min({})", prop()?),
+        "max" => format!("max({})", prop()?),
+        "median" => format!("quantile(0.5)({})", prop()?),
+        "p75" => format!("quantile(0.75)({})", prop()?),
+        "p90" => format!("quantile(0.9)({})", prop()?),
+        "p95" => format!("quantile(0.95)({})", prop()?),
+        "p99" => format!("quantile(0.99)({})", prop()?),
+        "hogql" => match node.get("math_hogql").and_then(Value::as_str) {
+            Some(h) if !h.trim().is_empty() => format!("({h})"),
+            _ => return Err(bad("math hogql needs math_hogql")),
+        },
+        other => {
+            return Err(bad(format!(
+                "math '{other}' is not supported; use total, dau, unique_session, unique_group, sum, avg, min, max, median, p75, p90, p95, p99 or hogql"
+            )));
+        }
+    };
+    Ok(match node.get("math_multiplier").and_then(Value::as_f64) {
+        Some(m) if m != 1.0 => format!("({agg}) * {m:?}"),
+        _ => agg,
+    })
+}
+
+/// What the node holds that this version does not compute is refused by name.
+fn refuse_unsupported(q: &Map<String, Value>) -> Result<(), FilterError> {
+    if let Some(f) = q.get("trendsFilter").and_then(Value::as_object) {
+        for k in ["formula", "formulas", "formulaNodes", "smoothingIntervals"] {
+            match f.get(k) {
+                None | Some(Value::Null) => {}
+                Some(Value::Number(n)) if k == "smoothingIntervals" && n.as_u64() == Some(1) => {}
+                Some(Value::Array(a)) if a.is_empty() => {}
+                Some(_) => {
+                    return Err(bad(format!("trendsFilter.{k} is not supported yet")));
+                }
+            }
+        }
+    }
+    if let Some(Value::String(to)) = q.get("compareFilter").and_then(|c| c.get("compare_to")) {
+        return Err(bad(format!(
+            "compareFilter.compare_to ('{to}') is not supported yet; compare takes the previous period"
+        )));
+    }
+    if q.get("breakdownFilter")
+        .and_then(|b| b.get("breakdowns"))
+        .is_some_and(|b| b.as_array().is_some_and(|a| !a.is_empty()))
+    {
+        return Err(bad(
+            "breakdownFilter.breakdowns (several breakdowns) is not supported yet",
+        ));
+    }
+    Ok(())
+}
+
+fn breakdown_of(q: &Map<String, Value>) -> Result<Option<Breakdown>, FilterError> {
+    let Some(f) = q.get("breakdownFilter").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let key = match f.get("breakdown") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(other) => {
+            return Err(bad(format!(
+                "breakdown must be a property name, got {other}"
+            )));
+        }
+    };
+    let ty = f
+        .get("breakdown_type")
+        .and_then(Value::as_str)
+        .unwrap_or("event");
+    let field = |base: &str| format!("{base}[{}]", quote(&key));
+    let value = match ty {
+        "event" => field("properties"),
+        "person" => field("person.properties"),
+        "group" => {
+            let i = f
+                .get("breakdown_group_type_index")
+                .and_then(Value::as_u64)
+                .filter(|i| *i < 5)
+                .ok_or_else(|| bad("a group breakdown needs breakdown_group_type_index 0 to 4"))?;
+            field(&format!("group_{i}.properties"))
+        }
+        "session" => format!("session.`{}`", key.replace('`', "\\`")),
+        "hogql" => format!("({key})"),
+        other => {
+            return Err(bad(format!(
+                "breakdown_type '{other}' is not supported; use event, person, group, session or hogql"
+            )));
+        }
+    };
+    let limit = match f.get("breakdown_limit") {
+        None | Some(Value::Null) => DEFAULT_BREAKDOWN_LIMIT,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=10_000).contains(n))
+            .ok_or_else(|| bad("breakdown_limit must be 1 to 10000"))? as usize,
+    };
+    Ok(Some(Breakdown {
+        value: format!(
+            "ifNull(nullIf(toString({value}), ''), {})",
+            quote(BREAKDOWN_NULL)
+        ),
+        limit,
+        hide_other: f
+            .get("breakdown_hide_other_aggregation")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    }))
+}
+
+impl Trends {
+    /// Reads a `TrendsQuery` node.
+    pub fn from_value(v: &Value) -> Result<Self, FilterError> {
+        let q = v
+            .as_object()
+            .ok_or_else(|| bad("a TrendsQuery must be an object"))?;
+        refuse_unsupported(q)?;
+        let series = match q.get("series") {
+            Some(Value::Array(s)) if !s.is_empty() => s,
+            _ => return Err(bad("a TrendsQuery needs series, a list of EventsNode")),
+        };
+        if series.len() > 50 {
+            return Err(bad("a TrendsQuery holds at most 50 series"));
+        }
+        let series = series
+            .iter()
+            .map(|s| {
+                let node = s
+                    .as_object()
+                    .ok_or_else(|| bad("each series must be an EventsNode object"))?;
+                match node.get("kind").and_then(Value::as_str) {
+                    None | Some("EventsNode") => {}
+                    Some(other) => {
+                        return Err(bad(format!(
+                            "series of kind {other} are not supported; use EventsNode"
+                        )));
+                    }
+                }
+                Ok(Series {
+                    event: node.get("event").and_then(Value::as_str).map(str::to_owned),
+                    math: math_of(node)?,
+                    node: node.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let display = q
+            .get("trendsFilter")
+            .and_then(|f| f.get("display"))
+            .and_then(Value::as_str);
+        if let Some(d) = display
+            && !matches!(
+                d,
+                "ActionsLineGraph"
+                    | "ActionsBar"
+                    | "ActionsAreaGraph"
+                    | "ActionsLineGraphCumulative"
+            )
+        {
+            return Err(bad(format!(
+                "trendsFilter.display '{d}' (one total per series) is not supported yet; use ActionsLineGraph"
+            )));
+        }
+        Ok(Trends {
+            series,
+            interval: Interval::parse(q.get("interval"))?,
+            date_range: q.get("dateRange").filter(|v| !v.is_null()).cloned(),
+            properties: q.get("properties").filter(|v| !v.is_null()).cloned(),
+            breakdown: breakdown_of(q)?,
+            compare: q
+                .get("compareFilter")
+                .and_then(|c| c.get("compare"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+
+    /// The condition of one series' events in `p`.
+    pub fn where_of(
+        &self,
+        s: &Series,
+        p: &Period,
+        cx: &FilterContext,
+    ) -> Result<String, FilterError> {
+        let lit = |t: DateTime<Utc>| {
+            format!(
+                "toDateTime64({}, 6, 'UTC')",
+                quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+            )
+        };
+        let mut parts = vec![
+            format!("timestamp >= {}", lit(p.from)),
+            format!("timestamp <= {}", lit(p.to)),
+        ];
+        if let Some(e) = &s.event {
+            parts.push(format!("event = {}", quote(e)));
+        }
+        for props in [
+            self.properties.as_ref(),
+            s.node.get("properties"),
+            s.node.get("fixedProperties"),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(c) = properties_expr(props, cx)? {
+                parts.push(format!("({c})"));
+            }
+        }
+        Ok(parts.join(" AND "))
+    }
+
+    /// The query of a series' top breakdown values in `p` (one more than shown, to know
+    /// whether there are others).
+    pub fn top_values_query(
+        &self,
+        s: &Series,
+        p: &Period,
+        cx: &FilterContext,
+    ) -> Option<Result<String, FilterError>> {
+        let b = self.breakdown.as_ref()?;
+        Some(self.where_of(s, p, cx).map(|w| {
+            format!(
+                "SELECT {} AS value, {} AS m FROM events WHERE {w} GROUP BY value ORDER BY m DESC, value ASC LIMIT {}",
+                b.value,
+                s.math,
+                b.limit + 1
+            )
+        }))
+    }
+
+    /// The query of a series in `p`: bucket (as local text), breakdown value, total.
+    /// `top` is the breakdown values shown (the others are grouped as other).
+    pub fn series_query(
+        &self,
+        s: &Series,
+        p: &Period,
+        top: &[String],
+        cx: &FilterContext,
+    ) -> Result<String, FilterError> {
+        let w = self.where_of(s, p, cx)?;
+        let bucket = format!(
+            "formatDateTime({}, '%Y-%m-%d %H:%i:%S')",
+            self.interval.start_fn()
+        );
+        Ok(match &self.breakdown {
+            None => format!(
+                "SELECT {bucket} AS bucket, {} AS total FROM events WHERE {w} GROUP BY bucket",
+                s.math
+            ),
+            Some(b) => {
+                let shown = top.iter().map(|v| quote(v)).collect::<Vec<_>>().join(", ");
+                let value = match top.is_empty() {
+                    true => quote(BREAKDOWN_OTHER),
+                    false => format!(
+                        "if({} IN ({shown}), {}, {})",
+                        b.value,
+                        b.value,
+                        quote(BREAKDOWN_OTHER)
+                    ),
+                };
+                format!(
+                    "SELECT {bucket} AS bucket, {value} AS breakdown_value, {} AS total \
+                     FROM events WHERE {w} GROUP BY bucket, breakdown_value",
+                    s.math
+                )
+            }
+        })
+    }
+}
+
+/// A number of a result row as JSON (integers stay integers).
+fn number(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_f64().unwrap_or(0.0),
+        Value::String(s) => s.parse().unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+fn json_number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        json!(x as i64)
+    } else {
+        json!(x)
+    }
+}
+
+/// PostHog's label of a bucket: `1-Jan-2024`, with the time for hourly buckets.
+fn label(b: NaiveDateTime, interval: Interval) -> String {
+    match interval {
+        Interval::Hour => b.format("%-d-%b-%Y %H:%M").to_string(),
+        _ => b.format("%-d-%b-%Y").to_string(),
+    }
+}
+
+fn day(b: NaiveDateTime, interval: Interval) -> String {
+    match interval {
+        Interval::Hour => b.format("%Y-%m-%d %H:%M:%S").to_string(),
+        _ => b.format("%Y-%m-%d").to_string(),
+    }
+}
+
+/// One series' result objects from its rows (`[bucket, total]`, or `[bucket, breakdown
+/// value, total]`), in PostHog's shape, every bucket of `p` present.
+#[allow(clippy::too_many_arguments)]
+pub fn shape_series(
+    t: &Trends,
+    index: usize,
+    p: &Period,
+    rows: &[Value],
+    top: &[String],
+    compare_label: Option<&str>,
+    cx: &FilterContext,
+) -> Vec<Value> {
+    let s = &t.series[index];
+    let position: std::collections::HashMap<String, usize> = p
+        .buckets
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.format("%Y-%m-%d %H:%M:%S").to_string(), i))
+        .collect();
+    // Breakdown value → data, in the order values were found (top first).
+    let mut by_value: Vec<(Option<String>, Vec<f64>)> = Vec::new();
+    if t.breakdown.is_none() {
+        by_value.push((None, vec![0.0; p.buckets.len()]));
+    } else {
+        for v in top {
+            by_value.push((Some(v.clone()), vec![0.0; p.buckets.len()]));
+        }
+    }
+    for r in rows {
+        let Some(cells) = r.as_array() else { continue };
+        let bucket = cells.first().and_then(Value::as_str).unwrap_or("");
+        let Some(&at) = position.get(bucket) else {
+            continue;
+        };
+        let (value, total) = match t.breakdown {
+            None => (None, cells.get(1)),
+            Some(_) => (
+                cells.get(1).and_then(Value::as_str).map(str::to_owned),
+                cells.get(2),
+            ),
+        };
+        let total = total.map_or(0.0, number);
+        let slot = match by_value.iter().position(|(v, _)| *v == value) {
+            Some(i) => i,
+            None => {
+                by_value.push((value, vec![0.0; p.buckets.len()]));
+                by_value.len() - 1
+            }
+        };
+        by_value[slot].1[at] += total;
+    }
+    let name = s.event.clone();
+    let days: Vec<String> = p.buckets.iter().map(|b| day(*b, t.interval)).collect();
+    let labels: Vec<String> = p.buckets.iter().map(|b| label(*b, t.interval)).collect();
+    let filter = json!({
+        "insight": "TRENDS",
+        "interval": t.interval.name(),
+        "date_from": p.from.with_timezone(&cx.timezone).to_rfc3339(),
+        "date_to": p.to.with_timezone(&cx.timezone).to_rfc3339(),
+    });
+    let mut out = Vec::new();
+    for (value, data) in by_value {
+        if let (Some(v), Some(b)) = (&value, &t.breakdown)
+            && v == BREAKDOWN_OTHER
+            && b.hide_other
+        {
+            continue;
+        }
+        let count: f64 = data.iter().sum();
+        let base_label = name.clone().unwrap_or_else(|| "All events".into());
+        let mut o = json!({
+            "data": data.iter().map(|x| json_number(*x)).collect::<Vec<_>>(),
+            "labels": labels,
+            "days": days,
+            "count": count,
+            "label": base_label,
+            "filter": filter,
+            "action": {
+                "days": days,
+                "id": name,
+                "type": "events",
+                "order": index,
+                "name": name.clone().unwrap_or_else(|| "All events".into()),
+                "custom_name": s.node.get("custom_name").cloned().unwrap_or(Value::Null),
+                "math": s.node.get("math").cloned().unwrap_or(json!("total")),
+                "math_property": s.node.get("math_property").cloned().unwrap_or(Value::Null),
+                "math_hogql": s.node.get("math_hogql").cloned().unwrap_or(Value::Null),
+                "math_group_type_index": s.node.get("math_group_type_index").cloned().unwrap_or(Value::Null),
+                "properties": {},
+            },
+        });
+        if let Some(v) = value {
+            o["label"] = json!(match t.series.len() {
+                1 => v.clone(),
+                _ => format!("{base_label} - {v}"),
+            });
+            o["breakdown_value"] = json!(v);
+        }
+        if let Some(c) = compare_label {
+            o["compare"] = json!(true);
+            o["compare_label"] = json!(c);
+        }
+        out.push(o);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::insights::test_cx as cx;
+
+    #[test]
+    fn periods_are_posthogs() {
+        // Now: 2024-03-31 12:00 UTC. -7d by day: 24 March 00:00 to 31 March 23:59:59.999999,
+        // eight buckets.
+        let p = resolve_period(None, Interval::Day, &cx(), None).unwrap();
+        assert_eq!(p.buckets.len(), 8);
+        assert_eq!(p.from.to_rfc3339(), "2024-03-24T00:00:00+00:00");
+        assert_eq!(p.to.to_rfc3339(), "2024-03-31T23:59:59.999999+00:00");
+        let prev = previous_period(&p, Interval::Day, chrono_tz::UTC).unwrap();
+        assert_eq!(prev.buckets.len(), 8);
+        assert_eq!(prev.to.to_rfc3339(), "2024-03-23T23:59:59.999999+00:00");
+        // Weeks start on Sunday; 31 March 2024 is one.
+        let w = resolve_period(
+            Some(&json!({"date_from": "-14d"})),
+            Interval::Week,
+            &cx(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(w.buckets.len(), 3);
+        assert_eq!(w.from.to_rfc3339(), "2024-03-17T00:00:00+00:00");
+        let m = resolve_period(
+            Some(&json!({"date_from": "2024-01-15", "date_to": "2024-03-01"})),
+            Interval::Month,
+            &cx(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(m.buckets.len(), 3);
+        let h = resolve_period(
+            Some(&json!({"date_from": "-2h", "explicitDate": true})),
+            Interval::Hour,
+            &cx(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(h.from.to_rfc3339(), "2024-03-31T10:00:00+00:00");
+        assert_eq!(h.buckets.len(), 3);
+        let e = resolve_period(
+            Some(&json!({"date_from": "-20y"})),
+            Interval::Hour,
+            &cx(),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.0.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn nodes_are_read_and_what_is_not_computed_is_refused() {
+        let t = Trends::from_value(&json!({"kind": "TrendsQuery", "series": [
+            {"kind": "EventsNode", "event": "$pageview", "math": "dau"},
+            {"kind": "EventsNode", "event": "buy", "math": "sum", "math_property": "total", "math_multiplier": 0.01},
+        ], "interval": "week", "breakdownFilter": {"breakdown": "$browser", "breakdown_limit": 3}}))
+        .unwrap();
+        assert_eq!(t.series[0].math, "count(DISTINCT person_id)");
+        assert_eq!(
+            t.series[1].math,
+            "(sum(toFloat(properties['total']))) * 0.01"
+        );
+        assert_eq!(t.breakdown.as_ref().unwrap().limit, 3);
+        for (q, says) in [
+            (json!({"series": []}), "needs series"),
+            (
+                json!({"series": [{"math": "weekly_active"}]}),
+                "not supported",
+            ),
+            (json!({"series": [{"math": "sum"}]}), "needs math_property"),
+            (
+                json!({"series": [{}], "trendsFilter": {"formula": "A+B"}}),
+                "formula",
+            ),
+            (
+                json!({"series": [{}], "trendsFilter": {"display": "BoldNumber"}}),
+                "BoldNumber",
+            ),
+            (json!({"series": [{}], "interval": "minute"}), "interval"),
+            (
+                json!({"series": [{"kind": "ActionsNode", "id": 1}]}),
+                "ActionsNode",
+            ),
+            (
+                json!({"series": [{}], "breakdownFilter": {"breakdown": "x", "breakdown_type": "cohort"}}),
+                "cohort",
+            ),
+        ] {
+            let e = Trends::from_value(&q).unwrap_err();
+            assert!(e.0.contains(says), "{q}: {e}");
+        }
+    }
+
+    #[test]
+    fn rows_become_series_with_every_bucket() {
+        let t = Trends::from_value(&json!({"series": [{"event": "e"}],
+            "breakdownFilter": {"breakdown": "b", "breakdown_limit": 1}}))
+        .unwrap();
+        let p = resolve_period(
+            Some(&json!({"date_from": "-2d"})),
+            Interval::Day,
+            &cx(),
+            None,
+        )
+        .unwrap();
+        let q = t
+            .series_query(&t.series[0], &p, &["x".into()], &cx())
+            .unwrap();
+        crate::hogql::parser::parse_query(&q).unwrap();
+        let rows = vec![
+            json!(["2024-03-29 00:00:00", "x", 2]),
+            json!(["2024-03-31 00:00:00", "x", 1]),
+            json!(["2024-03-30 00:00:00", BREAKDOWN_OTHER, 5]),
+        ];
+        let s = shape_series(&t, 0, &p, &rows, &["x".into()], None, &cx());
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0]["data"], json!([2, 0, 1]));
+        assert_eq!(s[0]["breakdown_value"], "x");
+        assert_eq!(
+            s[0]["labels"],
+            json!(["29-Mar-2024", "30-Mar-2024", "31-Mar-2024"])
+        );
+        assert_eq!(
+            s[0]["days"],
+            json!(["2024-03-29", "2024-03-30", "2024-03-31"])
+        );
+        assert_eq!(s[1]["data"], json!([0, 5, 0]));
+        assert_eq!(s[1]["count"], 5.0);
+    }
+}

@@ -1,0 +1,158 @@
+//! Insight nodes (`TrendsQuery`) run as HogQL: the node compiles to queries
+//! (`insights::trends`), each runs here like any HogQL query, and the rows are shaped into
+//! PostHog's series. One admission slot and one time limit cover the whole node.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::exec;
+use super::run::HogQLRun;
+use super::{Modifiers, QueryError, QueryService};
+use crate::insights::trends::{self, BREAKDOWN_OTHER, Trends};
+use crate::insights::{FilterContext, FilterError};
+use crate::meta::Project;
+
+/// A node the query endpoint runs besides HogQLQuery.
+pub(super) fn is_insight(kind: Option<&str>) -> bool {
+    matches!(kind, Some("TrendsQuery"))
+}
+
+fn invalid(e: FilterError) -> QueryError {
+    QueryError::InvalidField("query", e.0)
+}
+
+/// Reads an insight node, refusing what it cannot compute (before it is queued or cached).
+pub(super) fn check(node: &Value) -> Result<(), QueryError> {
+    Trends::from_value(node).map(|_| ()).map_err(invalid)
+}
+
+impl QueryService {
+    /// Runs an insight node under an admission slot already taken.
+    pub(super) async fn run_insight_admitted(
+        self: &Arc<Self>,
+        admitted: exec::Admitted,
+        project: &Project,
+        node: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<HogQLRun, QueryError> {
+        let (this, project, node) = (self.clone(), project.clone(), node.clone());
+        self.exec
+            .run_admitted(admitted, cancel, async move {
+                this.run_trends_here(&project, &node).await
+            })
+            .await
+    }
+
+    async fn run_trends_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let t = Trends::from_value(node).map_err(invalid)?;
+        let tz: chrono_tz::Tz = project.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let cx = FilterContext::events(tz, self.clock.now());
+        let mut timings = Vec::new();
+        let run = |text: String| self.rows(project, text);
+        let all_time = t
+            .date_range
+            .as_ref()
+            .and_then(|r| r.get("date_from"))
+            .and_then(Value::as_str)
+            == Some("all");
+        let earliest = match all_time {
+            true => {
+                let (rows, _) = run("SELECT min(timestamp) FROM events".into()).await?;
+                rows.first()
+                    .and_then(|r| r.get(0))
+                    .and_then(Value::as_str)
+                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                    .map(|d| d.with_timezone(&chrono::Utc))
+            }
+            false => None,
+        };
+        let current = trends::resolve_period(t.date_range.as_ref(), t.interval, &cx, earliest)
+            .map_err(invalid)?;
+        let mut periods = vec![(current.clone(), t.compare.then_some("current"))];
+        if t.compare {
+            let previous = trends::previous_period(&current, t.interval, tz).map_err(invalid)?;
+            periods.push((previous, Some("previous")));
+        }
+        let mut results = Vec::new();
+        let mut hogql = String::new();
+        let mut has_more = false;
+        let mut read_bytes = 0;
+        let mut scan = super::ScanStats::default();
+        for (period, compare) in &periods {
+            for (i, s) in t.series.iter().enumerate() {
+                // The breakdown's top values come from the current period for both.
+                let top = match t.top_values_query(s, &current, &cx) {
+                    None => Vec::new(),
+                    Some(q) => {
+                        let (rows, r) = run(q.map_err(invalid)?).await?;
+                        timings.extend(r.timings.iter().cloned());
+                        let mut values: Vec<String> = rows
+                            .iter()
+                            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+                            .collect();
+                        let limit = t.breakdown.as_ref().map_or(0, |b| b.limit);
+                        if values.len() > limit {
+                            values.truncate(limit);
+                            has_more = true;
+                        }
+                        values
+                    }
+                };
+                let text = t.series_query(s, period, &top, &cx).map_err(invalid)?;
+                let (rows, r) = run(text).await?;
+                if hogql.is_empty() {
+                    hogql = r.hogql.clone();
+                }
+                timings.extend(r.timings.iter().cloned());
+                read_bytes += r.read_bytes;
+                scan.add(&r.scan);
+                results.extend(trends::shape_series(
+                    &t, i, period, &rows, &top, *compare, &cx,
+                ));
+            }
+        }
+        if t.breakdown.as_ref().is_some_and(|b| b.hide_other) {
+            results.retain(|r| {
+                r.get("breakdown_value").and_then(Value::as_str) != Some(BREAKDOWN_OTHER)
+            });
+        }
+        Ok(HogQLRun {
+            columns: Vec::new(),
+            types: Vec::new(),
+            batches: Vec::new(),
+            results,
+            has_more,
+            limit: 0,
+            offset: 0,
+            hogql,
+            timings,
+            read_bytes,
+            scan,
+        })
+    }
+}
+
+impl QueryService {
+    /// Runs one query of a node, every row (`Modifiers::whole` keeps them in batches).
+    async fn rows(
+        &self,
+        project: &Project,
+        text: String,
+    ) -> Result<(Vec<Value>, HogQLRun), QueryError> {
+        let whole = Modifiers {
+            whole: true,
+            ..Modifiers::default()
+        };
+        let r = self
+            .run_hogql_here(project, &text, &HashMap::new(), whole)
+            .await?;
+        Ok((super::result::json_rows(&r.batches), r))
+    }
+}

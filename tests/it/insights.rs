@@ -1,0 +1,278 @@
+//! Insight nodes on the real binary: a `TrendsQuery`'s series checked against numbers
+//! computed here from the same generated events (a plain reference, independent of the
+//! HogQL the node compiles to).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const BROWSERS: [Option<&str>; 6] = [
+    Some("Chrome"),
+    Some("Chrome"),
+    Some("Safari"),
+    Some("Safari"),
+    Some("Firefox"),
+    None,
+];
+
+struct Ev {
+    event: &'static str,
+    user: usize,
+    /// Days before today (UTC; the project's zone).
+    ago: i64,
+    amount: i64,
+}
+
+fn events() -> Vec<Ev> {
+    let mut out = Vec::new();
+    for ago in 0..12 {
+        for user in 0..6 {
+            if !(ago as usize + user).is_multiple_of(3) {
+                out.push(Ev {
+                    event: "$pageview",
+                    user,
+                    ago,
+                    amount: 0,
+                });
+            }
+            if user % 2 == 0 && ago % 2 == 0 {
+                out.push(Ev {
+                    event: "buy",
+                    user,
+                    ago,
+                    amount: ago * 10 + user as i64,
+                });
+            }
+        }
+    }
+    out
+}
+
+async fn trends(srv: &Server, query: Value) -> Value {
+    let r = client()
+        .post(srv.url("/api/projects/1/query/"))
+        .bearer_auth(KEY)
+        .json(&json!({"query": query}))
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
+fn data(series: &Value) -> Vec<f64> {
+    series["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trends_series_match_a_reference() {
+    let srv = Server::start(&[]);
+    let today = chrono::Utc::now().date_naive();
+    let evs = events();
+    let batch: Vec<Value> = evs
+        .iter()
+        .map(|e| {
+            let at = (today - chrono::Duration::days(e.ago))
+                .and_hms_opt(0, 30, 0)
+                .unwrap()
+                .and_utc();
+            let mut props =
+                json!({"amount": e.amount, "$session_id": format!("s{}-{}", e.user, e.ago)});
+            if let Some(b) = BROWSERS[e.user] {
+                props["$browser"] = json!(b);
+            }
+            json!({"event": e.event, "distinct_id": format!("u{}", e.user),
+                   "timestamp": at.to_rfc3339(), "properties": props})
+        })
+        .collect();
+    let r = client()
+        .post(srv.url("/batch/"))
+        .json(&json!({"api_key": TOKEN, "batch": batch}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    // The reference: per day of the last 8 (index 7 - ago).
+    let per_day = |f: &dyn Fn(&[&Ev]) -> f64, range: std::ops::RangeInclusive<i64>| -> Vec<f64> {
+        range
+            .rev()
+            .map(|ago| {
+                let day: Vec<&Ev> = evs.iter().filter(|e| e.ago == ago).collect();
+                f(&day)
+            })
+            .collect()
+    };
+    let count =
+        |event: &'static str| move |d: &[&Ev]| d.iter().filter(|e| e.event == event).count() as f64;
+    let users = |d: &[&Ev]| {
+        d.iter()
+            .filter(|e| e.event == "$pageview")
+            .map(|e| e.user)
+            .collect::<BTreeSet<_>>()
+            .len() as f64
+    };
+    let spent = |d: &[&Ev]| {
+        d.iter()
+            .filter(|e| e.event == "buy")
+            .map(|e| e.amount as f64)
+            .sum()
+    };
+
+    // Totals, daily, the last 7 days (8 buckets), with PostHog's fields.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}]}),
+    )
+    .await;
+    let s = &v["results"][0];
+    assert_eq!(data(s), per_day(&count("$pageview"), 0..=7), "{s}");
+    assert_eq!(s["days"].as_array().unwrap().len(), 8);
+    assert_eq!(s["days"][7], today.format("%Y-%m-%d").to_string());
+    assert_eq!(s["labels"][7], today.format("%-d-%b-%Y").to_string());
+    assert_eq!(
+        s["count"].as_f64().unwrap(),
+        per_day(&count("$pageview"), 0..=7).iter().sum::<f64>()
+    );
+    assert_eq!(
+        (&s["label"], &s["action"]["math"]),
+        (&json!("$pageview"), &json!("total"))
+    );
+    assert!(v["hogql"].as_str().unwrap().contains("FROM events"), "{v}");
+
+    // Two series at once: unique users, and the sum of a property.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "dateRange": {"date_from": "-7d"}, "series": [
+            {"kind": "EventsNode", "event": "$pageview", "math": "dau"},
+            {"kind": "EventsNode", "event": "buy", "math": "sum", "math_property": "amount"}]}),
+    )
+    .await;
+    assert_eq!(data(&v["results"][0]), per_day(&users, 0..=7));
+    assert_eq!(data(&v["results"][1]), per_day(&spent, 0..=7));
+    assert_eq!(v["results"][1]["action"]["order"], 1);
+
+    // A breakdown by browser, two values shown: the rest are "other"; no browser is null.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
+               "breakdownFilter": {"breakdown": "$browser", "breakdown_type": "event", "breakdown_limit": 2}}),
+    )
+    .await;
+    let mut totals: BTreeMap<String, f64> = BTreeMap::new();
+    for e in evs.iter().filter(|e| e.event == "$pageview" && e.ago <= 7) {
+        let b = BROWSERS[e.user].unwrap_or("$$_posthog_breakdown_null_$$");
+        *totals.entry(b.to_owned()).or_default() += 1.0;
+    }
+    let mut ranked: Vec<(String, f64)> = totals.clone().into_iter().collect();
+    ranked.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap().then(a.0.cmp(&b.0)));
+    let shown: Vec<String> = ranked.iter().take(2).map(|(b, _)| b.clone()).collect();
+    let other: f64 = ranked.iter().skip(2).map(|(_, n)| n).sum();
+    let got: BTreeMap<String, f64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["breakdown_value"].as_str().unwrap().to_owned(),
+                s["count"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let mut want: BTreeMap<String, f64> = shown.iter().map(|b| (b.clone(), totals[b])).collect();
+    want.insert("$$_posthog_breakdown_other_$$".into(), other);
+    assert_eq!(got, want, "{v}");
+    assert_eq!(v["hasMore"], true);
+
+    // Compared with the previous period: the 8 days before.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
+               "compareFilter": {"compare": true}}),
+    )
+    .await;
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 2);
+    assert_eq!(
+        (&r[0]["compare_label"], &r[1]["compare_label"]),
+        (&json!("current"), &json!("previous"))
+    );
+    assert_eq!(data(&r[1]), per_day(&count("$pageview"), 8..=15));
+
+    // Filters on the series and on the query, weekly buckets, and a dashboard's dates.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "interval": "week", "dateRange": {"date_from": "-30d"},
+               "properties": [{"key": "$browser", "value": ["Chrome", "Safari"], "operator": "exact"}],
+               "series": [{"kind": "EventsNode", "event": "$pageview",
+                           "properties": [{"key": "$browser", "value": "Safari", "operator": "is_not"}]}]}),
+    )
+    .await;
+    let chrome = evs
+        .iter()
+        .filter(|e| e.event == "$pageview" && BROWSERS[e.user] == Some("Chrome"))
+        .count() as f64;
+    assert_eq!(v["results"][0]["count"].as_f64().unwrap(), chrome, "{v}");
+    let r = client()
+        .post(srv.url("/api/projects/1/query/"))
+        .bearer_auth(KEY)
+        .json(&json!({"query": {"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}]},
+                      "filters_override": {"date_from": "-2d"}}))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        data(&v["results"][0]),
+        per_day(&count("$pageview"), 0..=2),
+        "{v}"
+    );
+
+    // All time: from the project's first event (11 days ago), daily.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "dateRange": {"date_from": "all"},
+               "series": [{"kind": "EventsNode", "event": "$pageview"}]}),
+    )
+    .await;
+    assert_eq!(
+        data(&v["results"][0]),
+        per_day(&count("$pageview"), 0..=11),
+        "{v}"
+    );
+
+    // What is not computed yet is refused by name.
+    let r = client()
+        .post(srv.url("/api/projects/1/query/"))
+        .bearer_auth(KEY)
+        .json(&json!({"query": {"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
+                                "trendsFilter": {"formula": "A*2"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["detail"].as_str().unwrap().contains("formula"), "{v}");
+    // The run is in the query log under its kind.
+    let (_, log) = {
+        let r = client()
+            .post(srv.url("/api/projects/1/query/"))
+            .bearer_auth(KEY)
+            .json(&json!({"query": {"kind": "HogQLQuery",
+                "query": "SELECT count() FROM query_log WHERE kind = 'TrendsQuery' AND status = 'completed'"}}))
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.json::<Value>().await.unwrap())
+    };
+    assert!(log["results"][0][0].as_i64().unwrap() >= 5, "{log}");
+}
