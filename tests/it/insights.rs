@@ -250,18 +250,80 @@ async fn trends_series_match_a_reference() {
         "{v}"
     );
 
+    // Weekly active users: a day counts who was active in the 7 days ending with it.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview", "math": "weekly_active"}]}),
+    )
+    .await;
+    let want: Vec<f64> = (0..=7)
+        .rev()
+        .map(|ago| {
+            evs.iter()
+                .filter(|e| e.event == "$pageview" && e.ago >= ago && e.ago <= ago + 6)
+                .map(|e| e.user)
+                .collect::<BTreeSet<_>>()
+                .len() as f64
+        })
+        .collect();
+    assert_eq!(data(&v["results"][0]), want, "{v}");
+
+    // One number per series (a BoldNumber or a pie), with a breakdown.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "trendsFilter": {"display": "ActionsPie"},
+               "series": [{"kind": "EventsNode", "event": "buy", "math": "sum", "math_property": "amount"}],
+               "breakdownFilter": {"breakdown": "$browser"}}),
+    )
+    .await;
+    let mut spent_by: BTreeMap<String, f64> = BTreeMap::new();
+    for e in evs.iter().filter(|e| e.event == "buy" && e.ago <= 7) {
+        let b = BROWSERS[e.user].unwrap_or("$$_posthog_breakdown_null_$$");
+        *spent_by.entry(b.to_owned()).or_default() += e.amount as f64;
+    }
+    let got: BTreeMap<String, f64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["breakdown_value"].as_str().unwrap().to_owned(),
+                s["aggregated_value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, spent_by, "{v}");
+
+    // A formula over two series, per day.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "trendsFilter": {"formula": "(A + B) * 2"},
+               "series": [{"kind": "EventsNode", "event": "$pageview"}, {"kind": "EventsNode", "event": "buy"}]}),
+    )
+    .await;
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 1, "{v}");
+    assert_eq!(r[0]["label"], "Formula ((A + B) * 2)");
+    let pv = per_day(&count("$pageview"), 0..=7);
+    let buys = per_day(&count("buy"), 0..=7);
+    let want: Vec<f64> = pv.iter().zip(&buys).map(|(a, b)| (a + b) * 2.0).collect();
+    assert_eq!(data(&r[0]), want);
+
     // What is not computed yet is refused by name.
     let r = client()
         .post(srv.url("/api/projects/1/query/"))
         .bearer_auth(KEY)
         .json(&json!({"query": {"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
-                                "trendsFilter": {"formula": "A*2"}}}))
+                                "trendsFilter": {"smoothingIntervals": 7}}}))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.unwrap();
-    assert!(v["detail"].as_str().unwrap().contains("formula"), "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("smoothingIntervals"),
+        "{v}"
+    );
     // The run is in the query log under its kind.
     let (_, log) = {
         let r = client()

@@ -201,6 +201,9 @@ pub struct Series {
     pub event: Option<String>,
     /// The HogQL aggregate of one bucket.
     pub math: String,
+    /// `weekly_active` (7) / `monthly_active` (30): a day's value counts the persons active
+    /// in the window of this many days that ends with it.
+    pub active_days: Option<i64>,
 }
 
 /// A `TrendsQuery`, read and checked.
@@ -213,6 +216,11 @@ pub struct Trends {
     pub properties: Option<Value>,
     pub breakdown: Option<Breakdown>,
     pub compare: bool,
+    /// A display of one value per series (`BoldNumber`, `ActionsPie`, `ActionsTable`,
+    /// `ActionsBarValue`, `WorldMap`): `aggregated_value` over the range, no buckets.
+    pub aggregate: bool,
+    /// `trendsFilter.formula` over the series, `A` the first.
+    pub formula: Option<Formula>,
 }
 
 /// A breakdown: the HogQL text of its value and how many values are shown.
@@ -234,7 +242,7 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
     };
     let agg = match math {
         "total" => "count()".to_string(),
-        "dau" => "count(DISTINCT person_id)".to_string(),
+        "dau" | "weekly_active" | "monthly_active" => "count(DISTINCT person_id)".to_string(),
         "unique_session" => "count(DISTINCT nullIf(toString(`$session_id`), ''))".to_string(),
         "unique_group" => {
             let i = node
@@ -259,7 +267,7 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
         },
         other => {
             return Err(bad(format!(
-                "math '{other}' is not supported; use total, dau, unique_session, unique_group, sum, avg, min, max, median, p75, p90, p95, p99 or hogql"
+                "math '{other}' is not supported; use total, dau, weekly_active, monthly_active, unique_session, unique_group, sum, avg, min, max, median, p75, p90, p95, p99 or hogql"
             )));
         }
     };
@@ -272,7 +280,7 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
 /// What the node holds that this version does not compute is refused by name.
 fn refuse_unsupported(q: &Map<String, Value>) -> Result<(), FilterError> {
     if let Some(f) = q.get("trendsFilter").and_then(Value::as_object) {
-        for k in ["formula", "formulas", "formulaNodes", "smoothingIntervals"] {
+        for k in ["formulas", "formulaNodes", "smoothingIntervals"] {
             match f.get(k) {
                 None | Some(Value::Null) => {}
                 Some(Value::Number(n)) if k == "smoothingIntervals" && n.as_u64() == Some(1) => {}
@@ -385,10 +393,16 @@ impl Trends {
                         )));
                     }
                 }
+                let active_days = match node.get("math").and_then(Value::as_str) {
+                    Some("weekly_active") => Some(7),
+                    Some("monthly_active") => Some(30),
+                    _ => None,
+                };
                 Ok(Series {
                     event: node.get("event").and_then(Value::as_str).map(str::to_owned),
                     math: math_of(node)?,
                     node: node.clone(),
+                    active_days,
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -396,30 +410,64 @@ impl Trends {
             .get("trendsFilter")
             .and_then(|f| f.get("display"))
             .and_then(Value::as_str);
-        if let Some(d) = display
-            && !matches!(
-                d,
+        let aggregate = match display {
+            None
+            | Some(
                 "ActionsLineGraph"
-                    | "ActionsBar"
-                    | "ActionsAreaGraph"
-                    | "ActionsLineGraphCumulative"
-            )
-        {
-            return Err(bad(format!(
-                "trendsFilter.display '{d}' (one total per series) is not supported yet; use ActionsLineGraph"
-            )));
+                | "ActionsBar"
+                | "ActionsAreaGraph"
+                | "ActionsLineGraphCumulative",
+            ) => false,
+            Some("BoldNumber" | "ActionsPie" | "ActionsTable" | "ActionsBarValue" | "WorldMap") => {
+                true
+            }
+            Some(d) => {
+                return Err(bad(format!(
+                    "trendsFilter.display '{d}' is not supported; use ActionsLineGraph, ActionsBar, \
+                     ActionsAreaGraph, ActionsLineGraphCumulative, BoldNumber, ActionsPie, \
+                     ActionsTable, ActionsBarValue or WorldMap"
+                )));
+            }
+        };
+        let formula = match q.get("trendsFilter").and_then(|f| f.get("formula")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(f)) if f.trim().is_empty() => None,
+            Some(Value::String(f)) => Some(Formula::parse(f, series.len())?),
+            Some(other) => {
+                return Err(bad(format!(
+                    "trendsFilter.formula must be text, got {other}"
+                )));
+            }
+        };
+        let interval = Interval::parse(q.get("interval"))?;
+        let breakdown = breakdown_of(q)?;
+        for s in &series {
+            if s.active_days.is_some() {
+                if interval != Interval::Day || aggregate {
+                    return Err(bad(
+                        "weekly_active and monthly_active need interval day and a graph display",
+                    ));
+                }
+                if breakdown.is_some() {
+                    return Err(bad(
+                        "weekly_active and monthly_active with a breakdown are not supported yet",
+                    ));
+                }
+            }
         }
         Ok(Trends {
             series,
-            interval: Interval::parse(q.get("interval"))?,
+            interval,
             date_range: q.get("dateRange").filter(|v| !v.is_null()).cloned(),
             properties: q.get("properties").filter(|v| !v.is_null()).cloned(),
-            breakdown: breakdown_of(q)?,
+            breakdown,
             compare: q
                 .get("compareFilter")
                 .and_then(|c| c.get("compare"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            aggregate,
+            formula,
         })
     }
 
@@ -486,11 +534,39 @@ impl Trends {
         top: &[String],
         cx: &FilterContext,
     ) -> Result<String, FilterError> {
+        if let Some(n) = s.active_days {
+            // Each person's active days, from n - 1 days before the range; each counts
+            // for the n days that end with it.
+            let wider = Period {
+                from: p.from - Duration::days(n - 1),
+                to: p.to,
+                buckets: Vec::new(),
+            };
+            let lit = |t: DateTime<Utc>| {
+                format!(
+                    "toDateTime64({}, 6, 'UTC')",
+                    quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+                )
+            };
+            let w = self.where_of(s, &wider, cx)?;
+            return Ok(format!(
+                "SELECT formatDateTime(toStartOfDay(addDays(day, o)), '%Y-%m-%d %H:%i:%S') AS bucket, \
+                 count(DISTINCT person_id) AS total \
+                 FROM (SELECT person_id, toStartOfDay(timestamp) AS day FROM events WHERE {w} \
+                 GROUP BY person_id, day) ARRAY JOIN range(0, {n}) AS o \
+                 WHERE addDays(day, o) >= {} AND addDays(day, o) <= {} GROUP BY bucket",
+                lit(p.from),
+                lit(p.to)
+            ));
+        }
         let w = self.where_of(s, p, cx)?;
-        let bucket = format!(
-            "formatDateTime({}, '%Y-%m-%d %H:%i:%S')",
-            self.interval.start_fn()
-        );
+        let bucket = match self.aggregate {
+            true => "''".to_string(),
+            false => format!(
+                "formatDateTime({}, '%Y-%m-%d %H:%i:%S')",
+                self.interval.start_fn()
+            ),
+        };
         Ok(match &self.breakdown {
             None => format!(
                 "SELECT {bucket} AS bucket, {} AS total FROM events WHERE {w} GROUP BY bucket",
@@ -515,6 +591,181 @@ impl Trends {
             }
         })
     }
+}
+
+/// `trendsFilter.formula`: arithmetic (`+ - * /`, parentheses, numbers) over the series,
+/// `A` the first; evaluated per bucket. A division by zero is 0, as PostHog shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Formula {
+    Number(f64),
+    Series(usize),
+    Neg(Box<Formula>),
+    Op(char, Box<Formula>, Box<Formula>),
+}
+
+/// Deepest nesting a formula may have.
+const MAX_FORMULA_DEPTH: usize = 64;
+
+impl Formula {
+    pub fn parse(text: &str, series: usize) -> Result<Self, FilterError> {
+        let chars: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
+        let mut at = 0;
+        let f = Self::sum(&chars, &mut at, series, 0)?;
+        if at != chars.len() {
+            return Err(bad(format!("formula '{text}': unexpected '{}'", chars[at])));
+        }
+        Ok(f)
+    }
+
+    fn sum(c: &[char], at: &mut usize, n: usize, depth: usize) -> Result<Self, FilterError> {
+        let mut left = Self::product(c, at, n, depth)?;
+        while let Some(&op @ ('+' | '-')) = c.get(*at) {
+            *at += 1;
+            let right = Self::product(c, at, n, depth)?;
+            left = Formula::Op(op, Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn product(c: &[char], at: &mut usize, n: usize, depth: usize) -> Result<Self, FilterError> {
+        let mut left = Self::atom(c, at, n, depth)?;
+        while let Some(&op @ ('*' | '/')) = c.get(*at) {
+            *at += 1;
+            let right = Self::atom(c, at, n, depth)?;
+            left = Formula::Op(op, Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn atom(c: &[char], at: &mut usize, n: usize, depth: usize) -> Result<Self, FilterError> {
+        if depth > MAX_FORMULA_DEPTH {
+            return Err(bad("the formula nests too deep"));
+        }
+        match c.get(*at) {
+            Some('(') => {
+                *at += 1;
+                let f = Self::sum(c, at, n, depth + 1)?;
+                if c.get(*at) != Some(&')') {
+                    return Err(bad("the formula misses a ')'"));
+                }
+                *at += 1;
+                Ok(f)
+            }
+            Some('-') => {
+                *at += 1;
+                Ok(Formula::Neg(Box::new(Self::atom(c, at, n, depth + 1)?)))
+            }
+            Some(l) if l.is_ascii_alphabetic() => {
+                let i = (l.to_ascii_uppercase() as u8 - b'A') as usize;
+                *at += 1;
+                if i >= n {
+                    return Err(bad(format!(
+                        "the formula names series {l}, and there are {n}"
+                    )));
+                }
+                Ok(Formula::Series(i))
+            }
+            Some(d) if d.is_ascii_digit() || *d == '.' => {
+                let start = *at;
+                while c.get(*at).is_some_and(|x| x.is_ascii_digit() || *x == '.') {
+                    *at += 1;
+                }
+                let text: String = c[start..*at].iter().collect();
+                text.parse()
+                    .map(Formula::Number)
+                    .map_err(|_| bad(format!("'{text}' in the formula is not a number")))
+            }
+            Some(other) => Err(bad(format!("unexpected '{other}' in the formula"))),
+            None => Err(bad("the formula ends early")),
+        }
+    }
+
+    /// The value with `values[i]` for series `i`.
+    pub fn eval(&self, values: &[f64]) -> f64 {
+        let v = match self {
+            Formula::Number(x) => *x,
+            Formula::Series(i) => values.get(*i).copied().unwrap_or(0.0),
+            Formula::Neg(f) => -f.eval(values),
+            Formula::Op(op, a, b) => {
+                let (a, b) = (a.eval(values), b.eval(values));
+                match op {
+                    '+' => a + b,
+                    '-' => a - b,
+                    '*' => a * b,
+                    _ => a / b,
+                }
+            }
+        };
+        if v.is_finite() { v } else { 0.0 }
+    }
+}
+
+/// Series results (as [`shape_series`] made them, `order` in `action`) combined by the
+/// formula: one result per compare period and breakdown value, labelled `Formula (…)`.
+pub fn apply_formula(t: &Trends, text: &str, results: Vec<Value>) -> Vec<Value> {
+    let Some(f) = &t.formula else {
+        return results;
+    };
+    let key = |r: &Value| {
+        (
+            r.get("compare_label")
+                .cloned()
+                .unwrap_or(Value::Null)
+                .to_string(),
+            r.get("breakdown_value")
+                .cloned()
+                .unwrap_or(Value::Null)
+                .to_string(),
+        )
+    };
+    let field = if t.aggregate {
+        "aggregated_value"
+    } else {
+        "data"
+    };
+    let mut groups: Vec<((String, String), Vec<Value>)> = Vec::new();
+    for r in results {
+        let k = key(&r);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((k, vec![r])),
+        }
+    }
+    let mut out = Vec::new();
+    for (_, members) in groups {
+        let mut base = members[0].clone();
+        let width = base[field].as_array().map_or(1, Vec::len);
+        let series_value = |i: usize, slot: usize| -> f64 {
+            members
+                .iter()
+                .find(|m| m["action"]["order"].as_u64() == Some(i as u64))
+                .map_or(0.0, |m| match &m[field] {
+                    Value::Array(a) => a.get(slot).map_or(0.0, number),
+                    v => number(v),
+                })
+        };
+        let computed: Vec<f64> = (0..width)
+            .map(|slot| {
+                let values: Vec<f64> = (0..t.series.len()).map(|i| series_value(i, slot)).collect();
+                f.eval(&values)
+            })
+            .collect();
+        match t.aggregate {
+            true => base["aggregated_value"] = json_number(computed.iter().sum()),
+            false => {
+                base["count"] = json!(computed.iter().sum::<f64>());
+                base["data"] = json!(computed.into_iter().map(json_number).collect::<Vec<_>>());
+            }
+        }
+        let label = format!("Formula ({text})");
+        base["label"] = json!(match base.get("breakdown_value").and_then(Value::as_str) {
+            Some(v) => format!("{label} - {v}"),
+            None => label,
+        });
+        base["action"] = Value::Null;
+        out.push(base);
+    }
+    out
 }
 
 /// A number of a result row as JSON (integers stay integers).
@@ -577,11 +828,20 @@ pub fn shape_series(
             by_value.push((Some(v.clone()), vec![0.0; p.buckets.len()]));
         }
     }
+    // One value per series (and breakdown value) when the display aggregates.
+    let slots = if t.aggregate { 1 } else { p.buckets.len() };
+    for (_, d) in by_value.iter_mut() {
+        d.resize(slots, 0.0);
+    }
     for r in rows {
         let Some(cells) = r.as_array() else { continue };
         let bucket = cells.first().and_then(Value::as_str).unwrap_or("");
-        let Some(&at) = position.get(bucket) else {
-            continue;
+        let at = match t.aggregate {
+            true => 0,
+            false => match position.get(bucket) {
+                Some(&at) => at,
+                None => continue,
+            },
         };
         let (value, total) = match t.breakdown {
             None => (None, cells.get(1)),
@@ -594,7 +854,7 @@ pub fn shape_series(
         let slot = match by_value.iter().position(|(v, _)| *v == value) {
             Some(i) => i,
             None => {
-                by_value.push((value, vec![0.0; p.buckets.len()]));
+                by_value.push((value, vec![0.0; slots]));
                 by_value.len() - 1
             }
         };
@@ -640,6 +900,12 @@ pub fn shape_series(
                 "properties": {},
             },
         });
+        if t.aggregate {
+            o["aggregated_value"] = json_number(data.first().copied().unwrap_or(0.0));
+            o["data"] = json!([]);
+            o["labels"] = json!([]);
+            o["count"] = json!(0);
+        }
         if let Some(v) = value {
             o["label"] = json!(match t.series.len() {
                 1 => v.clone(),
@@ -725,17 +991,29 @@ mod tests {
         for (q, says) in [
             (json!({"series": []}), "needs series"),
             (
-                json!({"series": [{"math": "weekly_active"}]}),
+                json!({"series": [{"math": "daily_active"}]}),
                 "not supported",
+            ),
+            (
+                json!({"series": [{"math": "weekly_active"}], "interval": "week"}),
+                "interval day",
             ),
             (json!({"series": [{"math": "sum"}]}), "needs math_property"),
             (
                 json!({"series": [{}], "trendsFilter": {"formula": "A+B"}}),
-                "formula",
+                "there are 1",
             ),
             (
-                json!({"series": [{}], "trendsFilter": {"display": "BoldNumber"}}),
-                "BoldNumber",
+                json!({"series": [{}], "trendsFilter": {"formula": "A+"}}),
+                "ends early",
+            ),
+            (
+                json!({"series": [{}], "trendsFilter": {"formulas": ["A"]}}),
+                "formulas",
+            ),
+            (
+                json!({"series": [{}], "trendsFilter": {"display": "ActionsStackedBar"}}),
+                "ActionsStackedBar",
             ),
             (json!({"series": [{}], "interval": "minute"}), "interval"),
             (
@@ -750,6 +1028,18 @@ mod tests {
             let e = Trends::from_value(&q).unwrap_err();
             assert!(e.0.contains(says), "{q}: {e}");
         }
+    }
+
+    #[test]
+    fn formulas_are_arithmetic_over_the_series() {
+        let f = Formula::parse("(A + B) * 2 - c / 4", 3).unwrap();
+        assert_eq!(f.eval(&[1.0, 2.0, 8.0]), 4.0);
+        assert_eq!(Formula::parse("A/B", 2).unwrap().eval(&[1.0, 0.0]), 0.0);
+        assert_eq!(Formula::parse("-A + 0.5", 1).unwrap().eval(&[2.0]), -1.5);
+        let deep = format!("{}A{}", "(".repeat(100), ")".repeat(100));
+        assert!(Formula::parse(&deep, 1).is_err());
+        assert!(Formula::parse("A B", 2).is_err());
+        assert!(Formula::parse("1..2", 1).is_err());
     }
 
     #[test]

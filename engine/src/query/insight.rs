@@ -118,6 +118,13 @@ impl QueryService {
                 ));
             }
         }
+        if let Some(text) = node
+            .get("trendsFilter")
+            .and_then(|f| f.get("formula"))
+            .and_then(Value::as_str)
+        {
+            results = trends::apply_formula(&t, text, results);
+        }
         if t.breakdown.as_ref().is_some_and(|b| b.hide_other) {
             results.retain(|r| {
                 r.get("breakdown_value").and_then(Value::as_str) != Some(BREAKDOWN_OTHER)
