@@ -309,6 +309,37 @@ async fn trends_series_match_a_reference() {
     let want: Vec<f64> = pv.iter().zip(&buys).map(|(a, b)| (a + b) * 2.0).collect();
     assert_eq!(data(&r[0]), want);
 
+    // The events explorer's list: the event and person objects, an expression with a
+    // label, newest first, paged.
+    let list = |offset: usize| {
+        json!({"kind": "EventsQuery", "event": "buy", "limit": 3, "offset": offset,
+               "select": ["*", "event", "person", "toInt(properties.amount) -- Amount"],
+               "orderBy": ["timestamp DESC", "toInt(properties.amount) DESC"],
+               "where": ["toInt(properties.amount) > 0"]})
+    };
+    let mut buys: Vec<&Ev> = evs
+        .iter()
+        .filter(|e| e.event == "buy" && e.amount > 0)
+        .collect();
+    buys.sort_by_key(|e| (e.ago, -e.amount));
+    let v = trends(&srv, list(0)).await;
+    assert_eq!(v["columns"], list(0)["select"], "{v}");
+    assert_eq!(
+        (v["hasMore"].as_bool(), v["limit"].as_u64()),
+        (Some(true), Some(3))
+    );
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for (row, e) in rows.iter().zip(&buys) {
+        assert_eq!(row[0]["event"], "buy");
+        assert_eq!(row[0]["distinct_id"], format!("u{}", e.user));
+        assert_eq!(row[0]["properties"]["amount"], e.amount, "{row}");
+        assert_eq!(row[2]["distinct_id"], format!("u{}", e.user));
+        assert_eq!(row[3], e.amount);
+    }
+    let v = trends(&srv, list(3)).await;
+    assert_eq!(v["results"][0][3], buys[3].amount, "{v}");
+
     // What is not computed yet is refused by name.
     let r = client()
         .post(srv.url("/api/projects/1/query/"))

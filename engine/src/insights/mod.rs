@@ -5,6 +5,7 @@
 
 pub mod cohort;
 pub mod dates;
+pub mod events;
 pub mod filters;
 pub mod trends;
 

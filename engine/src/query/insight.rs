@@ -1,4 +1,4 @@
-//! Insight nodes (`TrendsQuery`) run as HogQL: the node compiles to queries
+//! Insight nodes (`TrendsQuery`, `EventsQuery`) run as HogQL: the node compiles to queries
 //! (`insights::trends`), each runs here like any HogQL query, and the rows are shaped into
 //! PostHog's series. One admission slot and one time limit cover the whole node.
 
@@ -11,13 +11,18 @@ use tokio_util::sync::CancellationToken;
 use super::exec;
 use super::run::HogQLRun;
 use super::{Modifiers, QueryError, QueryService};
+use crate::insights::events::EventsList;
 use crate::insights::trends::{self, BREAKDOWN_OTHER, Trends};
 use crate::insights::{FilterContext, FilterError};
 use crate::meta::Project;
 
 /// A node the query endpoint runs besides HogQLQuery.
 pub(super) fn is_insight(kind: Option<&str>) -> bool {
-    matches!(kind, Some("TrendsQuery"))
+    matches!(kind, Some("TrendsQuery" | "EventsQuery"))
+}
+
+fn kind(node: &Value) -> Option<&str> {
+    node.get("kind").and_then(Value::as_str)
 }
 
 fn invalid(e: FilterError) -> QueryError {
@@ -26,7 +31,14 @@ fn invalid(e: FilterError) -> QueryError {
 
 /// Reads an insight node, refusing what it cannot compute (before it is queued or cached).
 pub(super) fn check(node: &Value) -> Result<(), QueryError> {
-    Trends::from_value(node).map(|_| ()).map_err(invalid)
+    match kind(node) {
+        Some("EventsQuery") => {
+            let cx = FilterContext::events(chrono_tz::UTC, chrono::Utc::now());
+            EventsList::from_value(node, &cx).map(|_| ())
+        }
+        _ => Trends::from_value(node).map(|_| ()),
+    }
+    .map_err(invalid)
 }
 
 impl QueryService {
@@ -41,9 +53,53 @@ impl QueryService {
         let (this, project, node) = (self.clone(), project.clone(), node.clone());
         self.exec
             .run_admitted(admitted, cancel, async move {
-                this.run_trends_here(&project, &node).await
+                match kind(&node) {
+                    Some("EventsQuery") => this.run_events_here(&project, &node).await,
+                    _ => this.run_trends_here(&project, &node).await,
+                }
             })
             .await
+    }
+
+    /// An `EventsQuery`: one HogQL query, its rows shaped as the explorer reads them.
+    async fn run_events_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let tz: chrono_tz::Tz = project.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let cx = FilterContext::events(tz, self.clock.now());
+        let list = EventsList::from_value(node, &cx).map_err(invalid)?;
+        let mut run = self
+            .run_hogql_here(project, &list.hogql, &HashMap::new(), Modifiers::default())
+            .await?;
+        let (rows, has_more) = list.shape(&run.results);
+        run.results = rows;
+        run.has_more = has_more || run.has_more;
+        run.limit = list.limit;
+        run.offset = list.offset;
+        run.batches = Vec::new();
+        // One type per selected entry: the event and person objects are tuples.
+        let mut types = Vec::new();
+        let mut at = 0;
+        for entry in &list.select {
+            let e = entry.split(" -- ").next().unwrap_or(entry).trim();
+            let (width, ty) = match e {
+                "*" => (7, "Tuple".to_string()),
+                "person" => (4, "Tuple".to_string()),
+                _ => (
+                    1,
+                    run.types
+                        .get(at)
+                        .map_or_else(|| "String".into(), |(_, t)| t.clone()),
+                ),
+            };
+            types.push((entry.clone(), ty));
+            at += width;
+        }
+        run.columns = list.select.clone();
+        run.types = types;
+        Ok(run)
     }
 
     async fn run_trends_here(
