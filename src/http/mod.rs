@@ -205,6 +205,15 @@ fn project_routes(app: &App, prefix: &str) -> Router<App> {
                 patch(cohorts::remove_person).post(cohorts::remove_person),
             ),
         )
+        // Spec §4.1 endpoint 19: it reads events and persons, so both scopes.
+        .route(
+            &format!("{p}/{{project_id}}/persons/lifecycle/"),
+            scoped(
+                app,
+                "person:read",
+                scoped(app, "query:read", get(persons::lifecycle)),
+            ),
+        )
         // Spec §4.1 endpoint 14: both scopes.
         .route(
             &format!("{p}/{{project_id}}/persons/cohorts/"),

@@ -537,3 +537,82 @@ pub async fn run_deletion_tasks(
     let run = app.engine.run_deletion_tasks().await?;
     Ok(Json(serde_json::to_value(run).unwrap_or_default()))
 }
+
+// 19. lifecycle
+
+/// `GET /persons/lifecycle/`: the persons of one lifecycle status (`lifecycle_type`) on one
+/// date (`target_date`), in the persons list envelope. The lifecycle is a `LifecycleQuery`
+/// in `query` (JSON), or PostHog's older parameters: `events` (`[{"id": "$pageview"}]`),
+/// `date_from`, `date_to`, `interval`, `properties`.
+pub async fn lifecycle(
+    State(app): State<App>,
+    caller: Caller,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<Params>,
+) -> Result<Response, ApiError> {
+    let project = caller.project()?;
+    let format = format(&q)?;
+    let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
+    let json_param = |name: &'static str| -> Result<Option<Value>, ApiError> {
+        param(&q, name)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                serde_json::from_str::<Value>(s).map_err(|e| {
+                    ApiError::invalid("invalid_input", format!("{name} is not JSON: {e}"))
+                        .with_attr(name)
+                })
+            })
+            .transpose()
+    };
+    let node = match json_param("query")? {
+        Some(n) => n,
+        None => {
+            let event = match json_param("events")? {
+                Some(Value::Array(e)) => e
+                    .first()
+                    .and_then(|x| x.get("id"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        "invalid_input",
+                        format!("events must be a list of {{\"id\": <event>}}, got {other}"),
+                    )
+                    .with_attr("events"));
+                }
+                None => None,
+            };
+            let mut range = serde_json::Map::new();
+            for k in ["date_from", "date_to"] {
+                if let Some(v) = param(&q, k).filter(|s| !s.is_empty()) {
+                    range.insert(k.into(), Value::String(v.into()));
+                }
+            }
+            serde_json::json!({
+                "kind": "LifecycleQuery",
+                "series": [{"kind": "EventsNode", "event": event}],
+                "interval": param(&q, "interval").unwrap_or("day"),
+                "dateRange": range,
+                "properties": json_param("properties")?,
+            })
+        }
+    };
+    let required = |name: &'static str| {
+        param(&q, name).filter(|s| !s.is_empty()).ok_or_else(|| {
+            ApiError::invalid("required", format!("{name} is required")).with_attr(name)
+        })
+    };
+    let target = required("target_date")?;
+    let status = required("lifecycle_type")?;
+    let page = app
+        .engine
+        .lifecycle_persons(project, &node, target, status, limit, offset)
+        .await?;
+    let (next, previous) = page_links(&headers, uri.path(), &q, limit, offset, page.count as usize);
+    let results = page.results.iter().map(wire::person).collect();
+    Ok(respond_page(
+        format,
+        wire::page(page.count, next, previous, results),
+    ))
+}

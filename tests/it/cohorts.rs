@@ -215,6 +215,20 @@ async fn every_kind_of_cohort_and_its_members() {
     assert_eq!((st, v["attr"].as_str()), (400, Some("distinct_ids")), "{v}");
     assert!(v["detail"].as_str().unwrap().contains("ghost"), "{v}");
     assert_eq!(api.members(fixed_id).await, set(&["u1", "u3", "u5"]));
+    let before = api.ok(Method::GET, "/api/projects/1/cohorts/", None).await["count"].clone();
+    let (st, _) = api
+        .send(
+            Method::POST,
+            "/api/projects/1/cohorts/",
+            Some(json!({"name": "Ghosts", "is_static": true, "distinct_ids": ["ghost"]})),
+        )
+        .await;
+    assert_eq!(st, 400);
+    assert_eq!(
+        api.ok(Method::GET, "/api/projects/1/cohorts/", None).await["count"],
+        before,
+        "a refused create stores no cohort"
+    );
 
     // HogQL: IN COHORT by id and by name, and a cohort filter through {filters}.
     assert_eq!(

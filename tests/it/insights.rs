@@ -64,6 +64,10 @@ async fn trends(srv: &Server, query: Value) -> Value {
     v
 }
 
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
 fn data(series: &Value) -> Vec<f64> {
     series["data"]
         .as_array()
@@ -78,8 +82,11 @@ async fn trends_series_match_a_reference() {
     let srv = Server::start(&[]);
     let today = chrono::Utc::now().date_naive();
     let evs = events();
-    let batch: Vec<Value> = evs
-        .iter()
+    // Oldest first, so each person is created by their first event.
+    let mut ordered: Vec<&Ev> = evs.iter().collect();
+    ordered.sort_by_key(|e| -e.ago);
+    let batch: Vec<Value> = ordered
+        .into_iter()
         .map(|e| {
             let at = (today - chrono::Duration::days(e.ago))
                 .and_hms_opt(0, 30, 0)
@@ -339,6 +346,127 @@ async fn trends_series_match_a_reference() {
     }
     let v = trends(&srv, list(3)).await;
     assert_eq!(v["results"][0][3], buys[3].amount, "{v}");
+
+    // Lifecycle of pageviews, daily: new (first seen), returning, resurrecting, dormant.
+    let v = trends(
+        &srv,
+        json!({"kind": "LifecycleQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}]}),
+    )
+    .await;
+    let active = |u: usize, ago: i64| {
+        evs.iter()
+            .any(|e| e.event == "$pageview" && e.user == u && e.ago == ago)
+    };
+    let created = |u: usize| {
+        evs.iter()
+            .filter(|e| e.user == u)
+            .map(|e| e.ago)
+            .max()
+            .unwrap()
+    };
+    let mut want: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for status in ["new", "returning", "resurrecting", "dormant"] {
+        want.insert(status, vec![0; 8]);
+    }
+    for (i, ago) in (0..=7).rev().enumerate() {
+        for u in 0..6 {
+            let status = match (active(u, ago), active(u, ago + 1)) {
+                (true, _) if created(u) == ago => "new",
+                (true, true) => "returning",
+                (true, false) => "resurrecting",
+                (false, true) => "dormant",
+                (false, false) => continue,
+            };
+            want.get_mut(status).unwrap()[i] += if status == "dormant" { -1 } else { 1 };
+        }
+    }
+    let got: BTreeMap<&str, Vec<i64>> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["status"].as_str().unwrap(),
+                s["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_i64().unwrap())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{v}");
+
+    // The persons behind one point (spec §4.1, 19), by node or by PostHog's older
+    // parameters, paged; it needs person:read and query:read.
+    let point = |ago: i64, status: &str| -> BTreeSet<String> {
+        (0..6)
+            .filter(|&u| {
+                let s = match (active(u, ago), active(u, ago + 1)) {
+                    (true, _) if created(u) == ago => "new",
+                    (true, true) => "returning",
+                    (true, false) => "resurrecting",
+                    (false, true) => "dormant",
+                    (false, false) => "",
+                };
+                s == status
+            })
+            .map(|u| format!("u{u}"))
+            .collect()
+    };
+    let day = (today - chrono::Duration::days(2))
+        .format("%Y-%m-%d")
+        .to_string();
+    let node =
+        json!({"kind": "LifecycleQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}]});
+    for status in ["returning", "resurrecting", "dormant"] {
+        for url in [
+            format!(
+                "/api/projects/1/persons/lifecycle/?query={}&target_date={day}&lifecycle_type={status}",
+                urlencode(&node.to_string())
+            ),
+            format!(
+                "/api/projects/1/persons/lifecycle/?events={}&date_from=-7d&target_date={day}&lifecycle_type={status}&limit=1000",
+                urlencode(r#"[{"id": "$pageview", "type": "events"}]"#)
+            ),
+        ] {
+            let r = client()
+                .get(srv.url(&url))
+                .bearer_auth(KEY)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            let v: Value = r.json().await.unwrap();
+            let ids: BTreeSet<String> = v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| p["distinct_ids"].as_array().unwrap().clone())
+                .map(|d| d.as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(ids, point(2, status), "{status}: {v}");
+            assert_eq!(v["count"].as_u64().unwrap() as usize, ids.len());
+        }
+    }
+    let reader = create_key(&srv.data_dir, "person:read", None);
+    let r = client()
+        .get(srv.url(&format!(
+            "/api/projects/1/persons/lifecycle/?target_date={day}&lifecycle_type=new"
+        )))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = client()
+        .get(srv.url("/api/projects/1/persons/lifecycle/?lifecycle_type=new"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "target_date is required");
 
     // What is not computed yet is refused by name.
     let r = client()

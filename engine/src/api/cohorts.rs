@@ -241,12 +241,13 @@ impl Engine {
             query: (!is_static).then_some(query).flatten(),
             is_static,
         };
-        let additions = self.additions(&f)?;
+        // Every person named is found before anything is stored.
+        let members = self.members_of(project.id, self.additions(&f)?).await?;
         let c = self
             .meta
             .insert_cohort(project.id, &new, self.clock.now())?;
         if is_static {
-            self.add_members(project.id, c.id, additions).await?;
+            self.store_members(project.id, c.id, &members)?;
             return self.cohort(project.id, c.id);
         }
         self.calculate(project, &c).await;
@@ -307,10 +308,10 @@ impl Engine {
             c.deleted = d;
         }
         c.is_calculating = redefined && !c.deleted;
-        let additions = self.additions(&f)?;
+        let members = self.members_of(project.id, self.additions(&f)?).await?;
         let c = self.meta.update_cohort(&c, self.clock.now())?;
         if c.is_static && !c.deleted {
-            self.add_members(project.id, c.id, additions).await?;
+            self.store_members(project.id, c.id, &members)?;
         } else if redefined && !c.deleted {
             self.calculate(project, &c).await;
         }
@@ -346,8 +347,8 @@ impl Engine {
                 "Only a static cohort takes persons".into(),
             ));
         }
-        let additions = self.additions(&f)?;
-        self.add_members(team, id, additions).await?;
+        let members = self.members_of(team, self.additions(&f)?).await?;
+        self.store_members(team, id, &members)?;
         self.cohort(team, id)
     }
 
@@ -585,11 +586,11 @@ impl Engine {
         Ok(row.ok_or_else(unknown)?.uuid.to_string())
     }
 
-    /// Adds the persons named to a static cohort: every one must exist (a distinct id
-    /// without a person is refused by name, not dropped).
-    async fn add_members(&self, team: TeamId, id: i64, add: Additions) -> Result<()> {
+    /// The uuids of the persons named: every one must exist (a distinct id without a
+    /// person is refused by name, not dropped).
+    async fn members_of(&self, team: TeamId, add: Additions) -> Result<Vec<String>> {
         if add.person_ids.is_empty() && add.distinct_ids.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         self.persons_settled().await;
         let mut uuids = Vec::with_capacity(add.person_ids.len() + add.distinct_ids.len());
@@ -620,8 +621,16 @@ impl Engine {
                 ),
             ));
         }
+        Ok(uuids)
+    }
+
+    /// Adds members to a static cohort.
+    fn store_members(&self, team: TeamId, id: i64, uuids: &[String]) -> Result<()> {
+        if uuids.is_empty() {
+            return Ok(());
+        }
         self.meta
-            .add_cohort_people(team, id, &uuids, self.clock.now())?;
+            .add_cohort_people(team, id, uuids, self.clock.now())?;
         self.query.bump_epoch();
         Ok(())
     }

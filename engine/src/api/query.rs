@@ -74,6 +74,50 @@ impl Engine {
             .await
     }
 
+    /// `GET /persons/lifecycle/`: one page of the persons with `status` on `target` in a
+    /// `LifecycleQuery` (a person merged away shows as the person it went into).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn lifecycle_persons(
+        &self,
+        project: &Project,
+        node: &Value,
+        target: &str,
+        status: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<crate::persons::Page<crate::persons::Person>, QueryError> {
+        let ids = self
+            .query
+            .lifecycle_persons(project, node, target, status)
+            .await?;
+        let team = project.id;
+        let store = &self.person_store;
+        let mut people = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Ok(uuid) = id.parse() else { continue };
+            if let Some(row) = store
+                .person_by_uuid(team, uuid)
+                .map_err(QueryError::PersonStore)?
+                && !people.iter().any(|(i, _)| *i == row.id)
+            {
+                people.push((row.id, row.created_at));
+            }
+        }
+        // Newest first, as the persons list.
+        people.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        let count = people.len() as u64;
+        let mut results = Vec::new();
+        for (id, _) in people.into_iter().skip(offset).take(limit) {
+            if let Some(p) = store
+                .full_person(team, id)
+                .map_err(QueryError::PersonStore)?
+            {
+                results.push(p);
+            }
+        }
+        Ok(crate::persons::Page { results, count })
+    }
+
     /// Runs a HogQL query of `team` and describes how it ran: the optimized logical plan
     /// and the physical plan with each operator's metrics (`hedgerow query --explain`).
     pub async fn explain_hogql(

@@ -181,6 +181,21 @@ pub fn resolve_period(
     period_of(from, to, interval, tz)
 }
 
+/// The bucket just before `p`'s first: its local start and that instant.
+pub fn bucket_before(
+    p: &Period,
+    interval: Interval,
+    tz: chrono_tz::Tz,
+) -> (NaiveDateTime, DateTime<Utc>) {
+    let first = p
+        .buckets
+        .first()
+        .copied()
+        .unwrap_or_else(|| local(p.from, tz));
+    let before = interval.floor(first - Duration::microseconds(1));
+    (before, instant(before, tz))
+}
+
 /// The period before `p`, of the same length (PostHog's "compare to previous period").
 pub fn previous_period(
     p: &Period,

@@ -1,4 +1,4 @@
-//! Insight nodes (`TrendsQuery`, `EventsQuery`) run as HogQL: the node compiles to queries
+//! Insight nodes (`TrendsQuery`, `EventsQuery`, `LifecycleQuery`) run as HogQL: the node compiles to queries
 //! (`insights::trends`), each runs here like any HogQL query, and the rows are shaped into
 //! PostHog's series. One admission slot and one time limit cover the whole node.
 
@@ -12,13 +12,14 @@ use super::exec;
 use super::run::HogQLRun;
 use super::{Modifiers, QueryError, QueryService};
 use crate::insights::events::EventsList;
+use crate::insights::lifecycle::Lifecycle;
 use crate::insights::trends::{self, BREAKDOWN_OTHER, Trends};
 use crate::insights::{FilterContext, FilterError};
 use crate::meta::Project;
 
 /// A node the query endpoint runs besides HogQLQuery.
 pub(super) fn is_insight(kind: Option<&str>) -> bool {
-    matches!(kind, Some("TrendsQuery" | "EventsQuery"))
+    matches!(kind, Some("TrendsQuery" | "EventsQuery" | "LifecycleQuery"))
 }
 
 fn kind(node: &Value) -> Option<&str> {
@@ -36,6 +37,7 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
             let cx = FilterContext::events(chrono_tz::UTC, chrono::Utc::now());
             EventsList::from_value(node, &cx).map(|_| ())
         }
+        Some("LifecycleQuery") => Lifecycle::from_value(node).map(|_| ()),
         _ => Trends::from_value(node).map(|_| ()),
     }
     .map_err(invalid)
@@ -55,10 +57,69 @@ impl QueryService {
             .run_admitted(admitted, cancel, async move {
                 match kind(&node) {
                     Some("EventsQuery") => this.run_events_here(&project, &node).await,
+                    Some("LifecycleQuery") => this.run_lifecycle_here(&project, &node).await,
                     _ => this.run_trends_here(&project, &node).await,
                 }
             })
             .await
+    }
+
+    /// A `LifecycleQuery`: each active person's buckets, counted into the four statuses.
+    async fn run_lifecycle_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let l = Lifecycle::from_value(node).map_err(invalid)?;
+        let tz: chrono_tz::Tz = project.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let cx = FilterContext::events(tz, self.clock.now());
+        let p = trends::resolve_period(l.date_range.as_ref(), l.interval, &cx, None)
+            .map_err(invalid)?;
+        let (before, before_at) = trends::bucket_before(&p, l.interval, tz);
+        let text = l.query(&p, before_at, &cx).map_err(invalid)?;
+        let (rows, mut run) = self.rows(project, text).await?;
+        run.results = l.shape(&p, before, &rows);
+        run.batches = Vec::new();
+        run.columns = Vec::new();
+        run.types = Vec::new();
+        run.has_more = false;
+        run.limit = 0;
+        run.offset = 0;
+        Ok(run)
+    }
+
+    /// The person ids with `status` (new, returning, resurrecting, dormant) in the bucket
+    /// of a `LifecycleQuery` that holds `target` (the persons behind one point).
+    pub async fn lifecycle_persons(
+        self: &Arc<Self>,
+        project: &Project,
+        node: &Value,
+        target: &str,
+        status: &str,
+    ) -> Result<Vec<String>, QueryError> {
+        let l = Lifecycle::from_value(node).map_err(invalid)?;
+        let tz: chrono_tz::Tz = project.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let cx = FilterContext::events(tz, self.clock.now());
+        let at = crate::insights::dates::parse_date(target, tz, cx.now)
+            .map_err(|e| QueryError::InvalidField("target_date", e.0))?;
+        let p = trends::resolve_period(l.date_range.as_ref(), l.interval, &cx, None)
+            .map_err(invalid)?;
+        let (before, before_at) = trends::bucket_before(&p, l.interval, tz);
+        let text = l.query(&p, before_at, &cx).map_err(invalid)?;
+        let admitted = self.exec.admit(project.id)?;
+        let cancel = CancellationToken::new();
+        let (this, project) = (self.clone(), project.clone());
+        let (rows, _) = self
+            .exec
+            .run_admitted(
+                admitted,
+                &cancel,
+                async move { this.rows(&project, text).await },
+            )
+            .await?;
+        let local = at.with_timezone(&tz).naive_local();
+        l.persons_with(&p, before, &rows, local, status)
+            .map_err(|e| QueryError::InvalidField("lifecycle_type", e.0))
     }
 
     /// An `EventsQuery`: one HogQL query, its rows shaped as the explorer reads them.

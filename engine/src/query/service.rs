@@ -193,8 +193,9 @@ impl QueryService {
         req.check_name()?;
         self.exec.count_request(project.id)?;
         req.check_client_query_id()?;
-        // An insight node (TrendsQuery) runs as HogQL of its own making; its JSON stands
-        // for it in the cache key and the log.
+        // An insight node (TrendsQuery, EventsQuery) runs as HogQL of its own making; its
+        // JSON stands for it in the cache key and the log, with the minute it is asked in
+        // (its relative dates move with the clock even when the data does not).
         let insight =
             match super::insight::is_insight(req.query.get("kind").and_then(Value::as_str)) {
                 true => {
@@ -206,7 +207,10 @@ impl QueryService {
         let node = match &insight {
             Some(q) => HogQLNode {
                 query: q.to_string(),
-                values: Default::default(),
+                values: HashMap::from([(
+                    "now".to_string(),
+                    Value::String(self.clock.now().format("%Y-%m-%d %H:%M").to_string()),
+                )]),
                 modifiers: q
                     .get("modifiers")
                     .cloned()
@@ -296,12 +300,11 @@ impl QueryService {
         }
         // Blocking: run here, but as a task so DELETE can still cancel it.
         let handle = tokio::spawn(work);
-        let query_id = job_id;
         let r = match handle.await {
             Ok(Ok(r)) => Ok(QueryOutcome::Done(r)),
             // The task holds why it ended; a status that has gone (pruned) leaves the bare
             // error.
-            Ok(Err(error)) => match self.status(project.id, &query_id) {
+            Ok(Err(error)) => match self.status(project.id, &job_id) {
                 Ok(status) => Ok(QueryOutcome::Failed {
                     error,
                     status: Box::new(QueryStatus {
