@@ -205,6 +205,19 @@ fn project_routes(app: &App, prefix: &str) -> Router<App> {
                 patch(cohorts::remove_person).post(cohorts::remove_person),
             ),
         )
+        // Spec §4.1 endpoints 15 and 16: they read events and persons, so both scopes.
+        .route(
+            &format!("{p}/{{project_id}}/persons/funnel/"),
+            scoped(
+                app,
+                "person:read",
+                scoped(
+                    app,
+                    "query:read",
+                    get(persons::funnel).post(persons::funnel),
+                ),
+            ),
+        )
         // Spec §4.1 endpoint 19: it reads events and persons, so both scopes.
         .route(
             &format!("{p}/{{project_id}}/persons/lifecycle/"),

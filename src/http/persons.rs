@@ -616,3 +616,103 @@ pub async fn lifecycle(
         wire::page(page.count, next, previous, results),
     ))
 }
+
+// 15, 16. funnel
+
+/// A funnel as `/persons/funnel/` takes it: a `FunnelsQuery` in `query`, or PostHog's older
+/// filter (`events` in order, `date_from`, `date_to`, `funnel_window_days`, `properties`).
+fn funnel_node(get: &dyn Fn(&str) -> Option<Value>) -> Result<Value, ApiError> {
+    if let Some(q) = get("query") {
+        return Ok(q);
+    }
+    let events = match get("events") {
+        Some(Value::Array(e)) if e.len() >= 2 => e,
+        _ => {
+            return Err(ApiError::invalid(
+                "required",
+                "a funnel needs query (a FunnelsQuery) or events (2 or more steps)",
+            )
+            .with_attr("events"));
+        }
+    };
+    let mut events = events;
+    events.sort_by_key(|e| e.get("order").and_then(Value::as_i64).unwrap_or(0));
+    let series: Vec<Value> = events
+        .iter()
+        .map(|e| {
+            serde_json::json!({"kind": "EventsNode", "event": e.get("id").cloned().unwrap_or(Value::Null),
+                               "properties": e.get("properties").cloned().unwrap_or(Value::Null)})
+        })
+        .collect();
+    let mut range = serde_json::Map::new();
+    for k in ["date_from", "date_to"] {
+        if let Some(v) = get(k) {
+            range.insert(k.into(), v);
+        }
+    }
+    Ok(serde_json::json!({
+        "kind": "FunnelsQuery",
+        "series": series,
+        "dateRange": range,
+        "properties": get("properties"),
+        "funnelsFilter": {"funnelWindowInterval": get("funnel_window_days"), "funnelWindowIntervalUnit": "day"},
+    }))
+}
+
+/// `GET|POST /persons/funnel/?funnel_step=n`: the persons who reached step n (n > 0) or
+/// dropped off before step |n| (n < 0), in the persons list envelope.
+pub async fn funnel(
+    State(app): State<App>,
+    caller: Caller,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<Params>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let project = caller.project()?;
+    let format = format(&q)?;
+    let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
+    let doc: serde_json::Map<String, Value> = match body.is_empty() {
+        true => serde_json::Map::new(),
+        false => match serde_json::from_slice::<Value>(&body) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return Err(ApiError::invalid(
+                    "invalid_input",
+                    "the body must be a JSON object",
+                ));
+            }
+        },
+    };
+    // The body's fields, then the query string's (JSON where it parses, else text).
+    let get = |name: &str| -> Option<Value> {
+        doc.get(name).filter(|v| !v.is_null()).cloned().or_else(|| {
+            param(&q, name)
+                .filter(|s| !s.is_empty())
+                .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned())))
+        })
+    };
+    let node = funnel_node(&get)?;
+    let step = match get("funnel_step") {
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) => s.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        ApiError::invalid(
+            "required",
+            "funnel_step is required: n reached step n, -n dropped off before it",
+        )
+        .with_attr("funnel_step")
+    })?;
+    let page = app
+        .engine
+        .funnel_persons(project, &node, step, limit, offset)
+        .await?;
+    let (next, previous) = page_links(&headers, uri.path(), &q, limit, offset, page.count as usize);
+    let results = page.results.iter().map(wire::person).collect();
+    Ok(respond_page(
+        format,
+        wire::page(page.count, next, previous, results),
+    ))
+}

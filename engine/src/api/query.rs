@@ -90,15 +90,41 @@ impl Engine {
             .query
             .lifecycle_persons(project, node, target, status)
             .await?;
-        let team = project.id;
+        self.persons_page(project.id, ids, limit, offset)
+    }
+
+    /// `GET|POST /persons/funnel/`: one page of the persons who reached a funnel step
+    /// (`step` n > 0) or dropped off before it (n < 0).
+    pub async fn funnel_persons(
+        &self,
+        project: &Project,
+        node: &Value,
+        step: i64,
+        limit: usize,
+        offset: usize,
+    ) -> Result<crate::persons::Page<crate::persons::Person>, QueryError> {
+        let ids = self.query.funnel_persons(project, node, step).await?;
+        self.persons_page(project.id, ids, limit, offset)
+    }
+
+    /// One page (newest person first) of the persons with these uuids; a uuid merged away
+    /// answers as the person it went into, once.
+    fn persons_page(
+        &self,
+        team: TeamId,
+        ids: Vec<String>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<crate::persons::Page<crate::persons::Person>, QueryError> {
         let store = &self.person_store;
         let mut people = Vec::with_capacity(ids.len());
+        let mut seen = std::collections::HashSet::new();
         for id in ids {
             let Ok(uuid) = id.parse() else { continue };
             if let Some(row) = store
                 .person_by_uuid(team, uuid)
                 .map_err(QueryError::PersonStore)?
-                && !people.iter().any(|(i, _)| *i == row.id)
+                && seen.insert(row.id)
             {
                 people.push((row.id, row.created_at));
             }

@@ -7,6 +7,7 @@ pub mod cohort;
 pub mod dates;
 pub mod events;
 pub mod filters;
+pub mod funnels;
 pub mod lifecycle;
 pub mod trends;
 

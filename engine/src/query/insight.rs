@@ -1,4 +1,4 @@
-//! Insight nodes (`TrendsQuery`, `EventsQuery`, `LifecycleQuery`) run as HogQL: the node compiles to queries
+//! Insight nodes (`TrendsQuery`, `FunnelsQuery`, `LifecycleQuery`, `EventsQuery`) run as HogQL: the node compiles to queries
 //! (`insights::trends`), each runs here like any HogQL query, and the rows are shaped into
 //! PostHog's series. One admission slot and one time limit cover the whole node.
 
@@ -12,6 +12,7 @@ use super::exec;
 use super::run::HogQLRun;
 use super::{Modifiers, QueryError, QueryService};
 use crate::insights::events::EventsList;
+use crate::insights::funnels::Funnel;
 use crate::insights::lifecycle::Lifecycle;
 use crate::insights::trends::{self, BREAKDOWN_OTHER, Trends};
 use crate::insights::{FilterContext, FilterError};
@@ -19,7 +20,10 @@ use crate::meta::Project;
 
 /// A node the query endpoint runs besides HogQLQuery.
 pub(super) fn is_insight(kind: Option<&str>) -> bool {
-    matches!(kind, Some("TrendsQuery" | "EventsQuery" | "LifecycleQuery"))
+    matches!(
+        kind,
+        Some("TrendsQuery" | "EventsQuery" | "LifecycleQuery" | "FunnelsQuery")
+    )
 }
 
 fn kind(node: &Value) -> Option<&str> {
@@ -38,6 +42,7 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
             EventsList::from_value(node, &cx).map(|_| ())
         }
         Some("LifecycleQuery") => Lifecycle::from_value(node).map(|_| ()),
+        Some("FunnelsQuery") => Funnel::from_value(node).map(|_| ()),
         _ => Trends::from_value(node).map(|_| ()),
     }
     .map_err(invalid)
@@ -58,6 +63,7 @@ impl QueryService {
                 match kind(&node) {
                     Some("EventsQuery") => this.run_events_here(&project, &node).await,
                     Some("LifecycleQuery") => this.run_lifecycle_here(&project, &node).await,
+                    Some("FunnelsQuery") => this.run_funnel_here(&project, &node).await,
                     _ => this.run_trends_here(&project, &node).await,
                 }
             })
@@ -86,6 +92,76 @@ impl QueryService {
         run.limit = 0;
         run.offset = 0;
         Ok(run)
+    }
+
+    /// A `FunnelsQuery`: how many persons reached each step, in order, within the window.
+    async fn run_funnel_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let f = Funnel::from_value(node).map_err(invalid)?;
+        let cx = self.filter_cx(project);
+        let p = f.period(&cx).map_err(invalid)?;
+        let levels = f.levels_query(&p, &cx).map_err(invalid)?;
+        let text = format!("SELECT level, count() FROM ({levels}) WHERE level > 0 GROUP BY level");
+        let (rows, mut run) = self.rows(project, text).await?;
+        run.results = f.shape(&rows);
+        run.batches = Vec::new();
+        run.columns = Vec::new();
+        run.types = Vec::new();
+        run.has_more = false;
+        run.limit = 0;
+        run.offset = 0;
+        Ok(run)
+    }
+
+    fn filter_cx(&self, project: &Project) -> FilterContext {
+        let tz: chrono_tz::Tz = project.timezone.parse().unwrap_or(chrono_tz::UTC);
+        FilterContext::events(tz, self.clock.now())
+    }
+
+    /// The person ids behind one step of a `FunnelsQuery`: `step` n > 0 reached step n,
+    /// n < 0 reached step |n| − 1 and dropped off before step |n| (PostHog's `funnel_step`).
+    pub async fn funnel_persons(
+        self: &Arc<Self>,
+        project: &Project,
+        node: &Value,
+        step: i64,
+    ) -> Result<Vec<String>, QueryError> {
+        let f = Funnel::from_value(node).map_err(invalid)?;
+        let n = f.steps.len() as i64;
+        let condition = match step {
+            s if (1..=n).contains(&s) => format!("level >= {s}"),
+            s if (-n..=-2).contains(&s) => format!("level = {}", -s - 1),
+            _ => {
+                return Err(QueryError::InvalidField(
+                    "funnel_step",
+                    format!(
+                        "funnel_step is 1 to {n} (reached) or -2 to -{n} (dropped off before it)"
+                    ),
+                ));
+            }
+        };
+        let cx = self.filter_cx(project);
+        let p = f.period(&cx).map_err(invalid)?;
+        let levels = f.levels_query(&p, &cx).map_err(invalid)?;
+        let text = format!("SELECT person_id FROM ({levels}) WHERE {condition}");
+        let admitted = self.exec.admit(project.id)?;
+        let cancel = CancellationToken::new();
+        let (this, project) = (self.clone(), project.clone());
+        let (rows, _) = self
+            .exec
+            .run_admitted(
+                admitted,
+                &cancel,
+                async move { this.rows(&project, text).await },
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+            .collect())
     }
 
     /// The person ids with `status` (new, returning, resurrecting, dormant) in the bucket
