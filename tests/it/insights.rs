@@ -566,6 +566,60 @@ async fn trends_series_match_a_reference() {
         .unwrap();
     assert_eq!(r.status(), 400, "a step the funnel does not have");
 
+    // Retention, daily, 8 periods: who viewed in a period, and of them who bought k
+    // periods later; recurring and first time.
+    for first_time in [false, true] {
+        // First time over 12 days: everyone's first view is 10 or 11 days ago.
+        let n: i64 = if first_time { 12 } else { 8 };
+        let v = trends(
+            &srv,
+            json!({"kind": "RetentionQuery", "retentionFilter": {
+                "period": "Day", "totalIntervals": n,
+                "retentionType": if first_time { "retention_first_time" } else { "retention_recurring" },
+                "targetEntity": {"id": "$pageview", "type": "events"},
+                "returningEntity": {"id": "buy", "type": "events"}}}),
+        )
+        .await;
+        let first_view = |u: usize| {
+            evs.iter()
+                .filter(|e| e.user == u && e.event == "$pageview")
+                .map(|e| e.ago)
+                .max()
+        };
+        let rows = v["results"].as_array().unwrap();
+        assert_eq!(rows.len() as i64, n, "{v}");
+        let mut cohorts = 0;
+        for (i, row) in rows.iter().enumerate() {
+            let ago = n - 1 - i as i64;
+            let cohort: Vec<usize> = (0..6)
+                .filter(|&u| match first_time {
+                    true => first_view(u) == Some(ago),
+                    false => active(u, ago),
+                })
+                .collect();
+            let got: Vec<i64> = row["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["count"].as_i64().unwrap())
+                .collect();
+            cohorts += cohort.len();
+            let mut want = vec![cohort.len() as i64];
+            for k in 1..(n - i as i64) {
+                let back = cohort
+                    .iter()
+                    .filter(|&&u| {
+                        evs.iter()
+                            .any(|e| e.user == u && e.event == "buy" && e.ago == ago - k)
+                    })
+                    .count();
+                want.push(back as i64);
+            }
+            assert_eq!(got, want, "first_time {first_time}, row {i}: {row}");
+        }
+        assert!(cohorts > 0);
+    }
+
     // What is not computed yet is refused by name.
     let r = client()
         .post(srv.url("/api/projects/1/query/"))

@@ -115,6 +115,11 @@ fn local(t: DateTime<Utc>, tz: chrono_tz::Tz) -> NaiveDateTime {
     t.with_timezone(&tz).naive_local()
 }
 
+/// The instant local time `t` in `tz` is (a time skipped by a DST change: the hour after).
+pub fn instant_of(t: NaiveDateTime, tz: chrono_tz::Tz) -> DateTime<Utc> {
+    instant(t, tz)
+}
+
 fn instant(t: NaiveDateTime, tz: chrono_tz::Tz) -> DateTime<Utc> {
     tz.from_local_datetime(&t)
         .earliest()

@@ -1,4 +1,5 @@
-//! Insight nodes (`TrendsQuery`, `FunnelsQuery`, `LifecycleQuery`, `EventsQuery`) run as HogQL: the node compiles to queries
+//! Insight nodes (`TrendsQuery`, `FunnelsQuery`, `RetentionQuery`, `LifecycleQuery`,
+//! `EventsQuery`) run as HogQL: the node compiles to queries
 //! (`insights::trends`), each runs here like any HogQL query, and the rows are shaped into
 //! PostHog's series. One admission slot and one time limit cover the whole node.
 
@@ -14,6 +15,7 @@ use super::{Modifiers, QueryError, QueryService};
 use crate::insights::events::EventsList;
 use crate::insights::funnels::Funnel;
 use crate::insights::lifecycle::Lifecycle;
+use crate::insights::retention::Retention;
 use crate::insights::trends::{self, BREAKDOWN_OTHER, Trends};
 use crate::insights::{FilterContext, FilterError};
 use crate::meta::Project;
@@ -22,7 +24,7 @@ use crate::meta::Project;
 pub(super) fn is_insight(kind: Option<&str>) -> bool {
     matches!(
         kind,
-        Some("TrendsQuery" | "EventsQuery" | "LifecycleQuery" | "FunnelsQuery")
+        Some("TrendsQuery" | "EventsQuery" | "LifecycleQuery" | "FunnelsQuery" | "RetentionQuery")
     )
 }
 
@@ -43,6 +45,7 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
         }
         Some("LifecycleQuery") => Lifecycle::from_value(node).map(|_| ()),
         Some("FunnelsQuery") => Funnel::from_value(node).map(|_| ()),
+        Some("RetentionQuery") => Retention::from_value(node).map(|_| ()),
         _ => Trends::from_value(node).map(|_| ()),
     }
     .map_err(invalid)
@@ -64,6 +67,7 @@ impl QueryService {
                     Some("EventsQuery") => this.run_events_here(&project, &node).await,
                     Some("LifecycleQuery") => this.run_lifecycle_here(&project, &node).await,
                     Some("FunnelsQuery") => this.run_funnel_here(&project, &node).await,
+                    Some("RetentionQuery") => this.run_retention_here(&project, &node).await,
                     _ => this.run_trends_here(&project, &node).await,
                 }
             })
@@ -107,6 +111,27 @@ impl QueryService {
         let text = format!("SELECT level, count() FROM ({levels}) WHERE level > 0 GROUP BY level");
         let (rows, mut run) = self.rows(project, text).await?;
         run.results = f.shape(&rows);
+        run.batches = Vec::new();
+        run.columns = Vec::new();
+        run.types = Vec::new();
+        run.has_more = false;
+        run.limit = 0;
+        run.offset = 0;
+        Ok(run)
+    }
+
+    /// A `RetentionQuery`: each cohort period's persons and their returns.
+    async fn run_retention_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let r = Retention::from_value(node).map_err(invalid)?;
+        let cx = self.filter_cx(project);
+        let p = r.period(&cx).map_err(invalid)?;
+        let text = r.query(&p, &cx).map_err(invalid)?;
+        let (rows, mut run) = self.rows(project, text).await?;
+        run.results = r.shape(&p, &rows, cx.timezone);
         run.batches = Vec::new();
         run.columns = Vec::new();
         run.types = Vec::new();

@@ -1,0 +1,287 @@
+//! PostHog's `RetentionQuery`: for each period of the range, the persons who did the
+//! target event in it (recurring) or for the first time ever in it (first time), and how
+//! many of them did the returning event in each later period.
+//!
+//! One HogQL query lists, per person, the periods they did the target event in, the
+//! periods they did the returning event in, and the period of their first target event
+//! ever; the table is counted from that here.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use serde_json::{Map, Value, json};
+
+use super::FilterError;
+use super::filters::{FilterContext, properties_expr, quote};
+use super::trends::{Interval, Period, resolve_period};
+
+fn bad(m: impl Into<String>) -> FilterError {
+    FilterError(m.into())
+}
+
+const FORMAT: &str = "%Y-%m-%d %H:%M:%S";
+
+/// A `RetentionQuery`, read.
+#[derive(Debug, Clone)]
+pub struct Retention {
+    pub node: Map<String, Value>,
+    pub interval: Interval,
+    /// Cohort periods, and the periods after each that are counted.
+    pub total: usize,
+    pub first_time: bool,
+    pub target: Option<String>,
+    pub returning: Option<String>,
+    pub date_range: Option<Value>,
+}
+
+fn entity_event(v: Option<&Value>) -> Result<Option<String>, FilterError> {
+    match v {
+        None | Some(Value::Null) => Ok(Some("$pageview".into())),
+        Some(Value::Object(m)) => {
+            match m.get("type").and_then(Value::as_str) {
+                None | Some("events") => {}
+                Some(other) => {
+                    return Err(bad(format!(
+                        "retention entities of type {other} are not supported; use events"
+                    )));
+                }
+            }
+            Ok(m.get("id").and_then(Value::as_str).map(str::to_owned))
+        }
+        Some(other) => Err(bad(format!(
+            "a retention entity must be an object, got {other}"
+        ))),
+    }
+}
+
+impl Retention {
+    pub fn from_value(v: &Value) -> Result<Self, FilterError> {
+        let q = v
+            .as_object()
+            .ok_or_else(|| bad("a RetentionQuery must be an object"))?;
+        let f = q
+            .get("retentionFilter")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let interval = match f.get("period").and_then(Value::as_str).unwrap_or("Day") {
+            "Hour" => Interval::Hour,
+            "Day" => Interval::Day,
+            "Week" => Interval::Week,
+            "Month" => Interval::Month,
+            other => {
+                return Err(bad(format!(
+                    "retentionFilter.period must be Hour, Day, Week or Month, got '{other}'"
+                )));
+            }
+        };
+        let total = match f.get("totalIntervals") {
+            None | Some(Value::Null) => 11,
+            Some(v) => {
+                v.as_u64()
+                    .filter(|n| (1..=500).contains(n))
+                    .ok_or_else(|| bad("totalIntervals must be 1 to 500"))? as usize
+            }
+        };
+        let first_time = match f.get("retentionType").and_then(Value::as_str) {
+            None | Some("retention_recurring") => false,
+            Some("retention_first_time") => true,
+            Some(other) => {
+                return Err(bad(format!(
+                    "retentionType '{other}' is not supported; use retention_recurring or retention_first_time"
+                )));
+            }
+        };
+        if q.get("breakdownFilter")
+            .and_then(|b| b.get("breakdown"))
+            .is_some_and(|b| !b.is_null())
+        {
+            return Err(bad("retention breakdowns are not supported yet"));
+        }
+        Ok(Retention {
+            node: q.clone(),
+            interval,
+            total,
+            first_time,
+            target: entity_event(f.get("targetEntity"))?,
+            returning: entity_event(f.get("returningEntity"))?,
+            date_range: q.get("dateRange").filter(|v| !v.is_null()).cloned(),
+        })
+    }
+
+    /// The cohort periods: the last `totalIntervals` periods, unless a range is given.
+    pub fn period(&self, cx: &FilterContext) -> Result<Period, FilterError> {
+        let default = json!({"date_from": format!("-{}{}", self.total - 1, match self.interval {
+            Interval::Hour => "h",
+            Interval::Day => "d",
+            Interval::Week => "w",
+            Interval::Month => "m",
+        })});
+        let mut p = resolve_period(
+            Some(self.date_range.as_ref().unwrap_or(&default)),
+            self.interval,
+            cx,
+            None,
+        )?;
+        p.buckets.truncate(self.total);
+        Ok(p)
+    }
+
+    /// Per person: target periods, returning periods, the period of the first target event
+    /// ever (for first-time retention; the scan then covers all time).
+    pub fn query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
+        let lit = |t: DateTime<Utc>| {
+            format!(
+                "toDateTime64({}, 6, 'UTC')",
+                quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+            )
+        };
+        let is = |e: &Option<String>| match e {
+            Some(e) => format!("event = {}", quote(e)),
+            None => "true".into(),
+        };
+        let (target, returning) = (is(&self.target), is(&self.returning));
+        let bucket = match self.interval {
+            Interval::Hour => "toStartOfHour(timestamp)",
+            Interval::Day => "toStartOfDay(timestamp)",
+            Interval::Week => "toStartOfWeek(timestamp, 0)",
+            Interval::Month => "toStartOfMonth(timestamp)",
+        };
+        let b = format!("formatDateTime({bucket}, '%Y-%m-%d %H:%i:%S')");
+        let in_range = format!(
+            "timestamp >= {} AND timestamp <= {}",
+            lit(p.from),
+            lit(p.to)
+        );
+        let mut conds = vec![
+            format!("(({target}) OR ({returning}))"),
+            format!("timestamp <= {}", lit(p.to)),
+        ];
+        if !self.first_time {
+            conds.push(format!("timestamp >= {}", lit(p.from)));
+        }
+        if let Some(props) = self.node.get("properties")
+            && let Some(x) = properties_expr(props, cx)?
+        {
+            conds.push(format!("({x})"));
+        }
+        Ok(format!(
+            "SELECT person_id, \
+             groupUniqArray(if(({target}) AND {in_range}, {b}, '')) AS targets, \
+             groupUniqArray(if(({returning}) AND {in_range}, {b}, '')) AS returns, \
+             formatDateTime(minIf({bucket}, {target}), '%Y-%m-%d %H:%i:%S') AS first \
+             FROM events WHERE {} GROUP BY person_id",
+            conds.join(" AND ")
+        ))
+    }
+
+    /// PostHog's table: one row per cohort period, `values[k]` the persons of the cohort
+    /// who returned `k` periods later (`k = 0`: the cohort itself).
+    pub fn shape(&self, p: &Period, rows: &[Value], tz: chrono_tz::Tz) -> Vec<Value> {
+        let buckets: Vec<String> = p
+            .buckets
+            .iter()
+            .map(|b| b.format(FORMAT).to_string())
+            .collect();
+        let n = buckets.len();
+        let mut table = vec![vec![0i64; n]; n];
+        let set = |v: Option<&Value>| -> BTreeSet<String> {
+            v.and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        for r in rows {
+            let Some(cells) = r.as_array() else { continue };
+            let targets = set(cells.get(1));
+            let returns = set(cells.get(2));
+            let first = cells.get(3).and_then(Value::as_str).unwrap_or("");
+            for (i, start) in buckets.iter().enumerate() {
+                let in_cohort = match self.first_time {
+                    true => first == start,
+                    false => targets.contains(start),
+                };
+                if !in_cohort {
+                    continue;
+                }
+                table[i][0] += 1;
+                for k in 1..n - i {
+                    if returns.contains(&buckets[i + k]) {
+                        table[i][k] += 1;
+                    }
+                }
+            }
+        }
+        let unit = match self.interval {
+            Interval::Hour => "Hour",
+            Interval::Day => "Day",
+            Interval::Week => "Week",
+            Interval::Month => "Month",
+        };
+        p.buckets
+            .iter()
+            .enumerate()
+            .map(|(i, start): (usize, &NaiveDateTime)| {
+                let date = crate::insights::trends::instant_of(*start, tz);
+                json!({
+                    "date": date.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    "label": format!("{unit} {i}"),
+                    "values": (0..n - i)
+                        .map(|k| json!({"count": table[i][k], "label": format!("{unit} {k}")}))
+                        .collect::<Vec<_>>(),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::insights::test_cx as cx;
+
+    #[test]
+    fn cohorts_and_their_returns() {
+        let r = Retention::from_value(&json!({"kind": "RetentionQuery",
+            "retentionFilter": {"totalIntervals": 3, "period": "Day",
+                "targetEntity": {"id": "signup", "type": "events"},
+                "returningEntity": {"id": "use", "type": "events"}}}))
+        .unwrap();
+        let p = r.period(&cx()).unwrap();
+        assert_eq!(p.buckets.len(), 3);
+        crate::hogql::parser::parse_query(&r.query(&p, &cx()).unwrap()).unwrap();
+        let d = |day: u32| format!("2024-03-{day:02} 00:00:00");
+        let rows = vec![
+            json!(["a", [d(29)], [d(30), d(31)], d(29)]),
+            json!(["b", [d(29), d(30)], [d(31)], d(20)]),
+            json!(["c", [d(31)], [""], d(31)]),
+        ];
+        let t = r.shape(&p, &rows, chrono_tz::UTC);
+        let counts = |row: usize| -> Vec<i64> {
+            t[row]["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["count"].as_i64().unwrap())
+                .collect()
+        };
+        assert_eq!(counts(0), vec![2, 1, 2]);
+        assert_eq!(counts(1), vec![1, 1]);
+        assert_eq!(counts(2), vec![1]);
+        assert_eq!(t[0]["label"], "Day 0");
+        assert_eq!(t[1]["values"][1]["label"], "Day 1");
+        // First time: b's first signup was before the range.
+        let first = Retention {
+            first_time: true,
+            ..r
+        };
+        let t = first.shape(&p, &rows, chrono_tz::UTC);
+        assert_eq!(t[0]["values"][0]["count"], 1);
+        assert!(Retention::from_value(&json!({"retentionFilter": {"period": "Year"}})).is_err());
+    }
+}
