@@ -620,6 +620,26 @@ async fn trends_series_match_a_reference() {
         assert!(cohorts > 0);
     }
 
+    // Stickiness: persons by how many of the last 8 days they viewed a page.
+    let v = trends(
+        &srv,
+        json!({"kind": "StickinessQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}]}),
+    )
+    .await;
+    let mut want = vec![0i64; 8];
+    for u in 0..6 {
+        let days = (0..=7).filter(|&ago| active(u, ago)).count();
+        if days > 0 {
+            want[days - 1] += 1;
+        }
+    }
+    let s = &v["results"][0];
+    assert_eq!(s["data"], json!(want), "{v}");
+    assert_eq!(
+        (&s["labels"][0], &s["labels"][1]),
+        (&json!("1 day"), &json!("2 days"))
+    );
+
     // What is not computed yet is refused by name.
     let r = client()
         .post(srv.url("/api/projects/1/query/"))

@@ -1099,3 +1099,56 @@ mod tests {
         assert_eq!(s[1]["count"], 5.0);
     }
 }
+
+/// PostHog's `StickinessQuery`, compiled with the trends machinery: per series, how many
+/// persons did the event in exactly 1, 2, … n of the range's intervals.
+pub mod stickiness {
+    use super::*;
+
+    /// The query of `[intervals active, persons]` for series `s` of `t` in `p`.
+    pub fn query(
+        t: &Trends,
+        s: &Series,
+        p: &Period,
+        cx: &FilterContext,
+    ) -> Result<String, FilterError> {
+        let w = t.where_of(s, p, cx)?;
+        Ok(format!(
+            "SELECT n, count() FROM (SELECT person_id, count(DISTINCT {}) AS n FROM events \
+             WHERE {w} GROUP BY person_id) GROUP BY n",
+            t.interval.start_fn()
+        ))
+    }
+
+    /// One series object: `data[k - 1]` the persons active in exactly `k` intervals.
+    pub fn shape(t: &Trends, index: usize, p: &Period, rows: &[Value]) -> Value {
+        let n = p.buckets.len();
+        let mut data = vec![0i64; n];
+        for r in rows {
+            let k = r.get(0).and_then(Value::as_i64).unwrap_or(0);
+            let persons = r.get(1).and_then(Value::as_i64).unwrap_or(0);
+            if (1..=n as i64).contains(&k) {
+                data[k as usize - 1] += persons;
+            }
+        }
+        let s = &t.series[index];
+        let unit = t.interval.name();
+        let name = s.event.clone();
+        json!({
+            "data": data,
+            "count": data.iter().sum::<i64>() as f64,
+            "days": (1..=n).collect::<Vec<_>>(),
+            "labels": (1..=n).map(|k| format!("{k} {unit}{}", if k == 1 { "" } else { "s" })).collect::<Vec<_>>(),
+            "label": name.clone().unwrap_or_else(|| "All events".into()),
+            "action": {
+                "id": name,
+                "type": "events",
+                "order": index,
+                "name": name.clone().unwrap_or_else(|| "All events".into()),
+                "custom_name": s.node.get("custom_name").cloned().unwrap_or(Value::Null),
+                "math": "total",
+                "properties": {},
+            },
+        })
+    }
+}

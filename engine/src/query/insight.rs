@@ -1,5 +1,5 @@
 //! Insight nodes (`TrendsQuery`, `FunnelsQuery`, `RetentionQuery`, `LifecycleQuery`,
-//! `EventsQuery`) run as HogQL: the node compiles to queries
+//! `StickinessQuery`, `EventsQuery`) run as HogQL: the node compiles to queries
 //! (`insights::trends`), each runs here like any HogQL query, and the rows are shaped into
 //! PostHog's series. One admission slot and one time limit cover the whole node.
 
@@ -24,7 +24,14 @@ use crate::meta::Project;
 pub(super) fn is_insight(kind: Option<&str>) -> bool {
     matches!(
         kind,
-        Some("TrendsQuery" | "EventsQuery" | "LifecycleQuery" | "FunnelsQuery" | "RetentionQuery")
+        Some(
+            "TrendsQuery"
+                | "EventsQuery"
+                | "LifecycleQuery"
+                | "FunnelsQuery"
+                | "RetentionQuery"
+                | "StickinessQuery"
+        )
     )
 }
 
@@ -34,6 +41,23 @@ fn kind(node: &Value) -> Option<&str> {
 
 fn invalid(e: FilterError) -> QueryError {
     QueryError::InvalidField("query", e.0)
+}
+
+/// A `StickinessQuery` read as trends without breakdown, formula or compare (which it
+/// does not take).
+fn stickiness_of(node: &Value) -> Result<Trends, FilterError> {
+    let t = Trends::from_value(node)?;
+    if t.breakdown.is_some() || t.formula.is_some() || t.compare || t.aggregate {
+        return Err(FilterError(
+            "a StickinessQuery takes no breakdown, formula, compare or display".into(),
+        ));
+    }
+    if t.series.iter().any(|s| s.math != "count()") {
+        return Err(FilterError(
+            "a StickinessQuery counts persons: its series take no math".into(),
+        ));
+    }
+    Ok(t)
 }
 
 /// Reads an insight node, refusing what it cannot compute (before it is queued or cached).
@@ -46,6 +70,7 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
         Some("LifecycleQuery") => Lifecycle::from_value(node).map(|_| ()),
         Some("FunnelsQuery") => Funnel::from_value(node).map(|_| ()),
         Some("RetentionQuery") => Retention::from_value(node).map(|_| ()),
+        Some("StickinessQuery") => stickiness_of(node).map(|_| ()),
         _ => Trends::from_value(node).map(|_| ()),
     }
     .map_err(invalid)
@@ -68,6 +93,7 @@ impl QueryService {
                     Some("LifecycleQuery") => this.run_lifecycle_here(&project, &node).await,
                     Some("FunnelsQuery") => this.run_funnel_here(&project, &node).await,
                     Some("RetentionQuery") => this.run_retention_here(&project, &node).await,
+                    Some("StickinessQuery") => this.run_stickiness_here(&project, &node).await,
                     _ => this.run_trends_here(&project, &node).await,
                 }
             })
@@ -132,6 +158,35 @@ impl QueryService {
         let text = r.query(&p, &cx).map_err(invalid)?;
         let (rows, mut run) = self.rows(project, text).await?;
         run.results = r.shape(&p, &rows, cx.timezone);
+        run.batches = Vec::new();
+        run.columns = Vec::new();
+        run.types = Vec::new();
+        run.has_more = false;
+        run.limit = 0;
+        run.offset = 0;
+        Ok(run)
+    }
+
+    /// A `StickinessQuery`: per series, persons by the number of intervals they were active.
+    async fn run_stickiness_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let t = stickiness_of(node).map_err(invalid)?;
+        let cx = self.filter_cx(project);
+        let p = trends::resolve_period(t.date_range.as_ref(), t.interval, &cx, None)
+            .map_err(invalid)?;
+        let mut results = Vec::new();
+        let mut last = None;
+        for (i, s) in t.series.iter().enumerate() {
+            let text = trends::stickiness::query(&t, s, &p, &cx).map_err(invalid)?;
+            let (rows, run) = self.rows(project, text).await?;
+            results.push(trends::stickiness::shape(&t, i, &p, &rows));
+            last = Some(run);
+        }
+        let mut run = last.expect("a stickiness query has a series");
+        run.results = results;
         run.batches = Vec::new();
         run.columns = Vec::new();
         run.types = Vec::new();
