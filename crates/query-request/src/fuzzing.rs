@@ -186,6 +186,22 @@ mod tests {
     }
 
     #[test]
+    fn display_nodes_run_their_source() {
+        use super::super::*;
+        let body: QueryBody = serde_json::from_value(json!({"query": {"kind": "DataTableNode",
+            "source": {"kind": "HogQLQuery", "query": "SELECT 1"}}}))
+        .unwrap();
+        let req = body.into_request().unwrap();
+        assert_eq!(req.query["kind"], "HogQLQuery");
+        let body: QueryBody = serde_json::from_value(json!({"query": {"kind": "InsightVizNode",
+            "source": {"kind": "TrendsQuery", "series": []}},
+            "filters_override": {"date_from": "-3d"}}))
+        .unwrap();
+        let req = body.into_request().unwrap();
+        assert_eq!(req.query["dateRange"]["date_from"], "-3d");
+    }
+
+    #[test]
     fn a_body_reads_into_a_request_and_a_node() {
         use super::super::*;
         let body: QueryBody = serde_json::from_str(

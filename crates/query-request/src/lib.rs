@@ -148,7 +148,7 @@ impl QueryBody {
                 ));
             }
         };
-        let mut query = query;
+        let mut query = unwrap_display(query);
         if let Some(o) = self.filters_override.filter(|v| !v.is_null()) {
             apply_filters_override(&mut query, o)?;
         }
@@ -162,6 +162,24 @@ impl QueryBody {
             name: self.name,
         })
     }
+}
+
+/// The query a display node shows (`InsightVizNode`, `DataTableNode`,
+/// `DataVisualizationNode` hold it in `source`), as PostHog's app sends them.
+fn unwrap_display(mut query: Value) -> Value {
+    for _ in 0..4 {
+        let wrapper = matches!(
+            query.get("kind").and_then(Value::as_str),
+            Some("InsightVizNode" | "DataTableNode" | "DataVisualizationNode")
+        );
+        match query.get("source") {
+            Some(Value::Object(_)) if wrapper => {
+                query = query.get("source").cloned().expect("a source");
+            }
+            _ => break,
+        }
+    }
+    query
 }
 
 /// `filters_override` (a dashboard's filters: `date_from`, `date_to`, `properties`,
