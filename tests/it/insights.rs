@@ -640,6 +640,67 @@ async fn trends_series_match_a_reference() {
         (&json!("1 day"), &json!("2 days"))
     );
 
+    // The persons behind one point (ActorsQuery over an InsightActorsQuery): a trend's day
+    // and breakdown value, a lifecycle status, a funnel step, a stickiness count.
+    let actors = |insight: Value, point: Value| {
+        let srv = &srv;
+        async move {
+            let mut source = json!({"kind": "InsightActorsQuery", "source": insight});
+            for (k, v) in point.as_object().unwrap() {
+                source[k] = v.clone();
+            }
+            let v = trends(
+                srv,
+                json!({"kind": "ActorsQuery", "source": source, "limit": 1000}),
+            )
+            .await;
+            assert_eq!(v["columns"], json!(["actor"]), "{v}");
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| r[0]["distinct_ids"].as_array().unwrap().clone())
+                .map(|d| d.as_str().unwrap().to_owned())
+                .collect::<BTreeSet<String>>()
+        }
+    };
+    let ids = |users: Vec<usize>| {
+        users
+            .into_iter()
+            .map(|u| format!("u{u}"))
+            .collect::<BTreeSet<_>>()
+    };
+    let trend = json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
+                       "breakdownFilter": {"breakdown": "$browser"}});
+    assert_eq!(
+        actors(
+            trend,
+            json!({"day": day, "series": 0, "breakdown": "Chrome"})
+        )
+        .await,
+        ids((0..6)
+            .filter(|&u| active(u, 2) && BROWSERS[u] == Some("Chrome"))
+            .collect())
+    );
+    assert_eq!(
+        actors(node.clone(), json!({"day": day, "status": "dormant"})).await,
+        point(2, "dormant")
+    );
+    assert_eq!(
+        actors(funnel.clone(), json!({"funnelStep": 1})).await,
+        first
+    );
+    let sticky = json!({"kind": "StickinessQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}]});
+    for k in 1..=8 {
+        assert_eq!(
+            actors(sticky.clone(), json!({"day": k})).await,
+            ids((0..6)
+                .filter(|&u| (0..=7).filter(|&ago| active(u, ago)).count() == k as usize)
+                .collect()),
+            "{k} days"
+        );
+    }
+
     // What is not computed yet is refused by name.
     let r = client()
         .post(srv.url("/api/projects/1/query/"))

@@ -1100,6 +1100,49 @@ mod tests {
     }
 }
 
+/// The persons of series `s` in the bucket holding `day` (the whole range without one), of
+/// one breakdown value when given (not "other", whose members depend on the ranking).
+pub fn actors_query(
+    t: &Trends,
+    s: &Series,
+    p: &Period,
+    day: Option<&str>,
+    breakdown: Option<&Value>,
+    cx: &FilterContext,
+) -> Result<String, FilterError> {
+    let period = match day {
+        None => p.clone(),
+        Some(d) => {
+            let at = dates::parse_date(d, cx.timezone, cx.now)?;
+            let start = t.interval.floor(local(at, cx.timezone));
+            let end = t.interval.next(start);
+            Period {
+                from: instant(start, cx.timezone),
+                to: instant(end, cx.timezone) - Duration::microseconds(1),
+                buckets: vec![start],
+            }
+        }
+    };
+    let mut w = t.where_of(s, &period, cx)?;
+    match (breakdown.filter(|v| !v.is_null()), &t.breakdown) {
+        (None, _) => {}
+        (Some(_), None) => return Err(bad("the insight has no breakdown")),
+        (Some(v), Some(b)) => {
+            let v = match v {
+                Value::String(x) => x.clone(),
+                other => other.to_string(),
+            };
+            if v == BREAKDOWN_OTHER {
+                return Err(bad(
+                    "the persons of the other breakdown values are not listed yet",
+                ));
+            }
+            w = format!("{w} AND {} = {}", b.value, quote(&v));
+        }
+    }
+    Ok(format!("SELECT DISTINCT person_id FROM events WHERE {w}"))
+}
+
 /// PostHog's `StickinessQuery`, compiled with the trends machinery: per series, how many
 /// persons did the event in exactly 1, 2, … n of the range's intervals.
 pub mod stickiness {
@@ -1116,6 +1159,22 @@ pub mod stickiness {
         Ok(format!(
             "SELECT n, count() FROM (SELECT person_id, count(DISTINCT {}) AS n FROM events \
              WHERE {w} GROUP BY person_id) GROUP BY n",
+            t.interval.start_fn()
+        ))
+    }
+
+    /// The persons of series `s` active in exactly `k` intervals of `p`.
+    pub fn persons_query(
+        t: &Trends,
+        s: &Series,
+        p: &Period,
+        k: i64,
+        cx: &FilterContext,
+    ) -> Result<String, FilterError> {
+        let w = t.where_of(s, p, cx)?;
+        Ok(format!(
+            "SELECT person_id FROM (SELECT person_id, count(DISTINCT {}) AS n FROM events \
+             WHERE {w} GROUP BY person_id) WHERE n = {k}",
             t.interval.start_fn()
         ))
     }

@@ -31,6 +31,8 @@ pub(super) fn is_insight(kind: Option<&str>) -> bool {
                 | "FunnelsQuery"
                 | "RetentionQuery"
                 | "StickinessQuery"
+                | "ActorsQuery"
+                | "InsightActorsQuery"
         )
     )
 }
@@ -41,6 +43,63 @@ fn kind(node: &Value) -> Option<&str> {
 
 fn invalid(e: FilterError) -> QueryError {
     QueryError::InvalidField("query", e.0)
+}
+
+/// An `ActorsQuery` over an `InsightActorsQuery` (or the latter alone): the persons
+/// behind one point of an insight.
+#[derive(Debug, Clone)]
+struct Actors {
+    /// The insight node.
+    insight: Value,
+    /// `InsightActorsQuery`'s fields (day, series, breakdown, status, funnelStep).
+    point: serde_json::Map<String, Value>,
+    limit: usize,
+    offset: usize,
+}
+
+impl Actors {
+    fn from_value(node: &Value) -> Result<Self, FilterError> {
+        let bad = |m: &str| FilterError(m.to_owned());
+        let (outer, point) = match kind(node) {
+            Some("ActorsQuery") => (
+                node,
+                node.get("source")
+                    .ok_or_else(|| bad("an ActorsQuery needs source: an InsightActorsQuery"))?,
+            ),
+            _ => (node, node),
+        };
+        if kind(point) != Some("InsightActorsQuery") {
+            return Err(bad(
+                "an ActorsQuery's source must be an InsightActorsQuery (listing all persons is GET /persons/)",
+            ));
+        }
+        let insight = point
+            .get("source")
+            .filter(|s| s.is_object())
+            .cloned()
+            .ok_or_else(|| bad("an InsightActorsQuery needs source: the insight node"))?;
+        let count = |k: &str, default: usize| match outer.get(k) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .map(|n| n as usize)
+                .ok_or_else(|| FilterError(format!("{k} must be a count"))),
+        };
+        Ok(Actors {
+            insight,
+            point: point.as_object().cloned().unwrap_or_default(),
+            limit: count("limit", 100)?.clamp(1, 10_000),
+            offset: count("offset", 0)?.min(1 << 40),
+        })
+    }
+
+    fn text(&self, k: &str) -> Option<String> {
+        match self.point.get(k) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        }
+    }
 }
 
 /// A `StickinessQuery` read as trends without breakdown, formula or compare (which it
@@ -71,6 +130,7 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
         Some("FunnelsQuery") => Funnel::from_value(node).map(|_| ()),
         Some("RetentionQuery") => Retention::from_value(node).map(|_| ()),
         Some("StickinessQuery") => stickiness_of(node).map(|_| ()),
+        Some("ActorsQuery" | "InsightActorsQuery") => Actors::from_value(node).map(|_| ()),
         _ => Trends::from_value(node).map(|_| ()),
     }
     .map_err(invalid)
@@ -94,6 +154,9 @@ impl QueryService {
                     Some("FunnelsQuery") => this.run_funnel_here(&project, &node).await,
                     Some("RetentionQuery") => this.run_retention_here(&project, &node).await,
                     Some("StickinessQuery") => this.run_stickiness_here(&project, &node).await,
+                    Some("ActorsQuery" | "InsightActorsQuery") => {
+                        this.run_actors_here(&project, &node).await
+                    }
                     _ => this.run_trends_here(&project, &node).await,
                 }
             })
@@ -196,6 +259,144 @@ impl QueryService {
         Ok(run)
     }
 
+    /// The persons behind one point of an insight (`ActorsQuery` / `InsightActorsQuery`),
+    /// one page of them as PostHog's actor objects.
+    async fn run_actors_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let a = Actors::from_value(node).map_err(invalid)?;
+        let cx = self.filter_cx(project);
+        let field = |k: &'static str, m: String| QueryError::InvalidField(k, m);
+        let ids: Vec<String> = match kind(&a.insight) {
+            Some("LifecycleQuery") => {
+                let day = a
+                    .text("day")
+                    .ok_or_else(|| field("day", "day is required".into()))?;
+                let status = a
+                    .text("status")
+                    .ok_or_else(|| field("status", "status is required".into()))?;
+                self.lifecycle_ids(project, &a.insight, &day, &status)
+                    .await?
+            }
+            Some("FunnelsQuery") => {
+                let step = a
+                    .point
+                    .get("funnelStep")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| field("funnelStep", "funnelStep is required".into()))?;
+                self.funnel_ids(project, &a.insight, step).await?
+            }
+            Some("TrendsQuery") | Some("StickinessQuery") => {
+                let sticky = kind(&a.insight) == Some("StickinessQuery");
+                let t = match sticky {
+                    true => stickiness_of(&a.insight),
+                    false => Trends::from_value(&a.insight),
+                }
+                .map_err(invalid)?;
+                let i = a.point.get("series").and_then(Value::as_u64).unwrap_or(0) as usize;
+                let s = t
+                    .series
+                    .get(i)
+                    .ok_or_else(|| field("series", format!("the insight has no series {i}")))?;
+                if s.active_days.is_some() || t.formula.is_some() {
+                    return Err(invalid(FilterError(
+                        "the persons of weekly or monthly active users and of formulas are not listed yet".into(),
+                    )));
+                }
+                let p = trends::resolve_period(t.date_range.as_ref(), t.interval, &cx, None)
+                    .map_err(invalid)?;
+                let text = match sticky {
+                    true => {
+                        let k = a.point.get("day").and_then(Value::as_i64).ok_or_else(|| {
+                            field("day", "day (the count of intervals) is required".into())
+                        })?;
+                        trends::stickiness::persons_query(&t, s, &p, k, &cx).map_err(invalid)?
+                    }
+                    false => trends::actors_query(
+                        &t,
+                        s,
+                        &p,
+                        a.text("day").as_deref(),
+                        a.point.get("breakdown"),
+                        &cx,
+                    )
+                    .map_err(invalid)?,
+                };
+                let (rows, _) = self.rows(project, text).await?;
+                rows.iter()
+                    .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            }
+            other => {
+                return Err(invalid(FilterError(format!(
+                    "the persons of a {} are not listed yet; trends, stickiness, funnels and lifecycle are",
+                    other.unwrap_or("node without a kind")
+                ))));
+            }
+        };
+        let (people, count) = self.actor_page(project, ids, a.limit, a.offset)?;
+        let mut run = HogQLRun {
+            columns: vec!["actor".into()],
+            types: vec![("actor".into(), "Tuple".into())],
+            batches: Vec::new(),
+            results: people.into_iter().map(|p| Value::Array(vec![p])).collect(),
+            has_more: a.offset + a.limit < count,
+            limit: a.limit,
+            offset: a.offset,
+            hogql: String::new(),
+            timings: Vec::new(),
+            read_bytes: 0,
+            scan: super::ScanStats::default(),
+        };
+        run.hogql = format!("-- the persons of a {}", kind(&a.insight).unwrap_or(""));
+        Ok(run)
+    }
+
+    /// One page (newest first) of the persons with these uuids, as PostHog's actor objects,
+    /// and how many there are.
+    fn actor_page(
+        &self,
+        project: &Project,
+        ids: Vec<String>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<(Vec<Value>, usize), QueryError> {
+        let mut seen = std::collections::HashSet::new();
+        let mut rows = Vec::new();
+        for id in ids {
+            let Ok(uuid) = id.parse() else { continue };
+            if let Some(row) = self
+                .persons
+                .person_by_uuid(project.id, uuid)
+                .map_err(QueryError::PersonStore)?
+                && seen.insert(row.id)
+            {
+                rows.push((row.id, row.created_at));
+            }
+        }
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        let count = rows.len();
+        let mut out = Vec::new();
+        for (id, _) in rows.into_iter().skip(offset).take(limit) {
+            if let Some(p) = self
+                .persons
+                .full_person(project.id, id)
+                .map_err(QueryError::PersonStore)?
+            {
+                out.push(serde_json::json!({
+                    "id": p.uuid,
+                    "distinct_ids": p.distinct_ids,
+                    "properties": p.properties,
+                    "created_at": p.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                    "is_identified": p.is_identified,
+                }));
+            }
+        }
+        Ok((out, count))
+    }
+
     fn filter_cx(&self, project: &Project) -> FilterContext {
         let tz: chrono_tz::Tz = project.timezone.parse().unwrap_or(chrono_tz::UTC);
         FilterContext::events(tz, self.clock.now())
@@ -203,8 +404,8 @@ impl QueryService {
 
     /// The person ids behind one step of a `FunnelsQuery`: `step` n > 0 reached step n,
     /// n < 0 reached step |n| − 1 and dropped off before step |n| (PostHog's `funnel_step`).
-    pub async fn funnel_persons(
-        self: &Arc<Self>,
+    async fn funnel_ids(
+        &self,
         project: &Project,
         node: &Value,
         step: i64,
@@ -227,17 +428,7 @@ impl QueryService {
         let p = f.period(&cx).map_err(invalid)?;
         let levels = f.levels_query(&p, &cx).map_err(invalid)?;
         let text = format!("SELECT person_id FROM ({levels}) WHERE {condition}");
-        let admitted = self.exec.admit(project.id)?;
-        let cancel = CancellationToken::new();
-        let (this, project) = (self.clone(), project.clone());
-        let (rows, _) = self
-            .exec
-            .run_admitted(
-                admitted,
-                &cancel,
-                async move { this.rows(&project, text).await },
-            )
-            .await?;
+        let (rows, _) = self.rows(project, text).await?;
         Ok(rows
             .iter()
             .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
@@ -246,8 +437,8 @@ impl QueryService {
 
     /// The person ids with `status` (new, returning, resurrecting, dormant) in the bucket
     /// of a `LifecycleQuery` that holds `target` (the persons behind one point).
-    pub async fn lifecycle_persons(
-        self: &Arc<Self>,
+    async fn lifecycle_ids(
+        &self,
         project: &Project,
         node: &Value,
         target: &str,
@@ -262,20 +453,46 @@ impl QueryService {
             .map_err(invalid)?;
         let (before, before_at) = trends::bucket_before(&p, l.interval, tz);
         let text = l.query(&p, before_at, &cx).map_err(invalid)?;
-        let admitted = self.exec.admit(project.id)?;
-        let cancel = CancellationToken::new();
-        let (this, project) = (self.clone(), project.clone());
-        let (rows, _) = self
-            .exec
-            .run_admitted(
-                admitted,
-                &cancel,
-                async move { this.rows(&project, text).await },
-            )
-            .await?;
+        let (rows, _) = self.rows(project, text).await?;
         let local = at.with_timezone(&tz).naive_local();
         l.persons_with(&p, before, &rows, local, status)
             .map_err(|e| QueryError::InvalidField("lifecycle_type", e.0))
+    }
+
+    /// [`Self::funnel_ids`] under an admission slot of its own (`/persons/funnel/`).
+    pub async fn funnel_persons(
+        self: &Arc<Self>,
+        project: &Project,
+        node: &Value,
+        step: i64,
+    ) -> Result<Vec<String>, QueryError> {
+        let admitted = self.exec.admit(project.id)?;
+        let cancel = CancellationToken::new();
+        let (this, project, node) = (self.clone(), project.clone(), node.clone());
+        self.exec
+            .run_admitted(admitted, &cancel, async move {
+                this.funnel_ids(&project, &node, step).await
+            })
+            .await
+    }
+
+    /// [`Self::lifecycle_ids`] under an admission slot of its own (`/persons/lifecycle/`).
+    pub async fn lifecycle_persons(
+        self: &Arc<Self>,
+        project: &Project,
+        node: &Value,
+        target: &str,
+        status: &str,
+    ) -> Result<Vec<String>, QueryError> {
+        let admitted = self.exec.admit(project.id)?;
+        let cancel = CancellationToken::new();
+        let (this, project, node) = (self.clone(), project.clone(), node.clone());
+        let (target, status) = (target.to_owned(), status.to_owned());
+        self.exec
+            .run_admitted(admitted, &cancel, async move {
+                this.lifecycle_ids(&project, &node, &target, &status).await
+            })
+            .await
     }
 
     /// An `EventsQuery`: one HogQL query, its rows shaped as the explorer reads them.
