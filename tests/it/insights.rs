@@ -706,15 +706,31 @@ async fn trends_series_match_a_reference() {
         .post(srv.url("/api/projects/1/query/"))
         .bearer_auth(KEY)
         .json(&json!({"query": {"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
-                                "trendsFilter": {"smoothingIntervals": 7}}}))
+                                "trendsFilter": {"formulas": ["A", "A*2"]}}}))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.unwrap();
+    assert!(v["detail"].as_str().unwrap().contains("formulas"), "{v}");
+    // Smoothing: a trailing mean over 3 days.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
+               "trendsFilter": {"smoothingIntervals": 3}}),
+    )
+    .await;
+    let raw = per_day(&count("$pageview"), 0..=7);
+    let want: Vec<f64> = (0..raw.len())
+        .map(|i| {
+            let w = &raw[i.saturating_sub(2)..=i];
+            w.iter().sum::<f64>() / w.len() as f64
+        })
+        .collect();
+    let got = data(&v["results"][0]);
     assert!(
-        v["detail"].as_str().unwrap().contains("smoothingIntervals"),
-        "{v}"
+        got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-9),
+        "{got:?} {want:?}"
     );
     // The run is in the query log under its kind.
     let (_, log) = {

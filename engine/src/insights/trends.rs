@@ -241,6 +241,9 @@ pub struct Trends {
     pub aggregate: bool,
     /// `trendsFilter.formula` over the series, `A` the first.
     pub formula: Option<Formula>,
+    /// `trendsFilter.smoothingIntervals`: each value the mean of it and the n − 1 before
+    /// it (fewer at the start of the range).
+    pub smoothing: usize,
 }
 
 /// A breakdown: the HogQL text of its value and how many values are shown.
@@ -300,7 +303,7 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
 /// What the node holds that this version does not compute is refused by name.
 fn refuse_unsupported(q: &Map<String, Value>) -> Result<(), FilterError> {
     if let Some(f) = q.get("trendsFilter").and_then(Value::as_object) {
-        for k in ["formulas", "formulaNodes", "smoothingIntervals"] {
+        for k in ["formulas", "formulaNodes"] {
             match f.get(k) {
                 None | Some(Value::Null) => {}
                 Some(Value::Number(n)) if k == "smoothingIntervals" && n.as_u64() == Some(1) => {}
@@ -488,6 +491,17 @@ impl Trends {
                 .unwrap_or(false),
             aggregate,
             formula,
+            smoothing: match q
+                .get("trendsFilter")
+                .and_then(|f| f.get("smoothingIntervals"))
+            {
+                None | Some(Value::Null) => 1,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| bad("smoothingIntervals must be 1 to 1000"))?
+                    as usize,
+            },
         })
     }
 
@@ -788,6 +802,30 @@ pub fn apply_formula(t: &Trends, text: &str, results: Vec<Value>) -> Vec<Value> 
     out
 }
 
+/// Smooths each result's `data` (after formulas): the mean of each value and the n − 1
+/// before it; `count` stays the sum of what is shown.
+pub fn smooth(t: &Trends, results: &mut [Value]) {
+    let n = t.smoothing;
+    if n <= 1 || t.aggregate {
+        return;
+    }
+    for r in results.iter_mut() {
+        let Some(d) = r["data"].as_array() else {
+            continue;
+        };
+        let d: Vec<f64> = d.iter().map(number).collect();
+        let smoothed: Vec<f64> = (0..d.len())
+            .map(|i| {
+                let from = (i + 1).saturating_sub(n);
+                let w = &d[from..=i];
+                w.iter().sum::<f64>() / w.len() as f64
+            })
+            .collect();
+        r["count"] = json!(smoothed.iter().sum::<f64>());
+        r["data"] = json!(smoothed.into_iter().map(json_number).collect::<Vec<_>>());
+    }
+}
+
 /// A number of a result row as JSON (integers stay integers).
 fn number(v: &Value) -> f64 {
     match v {
@@ -1032,6 +1070,10 @@ mod tests {
                 "formulas",
             ),
             (
+                json!({"series": [{}], "trendsFilter": {"smoothingIntervals": "a"}}),
+                "smoothingIntervals",
+            ),
+            (
                 json!({"series": [{}], "trendsFilter": {"display": "ActionsStackedBar"}}),
                 "ActionsStackedBar",
             ),
@@ -1048,6 +1090,20 @@ mod tests {
             let e = Trends::from_value(&q).unwrap_err();
             assert!(e.0.contains(says), "{q}: {e}");
         }
+    }
+
+    #[test]
+    fn smoothing_is_a_trailing_mean() {
+        let t =
+            Trends::from_value(&json!({"series": [{}], "trendsFilter": {"smoothingIntervals": 2}}))
+                .unwrap();
+        let mut r = vec![json!({"data": [2, 4, 6, 1], "count": 13})];
+        smooth(&t, &mut r);
+        assert_eq!(r[0]["data"], json!([2, 3, 5, 3.5]));
+        assert!(
+            Trends::from_value(&json!({"series": [{}], "trendsFilter": {"smoothingIntervals": 0}}))
+                .is_err()
+        );
     }
 
     #[test]

@@ -615,6 +615,7 @@ impl QueryService {
         {
             results = trends::apply_formula(&t, text, results);
         }
+        trends::smooth(&t, &mut results);
         if t.breakdown.as_ref().is_some_and(|b| b.hide_other) {
             results.retain(|r| {
                 r.get("breakdown_value").and_then(Value::as_str) != Some(BREAKDOWN_OTHER)
