@@ -221,53 +221,15 @@ fn apply_filters_override(query: &mut Value, o: Value) -> Result<(), RequestErro
             "query.filters must be an object".into(),
         ));
     };
-    let (from, to) = (o.get("date_from"), o.get("date_to"));
-    if from.is_some_and(|v| !v.is_null()) || to.is_some_and(|v| !v.is_null()) {
-        let mut range = serde_json::Map::new();
-        for (k, v) in [("date_from", from), ("date_to", to)] {
-            match v {
-                None | Some(Value::Null) => {}
-                Some(Value::String(s)) => {
-                    range.insert(k.into(), Value::String(s.clone()));
-                }
-                Some(other) => {
-                    return Err(bad(format!(
-                        "filters_override.{k} must be a date text, got {other}"
-                    )));
-                }
-            }
-        }
-        filters.insert("dateRange".into(), Value::Object(range));
-    }
-    match o.get("properties") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(extra)) if extra.is_empty() => {}
-        Some(extra @ (Value::Array(_) | Value::Object(_))) => {
-            let merged = match filters.remove("properties") {
-                None | Some(Value::Null) => extra.clone(),
-                Some(Value::Array(mut own)) if extra.is_array() => {
-                    own.extend(extra.as_array().expect("an array").iter().cloned());
-                    Value::Array(own)
-                }
-                Some(own) => json!({"type": "AND", "values": [own, extra]}),
-            };
-            filters.insert("properties".into(), merged);
-        }
-        Some(other) => {
-            return Err(bad(format!(
-                "filters_override.properties must be a list of property filters, got {other}"
-            )));
-        }
-    }
-    Ok(())
+    apply_dashboard(filters, &o)
 }
 
-/// `filters_override` on an insight node, as PostHog applies a dashboard's filters: the
-/// dates replace `dateRange`, the properties join `properties`, a breakdown replaces
-/// `breakdownFilter`.
-fn override_insight(
-    node: &mut serde_json::Map<String, Value>,
-    o: serde_json::Map<String, Value>,
+/// A dashboard's dates and properties onto `target` (a HogQLQuery's `filters`, or an
+/// insight node): the dates replace `dateRange`, the properties join `properties` (a group
+/// on either side kept whole under AND).
+fn apply_dashboard(
+    target: &mut serde_json::Map<String, Value>,
+    o: &serde_json::Map<String, Value>,
 ) -> Result<(), RequestError> {
     let bad = |m: String| RequestError::InvalidField("filters_override", m);
     let (from, to) = (o.get("date_from"), o.get("date_to"));
@@ -289,13 +251,13 @@ fn override_insight(
         if let Some(e) = o.get("explicitDate").filter(|v| !v.is_null()) {
             range.insert("explicitDate".into(), e.clone());
         }
-        node.insert("dateRange".into(), Value::Object(range));
+        target.insert("dateRange".into(), Value::Object(range));
     }
     match o.get("properties") {
         None | Some(Value::Null) => {}
         Some(Value::Array(extra)) if extra.is_empty() => {}
         Some(extra @ (Value::Array(_) | Value::Object(_))) => {
-            let merged = match node.remove("properties") {
+            let merged = match target.remove("properties") {
                 None | Some(Value::Null) => extra.clone(),
                 Some(Value::Array(mut own)) if extra.is_array() => {
                     own.extend(extra.as_array().expect("an array").iter().cloned());
@@ -303,7 +265,7 @@ fn override_insight(
                 }
                 Some(own) => json!({"type": "AND", "values": [own, extra]}),
             };
-            node.insert("properties".into(), merged);
+            target.insert("properties".into(), merged);
         }
         Some(other) => {
             return Err(bad(format!(
@@ -311,6 +273,17 @@ fn override_insight(
             )));
         }
     }
+    Ok(())
+}
+
+/// `filters_override` on an insight node, as PostHog applies a dashboard's filters: the
+/// dates replace `dateRange`, the properties join `properties`, a breakdown replaces
+/// `breakdownFilter`.
+fn override_insight(
+    node: &mut serde_json::Map<String, Value>,
+    o: serde_json::Map<String, Value>,
+) -> Result<(), RequestError> {
+    apply_dashboard(node, &o)?;
     if let Some(b) = o.get("breakdown_filter").filter(|v| !v.is_null()) {
         node.insert("breakdownFilter".into(), b.clone());
     }

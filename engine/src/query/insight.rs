@@ -45,6 +45,21 @@ fn invalid(e: FilterError) -> QueryError {
     QueryError::InvalidField("query", e.0)
 }
 
+/// A node's answer: its results (series, steps, a table) in place of the rows of the last
+/// HogQL run, which keeps its text, timings and bytes read.
+fn series_run(run: HogQLRun, results: Vec<Value>) -> HogQLRun {
+    HogQLRun {
+        results,
+        batches: Vec::new(),
+        columns: Vec::new(),
+        types: Vec::new(),
+        has_more: false,
+        limit: 0,
+        offset: 0,
+        ..run
+    }
+}
+
 /// An `ActorsQuery` over an `InsightActorsQuery` (or the latter alone): the persons
 /// behind one point of an insight.
 #[derive(Debug, Clone)]
@@ -176,15 +191,8 @@ impl QueryService {
             .map_err(invalid)?;
         let (before, before_at) = trends::bucket_before(&p, l.interval, tz);
         let text = l.query(&p, before_at, &cx).map_err(invalid)?;
-        let (rows, mut run) = self.rows(project, text).await?;
-        run.results = l.shape(&p, before, &rows);
-        run.batches = Vec::new();
-        run.columns = Vec::new();
-        run.types = Vec::new();
-        run.has_more = false;
-        run.limit = 0;
-        run.offset = 0;
-        Ok(run)
+        let (rows, run) = self.rows(project, text).await?;
+        Ok(series_run(run, l.shape(&p, before, &rows)))
     }
 
     /// A `FunnelsQuery`: how many persons reached each step, in order, within the window.
@@ -198,15 +206,8 @@ impl QueryService {
         let p = f.period(&cx).map_err(invalid)?;
         let levels = f.levels_query(&p, &cx).map_err(invalid)?;
         let text = format!("SELECT level, count() FROM ({levels}) WHERE level > 0 GROUP BY level");
-        let (rows, mut run) = self.rows(project, text).await?;
-        run.results = f.shape(&rows);
-        run.batches = Vec::new();
-        run.columns = Vec::new();
-        run.types = Vec::new();
-        run.has_more = false;
-        run.limit = 0;
-        run.offset = 0;
-        Ok(run)
+        let (rows, run) = self.rows(project, text).await?;
+        Ok(series_run(run, f.shape(&rows)))
     }
 
     /// A `RetentionQuery`: each cohort period's persons and their returns.
@@ -219,15 +220,8 @@ impl QueryService {
         let cx = self.filter_cx(project);
         let p = r.period(&cx).map_err(invalid)?;
         let text = r.query(&p, &cx).map_err(invalid)?;
-        let (rows, mut run) = self.rows(project, text).await?;
-        run.results = r.shape(&p, &rows, cx.timezone);
-        run.batches = Vec::new();
-        run.columns = Vec::new();
-        run.types = Vec::new();
-        run.has_more = false;
-        run.limit = 0;
-        run.offset = 0;
-        Ok(run)
+        let (rows, run) = self.rows(project, text).await?;
+        Ok(series_run(run, r.shape(&p, &rows, cx.timezone)))
     }
 
     /// A `StickinessQuery`: per series, persons by the number of intervals they were active.
@@ -248,15 +242,8 @@ impl QueryService {
             results.push(trends::stickiness::shape(&t, i, &p, &rows));
             last = Some(run);
         }
-        let mut run = last.expect("a stickiness query has a series");
-        run.results = results;
-        run.batches = Vec::new();
-        run.columns = Vec::new();
-        run.types = Vec::new();
-        run.has_more = false;
-        run.limit = 0;
-        run.offset = 0;
-        Ok(run)
+        let run = last.expect("a stickiness query has a series");
+        Ok(series_run(run, results))
     }
 
     /// The persons behind one point of an insight (`ActorsQuery` / `InsightActorsQuery`),
