@@ -268,6 +268,21 @@ async fn every_kind_of_cohort_and_its_members() {
         (200, &json!([[5]])),
         "u0 ×3, u2, u4: {v}"
     );
+    // A cohort filter in an insight node: purchases of the pros over the last 7 days.
+    let (st, v) = api
+        .send(
+            Method::POST,
+            "/api/projects/1/query/",
+            Some(json!({"query": {"kind": "TrendsQuery",
+                "series": [{"kind": "EventsNode", "event": "purchase"}],
+                "properties": [{"key": "id", "type": "cohort", "value": pros_id}]}})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v["results"][0]["count"], 4.0,
+        "u0 twice, u2, u4 (u0's third is 40 days ago): {v}"
+    );
     let (st, v) = api
         .hogql("SELECT 1 FROM events WHERE person_id IN COHORT 'Nobody'")
         .await;
