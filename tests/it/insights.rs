@@ -732,6 +732,59 @@ async fn trends_series_match_a_reference() {
         got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-9),
         "{got:?} {want:?}"
     );
+    // Paths of pages: three visitors an hour ago (the other pageviews have no URL).
+    let t0 = chrono::Utc::now() - chrono::Duration::hours(1);
+    let visits = [
+        ("p1", vec!["/a", "/b", "/c"]),
+        ("p2", vec!["/a", "/c"]),
+        ("p3", vec!["/a", "/b", "/b"]),
+    ];
+    let batch: Vec<Value> = visits
+        .iter()
+        .flat_map(|(who, pages)| {
+            pages.iter().enumerate().map(move |(i, page)| {
+                json!({"event": "$pageview", "distinct_id": who,
+                       "timestamp": (t0 + chrono::Duration::seconds(10 * i as i64)).to_rfc3339(),
+                       "properties": {"$current_url": page}})
+            })
+        })
+        .collect();
+    let r = client()
+        .post(srv.url("/batch/"))
+        .json(&json!({"api_key": TOKEN, "batch": batch}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v = trends(
+        &srv,
+        json!({"kind": "PathsQuery", "pathsFilter": {"includeEventTypes": ["$pageview"]}}),
+    )
+    .await;
+    let edges: BTreeMap<(String, String), i64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                (
+                    e["source"].as_str().unwrap().to_owned(),
+                    e["target"].as_str().unwrap().to_owned(),
+                ),
+                e["value"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let want: BTreeMap<(String, String), i64> = [
+        (("1_/a", "2_/b"), 2),
+        (("2_/b", "3_/c"), 1),
+        (("1_/a", "2_/c"), 1),
+    ]
+    .into_iter()
+    .map(|((a, b), n)| ((a.to_owned(), b.to_owned()), n))
+    .collect();
+    assert_eq!(edges, want, "{v}");
+
     // The run is in the query log under its kind.
     let (_, log) = {
         let r = client()

@@ -9,6 +9,7 @@ pub mod events;
 pub mod filters;
 pub mod funnels;
 pub mod lifecycle;
+pub mod paths;
 pub mod retention;
 pub mod trends;
 

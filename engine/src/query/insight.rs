@@ -15,6 +15,7 @@ use super::{Modifiers, QueryError, QueryService};
 use crate::insights::events::EventsList;
 use crate::insights::funnels::Funnel;
 use crate::insights::lifecycle::Lifecycle;
+use crate::insights::paths::Paths;
 use crate::insights::retention::Retention;
 use crate::insights::trends::{self, BREAKDOWN_OTHER, Trends};
 use crate::insights::{FilterContext, FilterError};
@@ -31,6 +32,7 @@ pub(super) fn is_insight(kind: Option<&str>) -> bool {
                 | "FunnelsQuery"
                 | "RetentionQuery"
                 | "StickinessQuery"
+                | "PathsQuery"
                 | "ActorsQuery"
                 | "InsightActorsQuery"
         )
@@ -145,6 +147,7 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
         Some("FunnelsQuery") => Funnel::from_value(node).map(|_| ()),
         Some("RetentionQuery") => Retention::from_value(node).map(|_| ()),
         Some("StickinessQuery") => stickiness_of(node).map(|_| ()),
+        Some("PathsQuery") => Paths::from_value(node).map(|_| ()),
         Some("ActorsQuery" | "InsightActorsQuery") => Actors::from_value(node).map(|_| ()),
         _ => Trends::from_value(node).map(|_| ()),
     }
@@ -169,6 +172,7 @@ impl QueryService {
                     Some("FunnelsQuery") => this.run_funnel_here(&project, &node).await,
                     Some("RetentionQuery") => this.run_retention_here(&project, &node).await,
                     Some("StickinessQuery") => this.run_stickiness_here(&project, &node).await,
+                    Some("PathsQuery") => this.run_paths_here(&project, &node).await,
                     Some("ActorsQuery" | "InsightActorsQuery") => {
                         this.run_actors_here(&project, &node).await
                     }
@@ -382,6 +386,20 @@ impl QueryService {
             }
         }
         Ok((out, count))
+    }
+
+    /// A `PathsQuery`: the edges between consecutive steps of the persons' paths.
+    async fn run_paths_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let paths = Paths::from_value(node).map_err(invalid)?;
+        let cx = self.filter_cx(project);
+        let p = paths.period(&cx).map_err(invalid)?;
+        let text = paths.query(&p, &cx).map_err(invalid)?;
+        let (rows, run) = self.rows(project, text).await?;
+        Ok(series_run(run, paths.shape(&rows)))
     }
 
     fn filter_cx(&self, project: &Project) -> FilterContext {
