@@ -690,6 +690,13 @@ async fn trends_series_match_a_reference() {
         actors(funnel.clone(), json!({"funnelStep": 1})).await,
         first
     );
+    let retention = json!({"kind": "RetentionQuery", "retentionFilter": {"period": "Day", "totalIntervals": 8,
+        "targetEntity": {"id": "$pageview", "type": "events"}, "returningEntity": {"id": "buy", "type": "events"}}});
+    assert_eq!(
+        actors(retention, json!({"interval": 5})).await,
+        ids((0..6).filter(|&u| active(u, 2)).collect()),
+        "cohort row 5 is 2 days ago"
+    );
     let sticky = json!({"kind": "StickinessQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}]});
     for k in 1..=8 {
         assert_eq!(

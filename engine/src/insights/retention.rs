@@ -175,6 +175,42 @@ impl Retention {
         ))
     }
 
+    /// The person ids (first column) of cohort row `i`.
+    pub fn cohort_members(
+        &self,
+        p: &Period,
+        rows: &[Value],
+        i: usize,
+    ) -> Result<Vec<String>, FilterError> {
+        let start = p
+            .buckets
+            .get(i)
+            .ok_or_else(|| {
+                bad(format!(
+                    "interval must be 0 to {}",
+                    p.buckets.len().saturating_sub(1)
+                ))
+            })?
+            .format(FORMAT)
+            .to_string();
+        Ok(rows
+            .iter()
+            .filter(|r| {
+                let cells = r.as_array();
+                match self.first_time {
+                    true => {
+                        cells.and_then(|c| c.get(3)).and_then(Value::as_str) == Some(start.as_str())
+                    }
+                    false => cells
+                        .and_then(|c| c.get(1))
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(start.as_str()))),
+                }
+            })
+            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+            .collect())
+    }
+
     /// PostHog's table: one row per cohort period, `values[k]` the persons of the cohort
     /// who returned `k` periods later (`k = 0`: the cohort itself).
     pub fn shape(&self, p: &Period, rows: &[Value], tz: chrono_tz::Tz) -> Vec<Value> {

@@ -279,6 +279,21 @@ impl QueryService {
                     .ok_or_else(|| field("funnelStep", "funnelStep is required".into()))?;
                 self.funnel_ids(project, &a.insight, step).await?
             }
+            Some("RetentionQuery") => {
+                let i = a
+                    .point
+                    .get("interval")
+                    .and_then(Value::as_u64)
+                    .ok_or_else(|| {
+                        field("interval", "interval (the cohort row) is required".into())
+                    })?;
+                let r = Retention::from_value(&a.insight).map_err(invalid)?;
+                let p = r.period(&cx).map_err(invalid)?;
+                let (rows, _) = self
+                    .rows(project, r.query(&p, &cx).map_err(invalid)?)
+                    .await?;
+                r.cohort_members(&p, &rows, i as usize).map_err(invalid)?
+            }
             Some("TrendsQuery") | Some("StickinessQuery") => {
                 let sticky = kind(&a.insight) == Some("StickinessQuery");
                 let t = match sticky {
@@ -322,7 +337,7 @@ impl QueryService {
             }
             other => {
                 return Err(invalid(FilterError(format!(
-                    "the persons of a {} are not listed yet; trends, stickiness, funnels and lifecycle are",
+                    "the persons of a {} are not listed yet; trends, stickiness, funnels, retention and lifecycle are",
                     other.unwrap_or("node without a kind")
                 ))));
             }
