@@ -479,7 +479,8 @@ impl QueryService {
             .map_err(|e| QueryError::InvalidField("lifecycle_type", e.0))
     }
 
-    /// [`Self::funnel_ids`] under an admission slot of its own (`/persons/funnel/`).
+    /// The persons behind a funnel step (as `funnel_ids`), under an admission slot of its
+    /// own (`/persons/funnel/`).
     pub async fn funnel_persons(
         self: &Arc<Self>,
         project: &Project,
@@ -496,7 +497,8 @@ impl QueryService {
             .await
     }
 
-    /// [`Self::lifecycle_ids`] under an admission slot of its own (`/persons/lifecycle/`).
+    /// The persons of a lifecycle status (as `lifecycle_ids`), under an admission slot of
+    /// its own (`/persons/lifecycle/`).
     pub async fn lifecycle_persons(
         self: &Arc<Self>,
         project: &Project,
