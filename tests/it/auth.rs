@@ -411,6 +411,19 @@ async fn every_route_answers_every_caller_as_written() {
     )
     .await;
     assert_eq!(st, 200, "{text}");
+    // A cohort of project 1 holding alice, for the cohort routes.
+    let (st, text) = send(
+        Method::POST,
+        "/api/projects/1/cohorts/",
+        bearer(KEY),
+        Some(json!({"name": "matrix", "is_static": true, "distinct_ids": ["alice"]})),
+    )
+    .await;
+    assert_eq!(st, 201, "{text}");
+    let cohort = serde_json::from_str::<Value>(&text).unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let c = format!("/api/projects/1/cohorts/{cohort}");
 
     // Keys: one limited to project 2, one that lacks the routes' scopes (any key may list
     // and read projects), one revoked by the CLI.
@@ -516,6 +529,98 @@ async fn every_route_answers_every_caller_as_written() {
         route(
             Method::GET,
             "/api/projects/1/query/matrix-query/log/",
+            "query:read",
+            None,
+        ),
+        // The same query as an environment's (newer clients).
+        route(
+            Method::POST,
+            "/api/environments/1/query/",
+            "query:read",
+            Some(hogql("SELECT 1")),
+        ),
+        route(
+            Method::POST,
+            "/api/projects/1/query/",
+            "query:read",
+            Some(json!({"query": {"kind": "TrendsQuery",
+                "series": [{"kind": "EventsNode", "event": "$pageview"}]}})),
+        ),
+        route(
+            Method::PATCH,
+            "/api/projects/1/",
+            "project:write",
+            Some(json!({"autocapture_opt_out": false})),
+        ),
+        route(
+            Method::POST,
+            "/api/projects/1/rotate_secret_token/",
+            "project:write",
+            None,
+        ),
+        route(
+            Method::GET,
+            "/api/projects/1/feature_flags/",
+            "feature_flag:read",
+            None,
+        ),
+        route(
+            Method::POST,
+            "/api/projects/1/feature_flags/",
+            "feature_flag:write",
+            Some(
+                json!({"key": "matrix-made", "filters": {"groups": [{"rollout_percentage": 10}]}}),
+            ),
+        ),
+        route(
+            Method::GET,
+            "/api/projects/1/feature_flags/local_evaluation/",
+            "feature_flag:read",
+            None,
+        ),
+        route(Method::GET, "/api/projects/1/cohorts/", "cohort:read", None),
+        route(
+            Method::POST,
+            "/api/projects/1/cohorts/",
+            "cohort:write",
+            Some(json!({"name": "made", "is_static": true})),
+        ),
+        route(Method::GET, &format!("{c}/"), "cohort:read", None),
+        route(
+            Method::PATCH,
+            &format!("{c}/"),
+            "cohort:write",
+            Some(json!({"description": "d"})),
+        ),
+        // Scope pairs: the matrix's key without scopes lacks both.
+        route(Method::GET, &format!("{c}/persons/"), "cohort:read", None),
+        route(
+            Method::POST,
+            &format!("{c}/recalculate/"),
+            "cohort:write",
+            None,
+        ),
+        route(
+            Method::PATCH,
+            &format!("{c}/add_persons_to_static_cohort/"),
+            "cohort:write",
+            Some(json!({"distinct_ids": ["alice"]})),
+        ),
+        route(
+            Method::GET,
+            &format!("/api/projects/1/persons/cohorts/?person_id={person}"),
+            "person:read",
+            None,
+        ),
+        route(
+            Method::POST,
+            "/api/projects/1/persons/funnel/",
+            "query:read",
+            Some(json!({"events": [{"id": "a"}, {"id": "b"}], "funnel_step": 1})),
+        ),
+        route(
+            Method::GET,
+            "/api/projects/1/persons/lifecycle/?target_date=dStart&lifecycle_type=new",
             "query:read",
             None,
         ),
@@ -625,8 +730,9 @@ async fn every_route_answers_every_caller_as_written() {
             let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
             let cell = format!("{caller:?} {} {}: {st} {text}", r.method, r.path);
             // `@current` is the key's own (first) project.
-            let about_one_project = r.path.starts_with("/api/projects/")
+            let about_one_project = (r.path.starts_with("/api/projects/")
                 && r.path.len() > "/api/projects/".len()
+                || r.path.starts_with("/api/environments/"))
                 && !r.path.contains("@current");
             let expected: Option<(u16, &str)> = match caller {
                 Caller::NoKey => Some((401, "not_authenticated")),
