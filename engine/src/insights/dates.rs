@@ -59,11 +59,15 @@ pub fn parse_date(text: &str, tz: Tz, now: DateTime<Utc>) -> Result<DateTime<Utc
 /// `text` (as [`parse_date`] reads it, against the context's zone and now) as a HogQL
 /// DateTime literal.
 pub fn date_literal(text: &str, cx: &super::FilterContext) -> Result<String, FilterError> {
-    let at = parse_date(text, cx.timezone, cx.now)?;
-    Ok(format!(
+    Ok(instant_literal(parse_date(text, cx.timezone, cx.now)?))
+}
+
+/// An instant as a HogQL DateTime literal (microseconds, UTC).
+pub fn instant_literal(at: DateTime<Utc>) -> String {
+    format!(
         "toDateTime64({}, 6, 'UTC')",
         super::quote(&at.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-    ))
+    )
 }
 
 /// An absolute date or date-time, as PostHog's `isoparse` (and `2021-1-1`) read them.

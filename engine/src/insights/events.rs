@@ -62,20 +62,7 @@ impl EventsList {
                 return Err(bad(format!("EventsQuery.{k} is not supported yet")));
             }
         }
-        let strings = |k: &str| -> Result<Vec<String>, FilterError> {
-            match q.get(k) {
-                None | Some(Value::Null) => Ok(Vec::new()),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|x| {
-                        x.as_str()
-                            .map(str::to_owned)
-                            .ok_or_else(|| bad(format!("EventsQuery.{k} must be a list of text")))
-                    })
-                    .collect(),
-                Some(_) => Err(bad(format!("EventsQuery.{k} must be a list of text"))),
-            }
-        };
+        let strings = |k: &str| super::text_list(q, "EventsQuery", k);
         let select = strings("select")?;
         if select.is_empty() {
             return Err(bad(

@@ -108,12 +108,7 @@ impl Funnel {
 
     /// Each person's furthest step (`level`, 1 = the first) in `p`.
     pub fn levels_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
-        let lit = |t: chrono::DateTime<chrono::Utc>| {
-            format!(
-                "toDateTime64({}, 6, 'UTC')",
-                quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-            )
-        };
+        let lit = super::dates::instant_literal;
         let mut steps = Vec::new();
         for s in &self.steps {
             let mut c = Vec::new();

@@ -103,12 +103,7 @@ impl Lifecycle {
         before: chrono::DateTime<chrono::Utc>,
         cx: &FilterContext,
     ) -> Result<String, FilterError> {
-        let lit = |t: chrono::DateTime<chrono::Utc>| {
-            format!(
-                "toDateTime64({}, 6, 'UTC')",
-                quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-            )
-        };
+        let lit = super::dates::instant_literal;
         let mut conds = vec![
             format!("timestamp >= {}", lit(before)),
             format!("timestamp <= {}", lit(p.to)),

@@ -17,6 +17,23 @@ use serde_json::Value;
 
 pub use filters::{FilterContext, Scope, properties_expr, property_filter, quote};
 
+/// The list of text at `m[key]` (absent or null: empty); `owner.key` names it in the error.
+pub fn text_list(
+    m: &serde_json::Map<String, Value>,
+    owner: &str,
+    key: &str,
+) -> Result<Vec<String>, FilterError> {
+    let bad = || FilterError(format!("{owner}.{key} must be a list of text"));
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_owned).ok_or_else(bad))
+            .collect(),
+        Some(_) => Err(bad()),
+    }
+}
+
 /// Why a filter or a date cannot be read; the message names the part and what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterError(pub String);

@@ -43,20 +43,7 @@ impl Paths {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let strings = |k: &str| -> Result<Vec<String>, FilterError> {
-            match f.get(k) {
-                None | Some(Value::Null) => Ok(Vec::new()),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|x| {
-                        x.as_str()
-                            .map(str::to_owned)
-                            .ok_or_else(|| bad(format!("pathsFilter.{k} must be a list of text")))
-                    })
-                    .collect(),
-                Some(_) => Err(bad(format!("pathsFilter.{k} must be a list of text"))),
-            }
-        };
+        let strings = |k: &str| super::text_list(&f, "pathsFilter", k);
         let mut kinds = strings("includeEventTypes")?;
         if kinds.is_empty() {
             kinds.push("$pageview".into());
@@ -122,12 +109,7 @@ impl Paths {
 
     /// Each person's steps: `[person_id, [unix seconds, …], [step, …]]`.
     pub fn query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
-        let lit = |t: chrono::DateTime<chrono::Utc>| {
-            format!(
-                "toDateTime64({}, 6, 'UTC')",
-                quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-            )
-        };
+        let lit = super::dates::instant_literal;
         let mut step = Vec::new();
         let mut which = Vec::new();
         for k in &self.kinds {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::NaiveDateTime;
 use serde_json::{Map, Value, json};
 
 use super::FilterError;
@@ -130,12 +130,7 @@ impl Retention {
     /// Per person: target periods, returning periods, the period of the first target event
     /// ever (for first-time retention; the scan then covers all time).
     pub fn query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
-        let lit = |t: DateTime<Utc>| {
-            format!(
-                "toDateTime64({}, 6, 'UTC')",
-                quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-            )
-        };
+        let lit = super::dates::instant_literal;
         let is = |e: &Option<String>| match e {
             Some(e) => format!("event = {}", quote(e)),
             None => "true".into(),

@@ -512,12 +512,7 @@ impl Trends {
         p: &Period,
         cx: &FilterContext,
     ) -> Result<String, FilterError> {
-        let lit = |t: DateTime<Utc>| {
-            format!(
-                "toDateTime64({}, 6, 'UTC')",
-                quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-            )
-        };
+        let lit = super::dates::instant_literal;
         let mut parts = vec![
             format!("timestamp >= {}", lit(p.from)),
             format!("timestamp <= {}", lit(p.to)),
@@ -576,12 +571,7 @@ impl Trends {
                 to: p.to,
                 buckets: Vec::new(),
             };
-            let lit = |t: DateTime<Utc>| {
-                format!(
-                    "toDateTime64({}, 6, 'UTC')",
-                    quote(&t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-                )
-            };
+            let lit = super::dates::instant_literal;
             let w = self.where_of(s, &wider, cx)?;
             return Ok(format!(
                 "SELECT formatDateTime(toStartOfDay(addDays(day, o)), '%Y-%m-%d %H:%i:%S') AS bucket, \
