@@ -620,7 +620,10 @@ pub async fn lifecycle(
 // 15, 16. funnel
 
 /// A funnel as `/persons/funnel/` takes it: a `FunnelsQuery` in `query`, or PostHog's older
-/// filter (`events` in order, `date_from`, `date_to`, `funnel_window_days`, `properties`).
+/// filter (`events` in order, `date_from`, `date_to`, `funnel_window_days` or
+/// `funnel_window_interval` with `funnel_window_interval_unit`, `funnel_order_type`,
+/// `exclusions` with `funnel_from_step`/`funnel_to_step`, `breakdown`, `breakdown_type`,
+/// `breakdown_attribution_type`, `properties`).
 fn funnel_node(get: &dyn Fn(&str) -> Option<Value>) -> Result<Value, ApiError> {
     if let Some(q) = get("query") {
         return Ok(q);
@@ -650,17 +653,40 @@ fn funnel_node(get: &dyn Fn(&str) -> Option<Value>) -> Result<Value, ApiError> {
             range.insert(k.into(), v);
         }
     }
+    let exclusions: Vec<Value> = match get("exclusions") {
+        Some(Value::Array(x)) => x
+            .iter()
+            .map(|e| {
+                serde_json::json!({"kind": "EventsNode", "event": e.get("id").cloned().unwrap_or(Value::Null),
+                                   "properties": e.get("properties").cloned().unwrap_or(Value::Null),
+                                   "funnelFromStep": e.get("funnel_from_step").cloned().unwrap_or(Value::Null),
+                                   "funnelToStep": e.get("funnel_to_step").cloned().unwrap_or(Value::Null)})
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let (window, unit) = match get("funnel_window_interval") {
+        Some(n) => (
+            Some(n),
+            get("funnel_window_interval_unit").unwrap_or(Value::from("day")),
+        ),
+        None => (get("funnel_window_days"), Value::from("day")),
+    };
     Ok(serde_json::json!({
         "kind": "FunnelsQuery",
         "series": series,
         "dateRange": range,
         "properties": get("properties"),
-        "funnelsFilter": {"funnelWindowInterval": get("funnel_window_days"), "funnelWindowIntervalUnit": "day"},
+        "breakdownFilter": {"breakdown": get("breakdown"), "breakdown_type": get("breakdown_type")},
+        "funnelsFilter": {"funnelWindowInterval": window, "funnelWindowIntervalUnit": unit,
+                          "funnelOrderType": get("funnel_order_type"), "exclusions": exclusions,
+                          "breakdownAttributionType": get("breakdown_attribution_type")},
     }))
 }
 
 /// `GET|POST /persons/funnel/?funnel_step=n`: the persons who reached step n (n > 0) or
-/// dropped off before step |n| (n < 0), in the persons list envelope.
+/// dropped off before step |n| (n < 0), in the persons list envelope; with a breakdown,
+/// `funnel_step_breakdown` picks the value's persons.
 pub async fn funnel(
     State(app): State<App>,
     caller: Caller,
@@ -705,9 +731,10 @@ pub async fn funnel(
         )
         .with_attr("funnel_step")
     })?;
+    let breakdown = get("funnel_step_breakdown");
     let page = app
         .engine
-        .funnel_persons(project, &node, step, limit, offset)
+        .funnel_persons(project, &node, step, breakdown, limit, offset)
         .await?;
     let (next, previous) = page_links(&headers, uri.path(), &q, limit, offset, page.count as usize);
     let results = page.results.iter().map(wire::person).collect();

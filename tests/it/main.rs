@@ -8,6 +8,7 @@ mod capture_limits;
 mod cohorts;
 mod durability;
 mod flags;
+mod funnels;
 mod insights;
 mod limits;
 mod memory;

@@ -100,10 +100,14 @@ impl Engine {
         project: &Project,
         node: &Value,
         step: i64,
+        breakdown: Option<Value>,
         limit: usize,
         offset: usize,
     ) -> Result<crate::persons::Page<crate::persons::Person>, QueryError> {
-        let ids = self.query.funnel_persons(project, node, step).await?;
+        let ids = self
+            .query
+            .funnel_persons(project, node, step, breakdown)
+            .await?;
         self.persons_page(project.id, ids, limit, offset)
     }
 

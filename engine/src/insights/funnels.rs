@@ -1,15 +1,55 @@
-//! PostHog's `FunnelsQuery` (ordered steps, the steps view): per person, the furthest step
-//! reached in order within the conversion window (`windowFunnel`, ClickHouse's default
-//! mode), counted per step. One HogQL query.
+//! PostHog's `FunnelsQuery`: per person (or group), the furthest step reached within the
+//! conversion window — ordered, strict or unordered, with exclusions — and the time between
+//! steps, by `hedgerowFunnel` (the engine's funnel aggregate, PostHog's rules); then per
+//! breakdown value the persons at each step and the average and median conversion times
+//! (the steps view), or a histogram of the time from one step to another (time to convert).
+//! HogQL text; the query service runs it.
 
 use serde_json::{Map, Value, json};
 
 use super::FilterError;
 use super::filters::{FilterContext, properties_expr, quote};
-use super::trends::{Interval, Period, resolve_period};
+use super::trends::{BREAKDOWN_NULL, BREAKDOWN_OTHER, Breakdown, Interval, Period};
+use super::trends::{breakdown_of, resolve_period};
 
 fn bad(m: impl Into<String>) -> FilterError {
     FilterError(m.into())
+}
+
+/// Most steps a funnel may have (PostHog allows 30 in its interface).
+pub const MAX_STEPS: usize = 30;
+
+/// An event that must not happen between two steps.
+#[derive(Debug, Clone)]
+pub struct Exclusion {
+    pub node: Map<String, Value>,
+    /// 0-based steps: the exclusion applies after `from` and before `to`.
+    pub from: usize,
+    pub to: usize,
+}
+
+/// Which breakdown value a person counts under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attribution {
+    /// The value of the person's first event that has one (PostHog's default).
+    FirstTouch,
+    /// The value of their last event that has one.
+    LastTouch,
+    /// Each value separately, over only the events that carry it.
+    AllEvents,
+}
+
+/// What the funnel answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viz {
+    /// Persons per step, with conversion times.
+    Steps,
+    /// A histogram of the time from `from` to `to` (0-based steps) of who converted.
+    TimeToConvert {
+        from: usize,
+        to: usize,
+        bins: Option<usize>,
+    },
 }
 
 /// A `FunnelsQuery`, read.
@@ -19,7 +59,36 @@ pub struct Funnel {
     pub steps: Vec<Map<String, Value>>,
     /// The conversion window, in seconds.
     pub window: i64,
+    /// `ordered`, `strict` or `unordered`.
+    pub order: &'static str,
+    pub exclusions: Vec<Exclusion>,
+    pub breakdown: Option<Breakdown>,
+    pub attribution: Attribution,
+    /// Who converts: `person_id`, or `$group_N` when the funnel aggregates by groups.
+    pub target: String,
+    pub viz: Viz,
     pub date_range: Option<Value>,
+}
+
+fn events_node(x: &Value, what: &str) -> Result<Map<String, Value>, FilterError> {
+    let m = x
+        .as_object()
+        .cloned()
+        .ok_or_else(|| bad(format!("each {what} must be an EventsNode object")))?;
+    match m.get("kind").and_then(Value::as_str) {
+        None | Some("EventsNode") => {}
+        Some(other) => {
+            return Err(bad(format!(
+                "{what}s of kind {other} are not supported; use EventsNode"
+            )));
+        }
+    }
+    if m.get("optionalInFunnel").and_then(Value::as_bool) == Some(true) {
+        return Err(bad(
+            "optional funnel steps (optionalInFunnel) are not supported yet",
+        ));
+    }
+    Ok(m)
 }
 
 impl Funnel {
@@ -28,49 +97,119 @@ impl Funnel {
             .as_object()
             .ok_or_else(|| bad("a FunnelsQuery must be an object"))?;
         let steps: Vec<Map<String, Value>> = match q.get("series") {
-            Some(Value::Array(s)) if s.len() >= 2 && s.len() <= 30 => s
+            Some(Value::Array(s)) if s.len() >= 2 && s.len() <= MAX_STEPS => s
                 .iter()
-                .map(|x| {
-                    let m = x
-                        .as_object()
-                        .cloned()
-                        .ok_or_else(|| bad("each step must be an EventsNode object"))?;
-                    match m.get("kind").and_then(Value::as_str) {
-                        None | Some("EventsNode") => Ok(m),
-                        Some(other) => Err(bad(format!(
-                            "steps of kind {other} are not supported; use EventsNode"
-                        ))),
-                    }
-                })
+                .map(|x| events_node(x, "step"))
                 .collect::<Result<_, _>>()?,
-            _ => return Err(bad("a FunnelsQuery needs series: 2 to 30 EventsNode steps")),
+            _ => {
+                return Err(bad(format!(
+                    "a FunnelsQuery needs series: 2 to {MAX_STEPS} EventsNode steps"
+                )));
+            }
         };
+        let n = steps.len();
         let f = q.get("funnelsFilter").and_then(Value::as_object);
         let get = |k: &str| f.and_then(|f| f.get(k)).filter(|v| !v.is_null());
-        if let Some(o) = get("funnelOrderType").and_then(Value::as_str)
-            && o != "ordered"
-        {
-            return Err(bad(format!(
-                "funnelOrderType '{o}' is not supported yet; ordered funnels are"
-            )));
+        let order = match get("funnelOrderType").and_then(Value::as_str) {
+            None | Some("ordered") => "ordered",
+            Some("strict") => "strict",
+            Some("unordered") => "unordered",
+            Some(o) => {
+                return Err(bad(format!(
+                    "funnelOrderType must be ordered, strict or unordered, got '{o}'"
+                )));
+            }
+        };
+        let step_index = |k: &str, default: usize| -> Result<usize, FilterError> {
+            match get(k) {
+                None => Ok(default),
+                Some(v) => v
+                    .as_u64()
+                    .map(|x| x as usize)
+                    .filter(|x| *x < n)
+                    .ok_or_else(|| bad(format!("{k} must be a step index, 0 to {}", n - 1))),
+            }
+        };
+        let viz = match get("funnelVizType").and_then(Value::as_str) {
+            None | Some("steps") => Viz::Steps,
+            Some("time_to_convert") => {
+                let from = step_index("funnelFromStep", 0)?;
+                let to = step_index("funnelToStep", n - 1)?;
+                if to == 0 || from >= to {
+                    return Err(bad(format!(
+                        "time to convert needs funnelFromStep before funnelToStep, and funnelToStep 1 to {}",
+                        n - 1
+                    )));
+                }
+                let bins = match get("binCount") {
+                    None => None,
+                    Some(v) => Some(
+                        v.as_i64()
+                            .ok_or_else(|| bad("binCount must be a number"))?
+                            .clamp(1, 90) as usize,
+                    ),
+                };
+                Viz::TimeToConvert { from, to, bins }
+            }
+            Some(o) => {
+                return Err(bad(format!(
+                    "funnelVizType '{o}' is not supported yet; steps and time_to_convert are"
+                )));
+            }
+        };
+        let mut exclusions = Vec::new();
+        if let Some(list) = get("exclusions") {
+            let list = list
+                .as_array()
+                .ok_or_else(|| bad("funnelsFilter.exclusions must be a list"))?;
+            for x in list {
+                let node = events_node(x, "exclusion")?;
+                let at = |k: &str| {
+                    node.get(k)
+                        .and_then(Value::as_u64)
+                        .map(|x| x as usize)
+                        .ok_or_else(|| bad(format!("an exclusion needs {k}, a step index")))
+                };
+                let (from, to) = (at("funnelFromStep")?, at("funnelToStep")?);
+                if from >= to || to >= n {
+                    return Err(bad(format!(
+                        "an exclusion's funnelFromStep must come before its funnelToStep, both 0 to {}",
+                        n - 1
+                    )));
+                }
+                if order == "unordered" && (from != 0 || to != n - 1) {
+                    return Err(bad(
+                        "partial exclusions are not allowed in unordered funnels: exclude from step 0 to the last step",
+                    ));
+                }
+                exclusions.push(Exclusion { node, from, to });
+            }
         }
-        if let Some(o) = get("funnelVizType").and_then(Value::as_str)
-            && o != "steps"
-        {
-            return Err(bad(format!(
-                "funnelVizType '{o}' is not supported yet; the steps view is"
-            )));
-        }
-        if get("exclusions").is_some_and(|e| e.as_array().is_none_or(|a| !a.is_empty())) {
-            return Err(bad("funnel exclusions are not supported yet"));
-        }
+        let breakdown = breakdown_of(q)?;
         if q.get("breakdownFilter")
-            .and_then(|b| b.get("breakdown"))
-            .is_some_and(|b| !b.is_null())
+            .and_then(|b| b.get("breakdowns"))
+            .is_some_and(|b| b.as_array().is_some_and(|a| !a.is_empty()))
         {
-            return Err(bad("funnel breakdowns are not supported yet"));
+            return Err(bad(
+                "breakdownFilter.breakdowns (several breakdowns) is not supported yet",
+            ));
         }
-        let n = match get("funnelWindowInterval") {
+        let attribution = match get("breakdownAttributionType").and_then(Value::as_str) {
+            None | Some("first_touch") => Attribution::FirstTouch,
+            Some("last_touch") => Attribution::LastTouch,
+            Some("all_events") => Attribution::AllEvents,
+            Some("step") => {
+                return Err(bad(
+                    "breakdownAttributionType 'step' is not supported yet; first_touch, last_touch and all_events are",
+                ));
+            }
+            Some(o) => {
+                return Err(bad(format!(
+                    "breakdownAttributionType must be first_touch, last_touch, all_events or step, got '{o}'"
+                )));
+            }
+        };
+        let window = match get("funnelWindowInterval") {
             None => 14,
             Some(v) => v
                 .as_i64()
@@ -93,10 +232,26 @@ impl Funnel {
                 )));
             }
         };
+        let target = match q.get("aggregation_group_type_index") {
+            None | Some(Value::Null) => "person_id".to_string(),
+            Some(v) => {
+                let i = v
+                    .as_u64()
+                    .filter(|i| *i < 5)
+                    .ok_or_else(|| bad("aggregation_group_type_index must be 0 to 4"))?;
+                format!("`$group_{i}`")
+            }
+        };
         Ok(Funnel {
             node: q.clone(),
             steps,
-            window: n * unit,
+            window: window * unit,
+            order,
+            exclusions,
+            breakdown,
+            attribution,
+            target,
+            viz,
             date_range: q.get("dateRange").filter(|v| !v.is_null()).cloned(),
         })
     }
@@ -106,27 +261,52 @@ impl Funnel {
         resolve_period(self.date_range.as_ref(), Interval::Day, cx, None)
     }
 
-    /// Each person's furthest step (`level`, 1 = the first) in `p`.
-    pub fn levels_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
+    /// The condition an event meets to be `node`'s event (its event name and filters).
+    fn condition(node: &Map<String, Value>, cx: &FilterContext) -> Result<String, FilterError> {
+        let mut c = Vec::new();
+        if let Some(e) = node.get("event").and_then(Value::as_str) {
+            c.push(format!("event = {}", quote(e)));
+        }
+        for props in [node.get("properties"), node.get("fixedProperties")]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(x) = properties_expr(props, cx)? {
+                c.push(format!("({x})"));
+            }
+        }
+        Ok(match c.is_empty() {
+            true => "true".to_string(),
+            false => format!("({})", c.join(" AND ")),
+        })
+    }
+
+    /// One row per person (or group, and per breakdown value with `all_events`):
+    /// `target`, `breakdown` (`''` without a breakdown) and `f`, `hedgerowFunnel`'s answer
+    /// (`f.1` the 0-based step reached, −1 none or excluded; `f.2` the seconds between
+    /// steps).
+    pub fn persons_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
         let lit = super::dates::instant_literal;
         let mut steps = Vec::new();
         for s in &self.steps {
-            let mut c = Vec::new();
-            if let Some(e) = s.get("event").and_then(Value::as_str) {
-                c.push(format!("event = {}", quote(e)));
-            }
-            for props in [s.get("properties"), s.get("fixedProperties")]
-                .into_iter()
-                .flatten()
-            {
-                if let Some(x) = properties_expr(props, cx)? {
-                    c.push(format!("({x})"));
+            steps.push(Self::condition(s, cx)?);
+        }
+        // Exclusion k (k = 1..n-1): an excluded event between step k-1 and step k.
+        let mut excluded = Vec::new();
+        if !self.exclusions.is_empty() {
+            let mut per_step: Vec<Vec<String>> = vec![Vec::new(); self.steps.len()];
+            for x in &self.exclusions {
+                let c = Self::condition(&x.node, cx)?;
+                for slot in per_step.iter_mut().take(x.to + 1).skip(x.from + 1) {
+                    slot.push(c.clone());
                 }
             }
-            steps.push(match c.is_empty() {
-                true => "true".to_string(),
-                false => format!("({})", c.join(" AND ")),
-            });
+            for slot in per_step.iter().skip(1) {
+                excluded.push(match slot.is_empty() {
+                    true => "false".to_string(),
+                    false => format!("({})", slot.join(" OR ")),
+                });
+            }
         }
         let mut conds = vec![
             format!("timestamp >= {}", lit(p.from)),
@@ -135,56 +315,277 @@ impl Funnel {
                 "timestamp <= {}",
                 lit(p.to + chrono::Duration::seconds(self.window))
             ),
-            format!("({})", steps.join(" OR ")),
         ];
+        if self.order != "strict" {
+            // A strict funnel sees every event: any other event breaks a path.
+            let any: Vec<&String> = steps.iter().chain(excluded.iter()).collect();
+            conds.push(format!(
+                "({})",
+                any.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" OR ")
+            ));
+        }
+        if self.target != "person_id" {
+            conds.push(format!("{} != ''", self.target));
+        }
         if let Some(props) = self.node.get("properties")
             && let Some(x) = properties_expr(props, cx)?
         {
             conds.push(format!("({x})"));
         }
         // The first step must happen in the range itself.
-        let mut first = steps.clone();
-        first[0] = format!("({} AND timestamp <= {})", steps[0], lit(p.to));
+        let mut args = steps.clone();
+        args[0] = format!("({} AND timestamp <= {})", steps[0], lit(p.to));
+        args.extend(excluded);
+        let (breakdown, group) = match (&self.breakdown, self.attribution) {
+            (None, _) => ("''".to_string(), String::new()),
+            (Some(b), Attribution::AllEvents) => (b.value.clone(), ", breakdown".to_string()),
+            (Some(b), a) => {
+                let pick = match a {
+                    Attribution::LastTouch => "argMaxIf",
+                    _ => "argMinIf",
+                };
+                let null = quote(BREAKDOWN_NULL);
+                (
+                    format!(
+                        "ifNull(nullIf({pick}({v}, timestamp, {v} != {null}), ''), {null})",
+                        v = b.value
+                    ),
+                    String::new(),
+                )
+            }
+        };
         Ok(format!(
-            "SELECT person_id, windowFunnel({})(toDateTime(timestamp), {}) AS level \
-             FROM events WHERE {} GROUP BY person_id",
-            self.window,
-            first.join(", "),
-            conds.join(" AND ")
+            "SELECT {target} AS target, {breakdown} AS breakdown, \
+             hedgerowFunnel({window}, '{order}', {n})(timestamp, {args}) AS f \
+             FROM events WHERE {conds} GROUP BY target{group}",
+            target = self.target,
+            window = self.window,
+            order = self.order,
+            n = self.steps.len(),
+            args = args.join(", "),
+            conds = conds.join(" AND "),
         ))
     }
 
-    /// The steps from the rows `[level, persons]`, in PostHog's shape.
-    pub fn shape(&self, rows: &[Value]) -> Vec<Value> {
-        let mut reached = vec![0i64; self.steps.len()];
-        for r in rows {
-            let level = r.get(0).and_then(Value::as_i64).unwrap_or(0);
-            let n = r.get(1).and_then(Value::as_i64).unwrap_or(0);
-            for (i, slot) in reached.iter_mut().enumerate() {
-                if level > i as i64 {
-                    *slot += n;
-                }
-            }
+    /// The steps view per breakdown value: `[breakdown, persons at step 0.., then per
+    /// step k ≥ 1: (conversions with a positive time, their mean, their median)]`.
+    /// `rest`: the values shown (the query then answers one row for all the others).
+    pub fn steps_query(
+        &self,
+        p: &Period,
+        cx: &FilterContext,
+        rest: Option<&[String]>,
+    ) -> Result<String, FilterError> {
+        let persons = self.persons_query(p, cx)?;
+        let n = self.steps.len();
+        let mut cols = vec![];
+        for k in 0..n {
+            cols.push(format!("countIf(f.1 >= {k})"));
         }
-        self.steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let name = s.get("event").and_then(Value::as_str);
-                json!({
-                    "action_id": name,
-                    "name": name.unwrap_or("All events"),
-                    "custom_name": s.get("custom_name").cloned().unwrap_or(Value::Null),
-                    "order": i,
-                    "type": "events",
-                    "count": reached[i],
-                    "people": [],
-                    // Conversion times are not computed yet.
-                    "average_conversion_time": null,
-                    "median_conversion_time": null,
+        for k in 1..n {
+            let c = format!("f.1 >= {k} AND f.2[{k}] > 0");
+            cols.push(format!("countIf({c})"));
+            cols.push(format!("avgIf(f.2[{k}], {c})"));
+            cols.push(format!("medianIf(f.2[{k}], {c})"));
+        }
+        let (value, only) = match rest {
+            None => ("breakdown".to_string(), String::new()),
+            Some(shown) => (
+                quote(BREAKDOWN_OTHER),
+                match shown.is_empty() {
+                    true => String::new(),
+                    false => format!(
+                        " AND breakdown NOT IN ({})",
+                        shown
+                            .iter()
+                            .map(|v| quote(v))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                },
+            ),
+        };
+        Ok(format!(
+            "SELECT {value} AS value, {} FROM ({persons}) WHERE f.1 >= 0{only} GROUP BY value",
+            cols.join(", ")
+        ))
+    }
+
+    /// The rows of [`Funnel::steps_query`] in the order PostHog shows them (most persons
+    /// at the last step first, then the step before, …), cut to the breakdown limit; and
+    /// whether values were left out (then the caller adds their row as other).
+    pub fn rank(&self, mut rows: Vec<Value>) -> (Vec<Value>, bool) {
+        let n = self.steps.len();
+        let count = |r: &Value, k: usize| r.get(1 + k).and_then(Value::as_i64).unwrap_or(0);
+        rows.sort_by(|a, b| {
+            (0..n)
+                .rev()
+                .map(|k| count(b, k).cmp(&count(a, k)))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| {
+                    let v = |r: &Value| r.get(0).and_then(Value::as_str).unwrap_or("").to_owned();
+                    v(a).cmp(&v(b))
                 })
+        });
+        match &self.breakdown {
+            Some(b) if rows.len() > b.limit => {
+                rows.truncate(b.limit);
+                (rows, !b.hide_other)
+            }
+            _ => (rows, false),
+        }
+    }
+
+    /// The steps in PostHog's shape: a list of steps, or with a breakdown a list of them
+    /// per value.
+    pub fn shape(&self, rows: &[Value]) -> Value {
+        let n = self.steps.len();
+        let number = |r: &Value, i: usize| -> Value {
+            match r.get(i).and_then(Value::as_f64) {
+                Some(x) if x.is_finite() => json!(x),
+                _ => Value::Null,
+            }
+        };
+        let one = |r: &Value| -> Vec<Value> {
+            self.steps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let name = s.get("event").and_then(Value::as_str);
+                    let (avg, median) = match i {
+                        0 => (Value::Null, Value::Null),
+                        k => (
+                            number(r, 1 + n + 3 * (k - 1) + 1),
+                            number(r, 1 + n + 3 * (k - 1) + 2),
+                        ),
+                    };
+                    let mut step = json!({
+                        "action_id": name,
+                        "name": name.unwrap_or("All events"),
+                        "custom_name": s.get("custom_name").cloned().unwrap_or(Value::Null),
+                        "order": i,
+                        "type": "events",
+                        "count": r.get(1 + i).and_then(Value::as_i64).unwrap_or(0),
+                        "people": [],
+                        "average_conversion_time": avg,
+                        "median_conversion_time": median,
+                    });
+                    if self.breakdown.is_some() {
+                        let v = r.get(0).cloned().unwrap_or(Value::Null);
+                        step["breakdown"] = v.clone();
+                        step["breakdown_value"] = v;
+                    }
+                    step
+                })
+                .collect()
+        };
+        match self.breakdown {
+            None => {
+                let empty = json!([""]);
+                Value::Array(one(rows.first().unwrap_or(&empty)))
+            }
+            Some(_) => Value::Array(rows.iter().map(|r| Value::Array(one(r))).collect()),
+        }
+    }
+
+    /// Time to convert: each converted person's seconds from `from` to `to`.
+    fn conversion_times(
+        &self,
+        p: &Period,
+        cx: &FilterContext,
+        from: usize,
+        to: usize,
+    ) -> Result<String, FilterError> {
+        let sum = (from + 1..=to)
+            .map(|k| format!("f.2[{k}]"))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        Ok(format!(
+            "SELECT {sum} AS t FROM ({}) WHERE f.1 >= {to}",
+            self.persons_query(p, cx)?
+        ))
+    }
+
+    /// Time to convert, first query: `[from_seconds, to_seconds, average, samples]`.
+    pub fn histogram_params_query(
+        &self,
+        p: &Period,
+        cx: &FilterContext,
+    ) -> Result<String, FilterError> {
+        let Viz::TimeToConvert { from, to, .. } = self.viz else {
+            return Err(bad("not a time to convert funnel"));
+        };
+        Ok(format!(
+            "SELECT floor(min(t)), ceil(max(t)), round(avg(t), 2), count() FROM ({})",
+            self.conversion_times(p, cx, from, to)?
+        ))
+    }
+
+    /// The histogram's bins from its parameters: `(first bin's start, width, bins)`, as
+    /// PostHog bins (an automatic count of ∛samples, 1 to 60; a width of whole seconds, 60
+    /// when all samples are equal).
+    pub fn bins(&self, params: &[Value]) -> (f64, f64, usize) {
+        let Viz::TimeToConvert { bins, .. } = self.viz else {
+            return (0.0, 60.0, 1);
+        };
+        let num = |i: usize| {
+            params
+                .get(i)
+                .and_then(Value::as_f64)
+                .filter(|x| x.is_finite())
+        };
+        let from = num(0).unwrap_or(0.0);
+        let to = num(1).unwrap_or(1.0);
+        let samples = num(3).unwrap_or(0.0);
+        let count = bins.unwrap_or_else(|| samples.cbrt().ceil().clamp(1.0, 60.0) as usize);
+        let raw = ((to - from) / count as f64).ceil();
+        (from, if raw > 0.0 { raw } else { 60.0 }, count)
+    }
+
+    /// Time to convert, second query: persons per bin (`[bin start, persons]`).
+    pub fn histogram_query(
+        &self,
+        p: &Period,
+        cx: &FilterContext,
+        from_seconds: f64,
+        width: f64,
+    ) -> Result<String, FilterError> {
+        let Viz::TimeToConvert { from, to, .. } = self.viz else {
+            return Err(bad("not a time to convert funnel"));
+        };
+        Ok(format!(
+            "SELECT {from_seconds} + floor((t - {from_seconds}) / {width}) * {width} AS bin, count() \
+             FROM ({}) GROUP BY bin",
+            self.conversion_times(p, cx, from, to)?
+        ))
+    }
+
+    /// The time to convert result: every bin (empty ones with 0 persons) and the average.
+    pub fn histogram(
+        &self,
+        (start, width, count): (f64, f64, usize),
+        average: Value,
+        rows: &[Value],
+    ) -> Value {
+        let bins: Vec<Value> = (0..=count)
+            .map(|k| {
+                let at = start + k as f64 * width;
+                let persons = rows
+                    .iter()
+                    .find(|r| r.get(0).and_then(Value::as_f64) == Some(at))
+                    .and_then(|r| r.get(1).and_then(Value::as_i64))
+                    .unwrap_or(0);
+                json!([at as i64, persons])
             })
-            .collect()
+            .collect();
+        let average = match average.as_f64() {
+            Some(x) if x.is_finite() => json!(x),
+            _ => Value::Null,
+        };
+        json!({"bins": bins, "average_conversion_time": average})
     }
 }
 
@@ -194,39 +595,107 @@ mod tests {
     use crate::insights::test_cx as cx;
 
     #[test]
-    fn steps_count_who_reached_them() {
+    fn steps_compile_to_one_funnel_aggregate_per_person() {
         let f = Funnel::from_value(&json!({"kind": "FunnelsQuery", "series": [
             {"kind": "EventsNode", "event": "view"},
             {"kind": "EventsNode", "event": "buy", "properties": [{"key": "total", "value": 5, "operator": "gt"}]}],
-            "funnelsFilter": {"funnelWindowInterval": 2, "funnelWindowIntervalUnit": "hour"}}))
+            "funnelsFilter": {"funnelWindowInterval": 2, "funnelWindowIntervalUnit": "hour",
+                "exclusions": [{"kind": "EventsNode", "event": "leave", "funnelFromStep": 0, "funnelToStep": 1}]}}))
         .unwrap();
         assert_eq!(f.window, 7200);
         let p = f.period(&cx()).unwrap();
-        let q = f.levels_query(&p, &cx()).unwrap();
+        let q = f.steps_query(&p, &cx(), None).unwrap();
         crate::hogql::parser::parse_query(&q).unwrap();
-        assert!(q.contains("windowFunnel(7200)"), "{q}");
-        let s = f.shape(&[json!([1, 4]), json!([2, 3])]);
+        assert!(q.contains("hedgerowFunnel(7200, 'ordered', 2)"), "{q}");
+        assert!(q.contains("event = 'leave'"), "{q}");
+        let rows = vec![json!(["", 7, 3, 3, 60.0, 30.0])];
+        let s = f.shape(&rows);
         assert_eq!(
             (s[0]["count"].as_i64(), s[1]["count"].as_i64()),
             (Some(7), Some(3))
         );
+        assert_eq!(s[1]["average_conversion_time"], json!(60.0));
+        assert_eq!(s[0]["median_conversion_time"], Value::Null);
+    }
+
+    #[test]
+    fn strict_funnels_see_every_event_and_breakdowns_rank_by_the_last_step() {
+        let f = Funnel::from_value(&json!({"series": [{"event": "a"}, {"event": "b"}],
+            "funnelsFilter": {"funnelOrderType": "strict"},
+            "breakdownFilter": {"breakdown": "$browser", "breakdown_limit": 2}}))
+        .unwrap();
+        let p = f.period(&cx()).unwrap();
+        let q = f.persons_query(&p, &cx()).unwrap();
+        crate::hogql::parser::parse_query(&q).unwrap();
+        assert!(!q.contains("OR"), "strict: no step filter: {q}");
+        assert!(q.contains("argMinIf("), "{q}");
+        let (rows, other) = f.rank(vec![
+            json!(["x", 9, 1]),
+            json!(["y", 2, 2]),
+            json!(["z", 5, 2]),
+        ]);
+        assert!(other);
+        assert_eq!(rows, vec![json!(["z", 5, 2]), json!(["y", 2, 2])]);
+    }
+
+    #[test]
+    fn time_to_convert_bins_as_posthog_does() {
+        let f = Funnel::from_value(
+            &json!({"series": [{"event": "a"}, {"event": "b"}, {"event": "c"}],
+            "funnelsFilter": {"funnelVizType": "time_to_convert", "funnelFromStep": 1}}),
+        )
+        .unwrap();
+        assert_eq!(
+            f.viz,
+            Viz::TimeToConvert {
+                from: 1,
+                to: 2,
+                bins: None
+            }
+        );
+        // 27 samples from 10 to 100 s: 3 bins of 30 s.
+        let b = f.bins(&[json!(10.0), json!(100.0), json!(40.5), json!(27)]);
+        assert_eq!(b, (10.0, 30.0, 3));
+        let h = f.histogram(b, json!(40.5), &[json!([10.0, 20]), json!([70.0, 7])]);
+        assert_eq!(
+            h,
+            json!({"bins": [[10, 20], [40, 0], [70, 7], [100, 0]], "average_conversion_time": 40.5})
+        );
+        // One sample: a 60 s bin.
+        assert_eq!(
+            f.bins(&[json!(5.0), json!(5.0), json!(5.0), json!(1)]),
+            (5.0, 60.0, 1)
+        );
+    }
+
+    #[test]
+    fn what_is_not_computed_is_refused() {
         for (v, says) in [
             (json!({"series": [{"event": "a"}]}), "2 to 30"),
             (
-                json!({"series": [{}, {}], "funnelsFilter": {"funnelOrderType": "strict"}}),
-                "strict",
+                json!({"series": [{}, {}], "funnelsFilter": {"funnelOrderType": "any"}}),
+                "ordered, strict or unordered",
             ),
             (
                 json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "trends"}}),
                 "trends",
             ),
             (
-                json!({"series": [{}, {}], "funnelsFilter": {"exclusions": [{"event": "x"}]}}),
-                "exclusions",
+                json!({"series": [{}, {}, {}], "funnelsFilter": {"funnelOrderType": "unordered",
+                    "exclusions": [{"event": "x", "funnelFromStep": 0, "funnelToStep": 1}]}}),
+                "partial exclusions",
             ),
             (
-                json!({"series": [{}, {}], "breakdownFilter": {"breakdown": "$browser"}}),
-                "breakdowns",
+                json!({"series": [{}, {}], "funnelsFilter": {"exclusions": [{"event": "x", "funnelFromStep": 1, "funnelToStep": 1}]}}),
+                "before its funnelToStep",
+            ),
+            (
+                json!({"series": [{}, {}], "funnelsFilter": {"breakdownAttributionType": "step"}}),
+                "'step' is not supported",
+            ),
+            (
+                json!({"series": [{}, {"optionalInFunnel": true}]}),
+                "optional",
             ),
         ] {
             let e = Funnel::from_value(&v).unwrap_err();

@@ -330,7 +330,8 @@ fn refuse_unsupported(q: &Map<String, Value>) -> Result<(), FilterError> {
     Ok(())
 }
 
-fn breakdown_of(q: &Map<String, Value>) -> Result<Option<Breakdown>, FilterError> {
+/// A node's `breakdownFilter` (one breakdown), read; `None` when it has none.
+pub(super) fn breakdown_of(q: &Map<String, Value>) -> Result<Option<Breakdown>, FilterError> {
     let Some(f) = q.get("breakdownFilter").filter(|v| !v.is_null()) else {
         return Ok(None);
     };

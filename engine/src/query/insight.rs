@@ -13,12 +13,12 @@ use super::exec;
 use super::run::HogQLRun;
 use super::{Modifiers, QueryError, QueryService};
 use crate::insights::events::EventsList;
-use crate::insights::funnels::Funnel;
+use crate::insights::funnels::{Funnel, Viz};
 use crate::insights::lifecycle::Lifecycle;
 use crate::insights::paths::Paths;
 use crate::insights::retention::Retention;
 use crate::insights::trends::{self, BREAKDOWN_OTHER, Trends};
-use crate::insights::{FilterContext, FilterError};
+use crate::insights::{FilterContext, FilterError, quote};
 use crate::meta::Project;
 
 /// A node the query endpoint runs besides HogQLQuery.
@@ -35,6 +35,7 @@ pub(super) fn is_insight(kind: Option<&str>) -> bool {
                 | "PathsQuery"
                 | "ActorsQuery"
                 | "InsightActorsQuery"
+                | "FunnelsActorsQuery"
         )
     )
 }
@@ -52,6 +53,7 @@ fn invalid(e: FilterError) -> QueryError {
 fn series_run(run: HogQLRun, results: Vec<Value>) -> HogQLRun {
     HogQLRun {
         results,
+        object: None,
         batches: Vec::new(),
         columns: Vec::new(),
         types: Vec::new(),
@@ -85,9 +87,13 @@ impl Actors {
             ),
             _ => (node, node),
         };
-        if kind(point) != Some("InsightActorsQuery") {
+        // PostHog's per-kind actor nodes carry the same fields.
+        if !matches!(
+            kind(point),
+            Some("InsightActorsQuery" | "FunnelsActorsQuery" | "StickinessActorsQuery")
+        ) {
             return Err(bad(
-                "an ActorsQuery's source must be an InsightActorsQuery (listing all persons is GET /persons/)",
+                "an ActorsQuery's source must be an InsightActorsQuery or FunnelsActorsQuery (listing all persons is GET /persons/)",
             ));
         }
         let insight = point
@@ -148,7 +154,9 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
         Some("RetentionQuery") => Retention::from_value(node).map(|_| ()),
         Some("StickinessQuery") => stickiness_of(node).map(|_| ()),
         Some("PathsQuery") => Paths::from_value(node).map(|_| ()),
-        Some("ActorsQuery" | "InsightActorsQuery") => Actors::from_value(node).map(|_| ()),
+        Some("ActorsQuery" | "InsightActorsQuery" | "FunnelsActorsQuery") => {
+            Actors::from_value(node).map(|_| ())
+        }
         _ => Trends::from_value(node).map(|_| ()),
     }
     .map_err(invalid)
@@ -173,7 +181,7 @@ impl QueryService {
                     Some("RetentionQuery") => this.run_retention_here(&project, &node).await,
                     Some("StickinessQuery") => this.run_stickiness_here(&project, &node).await,
                     Some("PathsQuery") => this.run_paths_here(&project, &node).await,
-                    Some("ActorsQuery" | "InsightActorsQuery") => {
+                    Some("ActorsQuery" | "InsightActorsQuery" | "FunnelsActorsQuery") => {
                         this.run_actors_here(&project, &node).await
                     }
                     _ => this.run_trends_here(&project, &node).await,
@@ -208,10 +216,42 @@ impl QueryService {
         let f = Funnel::from_value(node).map_err(invalid)?;
         let cx = self.filter_cx(project);
         let p = f.period(&cx).map_err(invalid)?;
-        let levels = f.levels_query(&p, &cx).map_err(invalid)?;
-        let text = format!("SELECT level, count() FROM ({levels}) WHERE level > 0 GROUP BY level");
+        if let Viz::TimeToConvert { .. } = f.viz {
+            let text = f.histogram_params_query(&p, &cx).map_err(invalid)?;
+            let (params, _) = self.rows(project, text).await?;
+            let params = params
+                .first()
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let bins = f.bins(&params);
+            let text = f
+                .histogram_query(&p, &cx, bins.0, bins.1)
+                .map_err(invalid)?;
+            let (rows, run) = self.rows(project, text).await?;
+            let average = params.get(2).cloned().unwrap_or(Value::Null);
+            return Ok(HogQLRun {
+                object: Some(f.histogram(bins, average, &rows)),
+                ..series_run(run, Vec::new())
+            });
+        }
+        let text = f.steps_query(&p, &cx, None).map_err(invalid)?;
         let (rows, run) = self.rows(project, text).await?;
-        Ok(series_run(run, f.shape(&rows)))
+        let (mut rows, other) = f.rank(rows);
+        if other {
+            let shown: Vec<String> = rows
+                .iter()
+                .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+                .collect();
+            let text = f.steps_query(&p, &cx, Some(&shown)).map_err(invalid)?;
+            let (more, _) = self.rows(project, text).await?;
+            rows.extend(more);
+        }
+        let results = match f.shape(&rows) {
+            Value::Array(a) => a,
+            other => vec![other],
+        };
+        Ok(series_run(run, results))
     }
 
     /// A `RetentionQuery`: each cohort period's persons and their returns.
@@ -277,7 +317,9 @@ impl QueryService {
                     .get("funnelStep")
                     .and_then(Value::as_i64)
                     .ok_or_else(|| field("funnelStep", "funnelStep is required".into()))?;
-                self.funnel_ids(project, &a.insight, step).await?
+                let breakdown = a.point.get("funnelStepBreakdown").cloned();
+                self.funnel_ids(project, &a.insight, step, breakdown)
+                    .await?
             }
             Some("RetentionQuery") => {
                 let i = a
@@ -348,6 +390,7 @@ impl QueryService {
             types: vec![("actor".into(), "Tuple".into())],
             batches: Vec::new(),
             results: people.into_iter().map(|p| Value::Array(vec![p])).collect(),
+            object: None,
             has_more: a.offset + a.limit < count,
             limit: a.limit,
             offset: a.offset,
@@ -423,18 +466,25 @@ impl QueryService {
     }
 
     /// The person ids behind one step of a `FunnelsQuery`: `step` n > 0 reached step n,
-    /// n < 0 reached step |n| − 1 and dropped off before step |n| (PostHog's `funnel_step`).
+    /// n < 0 reached step |n| − 1 and dropped off before step |n| (PostHog's `funnel_step`);
+    /// with a breakdown, of one value (`funnelStepBreakdown`, PostHog's other included).
     async fn funnel_ids(
         &self,
         project: &Project,
         node: &Value,
         step: i64,
+        breakdown: Option<Value>,
     ) -> Result<Vec<String>, QueryError> {
         let f = Funnel::from_value(node).map_err(invalid)?;
+        if f.target != "person_id" {
+            return Err(invalid(crate::insights::FilterError(
+                "the groups behind a funnel aggregated by groups are not listed yet".into(),
+            )));
+        }
         let n = f.steps.len() as i64;
-        let condition = match step {
-            s if (1..=n).contains(&s) => format!("level >= {s}"),
-            s if (-n..=-2).contains(&s) => format!("level = {}", -s - 1),
+        let mut condition = match step {
+            s if (1..=n).contains(&s) => format!("f.1 >= {}", s - 1),
+            s if (-n..=-2).contains(&s) => format!("f.1 = {}", -s - 2),
             _ => {
                 return Err(QueryError::InvalidField(
                     "funnel_step",
@@ -446,8 +496,36 @@ impl QueryService {
         };
         let cx = self.filter_cx(project);
         let p = f.period(&cx).map_err(invalid)?;
-        let levels = f.levels_query(&p, &cx).map_err(invalid)?;
-        let text = format!("SELECT person_id FROM ({levels}) WHERE {condition}");
+        let value = match breakdown {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) if a.len() == 1 => Some(a[0].clone()),
+            Some(v) => Some(v),
+        };
+        if let (Some(v), Some(_)) = (value, &f.breakdown) {
+            let v = match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            condition = match v == BREAKDOWN_OTHER {
+                false => format!("{condition} AND breakdown = {}", quote(&v)),
+                true => {
+                    let text = f.steps_query(&p, &cx, None).map_err(invalid)?;
+                    let (rows, _) = self.rows(project, text).await?;
+                    let shown: Vec<String> = f
+                        .rank(rows)
+                        .0
+                        .iter()
+                        .filter_map(|r| r.get(0).and_then(Value::as_str).map(quote))
+                        .collect();
+                    match shown.is_empty() {
+                        true => condition,
+                        false => format!("{condition} AND breakdown NOT IN ({})", shown.join(", ")),
+                    }
+                }
+            };
+        }
+        let persons = f.persons_query(&p, &cx).map_err(invalid)?;
+        let text = format!("SELECT DISTINCT target FROM ({persons}) WHERE {condition}");
         let (rows, _) = self.rows(project, text).await?;
         Ok(rows
             .iter()
@@ -486,13 +564,14 @@ impl QueryService {
         project: &Project,
         node: &Value,
         step: i64,
+        breakdown: Option<Value>,
     ) -> Result<Vec<String>, QueryError> {
         let admitted = self.exec.admit(project.id)?;
         let cancel = CancellationToken::new();
         let (this, project, node) = (self.clone(), project.clone(), node.clone());
         self.exec
             .run_admitted(admitted, &cancel, async move {
-                this.funnel_ids(&project, &node, step).await
+                this.funnel_ids(&project, &node, step, breakdown).await
             })
             .await
     }
@@ -648,6 +727,7 @@ impl QueryService {
             types: Vec::new(),
             batches: Vec::new(),
             results,
+            object: None,
             has_more,
             limit: 0,
             offset: 0,

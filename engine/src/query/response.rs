@@ -49,6 +49,9 @@ pub struct QueryResults {
     pub types: Vec<(String, String)>,
     /// One JSON array per row.
     pub rows: Vec<Value>,
+    /// A result that is one object rather than rows (a funnel's time to convert): shown as
+    /// `results` instead of `rows`.
+    pub object: Option<Value>,
     /// The query as it ran (LIMIT rules applied), printed back as HogQL.
     pub hogql: String,
     /// Seconds each stage took, by stage name (`./plan`, `./execute`, `./total`).

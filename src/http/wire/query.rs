@@ -24,7 +24,7 @@ pub(crate) fn response(r: QueryResponse) -> Value {
     let complete = r.status.is_complete();
     let (results, columns, types, hogql, timings, has_more, limit, offset) = match r.results {
         Some(q) => (
-            Value::Array(q.rows),
+            q.object.unwrap_or(Value::Array(q.rows)),
             json!(q.columns),
             Value::Array(q.types.iter().map(|(n, t)| json!([n, t])).collect()),
             Value::String(q.hogql),
@@ -155,6 +155,7 @@ mod tests {
                     ("c".into(), "UInt64".into()),
                 ],
                 rows: vec![json!(["$pageview", 3])],
+                object: None,
                 hogql: "SELECT event, count() AS c FROM events GROUP BY event LIMIT 100".into(),
                 timings: vec![("./plan".into(), 0.5), ("./total".into(), 1.25)],
                 has_more: false,

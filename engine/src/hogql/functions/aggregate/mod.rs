@@ -6,6 +6,7 @@
 
 mod aggs;
 mod arrays;
+mod funnel;
 mod groups;
 mod lambda;
 #[cfg(test)]
@@ -79,6 +80,7 @@ const ENTRIES: &[Entry] = &[
     e("groupUniqArray", false, A, 1, Some(1), (0, 1)),
     e("topK", false, A, 1, Some(1), (0, 1)),
     e("windowFunnel", false, A, 2, None, (1, usize::MAX)),
+    e("hedgerowFunnel", false, A, 2, None, (3, 3)),
     e("stddevPop", false, A, 1, Some(1), (0, 0)),
     e("stddevSamp", false, A, 1, Some(1), (0, 0)),
     e("varPop", false, A, 1, Some(1), (0, 0)),

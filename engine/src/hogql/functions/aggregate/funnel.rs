@@ -1,0 +1,759 @@
+//! `hedgerowFunnel(window, 'ordered' | 'strict' | 'unordered', steps)(timestamp, step
+//! conditions…, exclusion conditions…)`: the per-person half of PostHog's funnels, which
+//! ClickHouse answers with PostHog's own `aggregate_funnel` UDF and plain ClickHouse cannot.
+//! Not in PostHog's HogQL function list: the `FunnelsQuery` compiler calls it, and HogQL users
+//! may too.
+//!
+//! Arguments: the event time, one condition per step (`steps` of them), and optionally one
+//! exclusion condition per step after the first (`steps − 1`: the i-th holds for an event that
+//! must not come between step i−1 and step i). The answer is a tuple: `.1` the furthest step
+//! reached, 0-based (−1: the first step never happened, or the best path crossed an
+//! exclusion, and PostHog then leaves the person out), `.2` the seconds between consecutive
+//! steps of that path (`.2[1]` from the first step to the second).
+//!
+//! The rules, as PostHog's funnels behave:
+//! - **ordered**: events in time order; each step-1 event starts a path; a step-k event moves
+//!   a path that reached step k−1 to step k if it is within `window` seconds of the path's
+//!   start (inclusive). A path that reached step k−1 is not moved again by another event of
+//!   the same start. Events at the same instant that match different steps are tried step by
+//!   step, lowest first, and one event moves a path at most one step (exclusions are not
+//!   applied among them, as in PostHog).
+//! - **strict**: as ordered, but any event that does not match step k breaks every path
+//!   waiting for step k (the query gives it every event of the person, not only steps).
+//! - **unordered**: the steps may come in any order: the most distinct steps whose events
+//!   fall within one window; an event matching several steps counts for the one whose last
+//!   event is oldest. A path is excluded when an exclusion event falls between its first and
+//!   its last event (PostHog allows only whole-funnel exclusions in unordered funnels).
+//! - An exclusion event between step k−1 and step k of a path within the window marks the
+//!   path excluded; the person is left out when their furthest path is excluded and no clean
+//!   path goes as far.
+
+use super::groups::{GroupStates, HeapSize};
+use super::{FnContext, FunctionError, literal_i64, to_predicate, type_of};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int8Array, Int64Array, ListArray,
+    StructArray, UInt32Array,
+};
+use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::datatypes::{
+    DataType, Field, FieldRef, Fields, Int64Type, TimeUnit, UInt32Type,
+};
+use datafusion::common::{Result, ScalarValue, exec_err};
+use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::format_state_name;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, Expr, GroupsAccumulator, Signature,
+    Volatility, cast,
+};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Most steps a funnel may have (the step and exclusion sets are bit masks).
+pub(super) const MAX_STEPS: usize = 31;
+
+/// How the steps must follow each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Order {
+    Ordered,
+    Strict,
+    Unordered,
+}
+
+/// One event: its time (in the argument's unit), the steps it matches (bit k: step k,
+/// 0-based) and the exclusions it matches (bit k: between step k−1 and step k).
+type Event = (i64, u32, u32);
+
+/// What one person's events answer: the furthest step (0-based, −1 none or excluded) and
+/// the times between consecutive steps of its path, in the argument's unit.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Outcome {
+    pub(super) level: i8,
+    pub(super) gaps: Vec<i64>,
+}
+
+/// A path being followed: when its first step happened, whether an exclusion broke it, the
+/// time of each step reached and the events (indexes into the sorted list) it used.
+#[derive(Debug, Clone, Default)]
+struct Path {
+    start: Option<i64>,
+    excluded: bool,
+    times: Vec<i64>,
+    used: Vec<usize>,
+}
+
+/// The answer for `events` (sorted here) of a funnel of `steps` steps.
+pub(super) fn evaluate(events: &mut [Event], window: i64, steps: usize, order: Order) -> Outcome {
+    events.sort_unstable();
+    let (reached, best) = match order {
+        Order::Unordered => unordered(events, window, steps),
+        _ => ordered(events, window, steps, order == Order::Strict),
+    };
+    if best.excluded || reached == 0 {
+        return Outcome {
+            level: -1,
+            gaps: vec![],
+        };
+    }
+    Outcome {
+        level: reached as i8 - 1,
+        gaps: best.times.windows(2).map(|w| w[1] - w[0]).collect(),
+    }
+}
+
+fn ordered(events: &[Event], window: i64, steps: usize, strict: bool) -> (usize, Path) {
+    // entered[k]: the path that reached step k (1-based); entered[0] is "now", the start a
+    // step-1 event gives.
+    let mut entered: Vec<Path> = vec![Path::default(); steps + 1];
+    let mut best = (0usize, Path::default());
+    let mut i = 0;
+    while i < events.len() {
+        let t = events[i].0;
+        let end = i + events[i..].iter().take_while(|e| e.0 == t).count();
+        entered[0] = Path {
+            start: Some(t),
+            ..Path::default()
+        };
+        let group = &events[i..end];
+        if group.iter().all(|e| (e.1, e.2) == (group[0].1, group[0].2)) {
+            for (k, e) in group.iter().enumerate() {
+                step_event(&mut entered, &mut best, e, i + k, false, window, steps);
+                if strict {
+                    for (s, p) in entered.iter_mut().enumerate().skip(1) {
+                        if e.1 & (1 << (s - 1)) == 0 {
+                            *p = Path::default();
+                        }
+                    }
+                }
+            }
+        } else {
+            // Different steps at one instant: each step on its own, lowest first.
+            let mut singles: Vec<(u32, usize)> = group
+                .iter()
+                .enumerate()
+                .flat_map(|(k, e)| {
+                    (0..steps)
+                        .filter(move |s| e.1 & (1 << s) != 0)
+                        .map(move |s| (s as u32, i + k))
+                })
+                .collect();
+            singles.sort_unstable();
+            for (s, idx) in singles {
+                let e = (t, 1 << s, 0);
+                step_event(&mut entered, &mut best, &e, idx, true, window, steps);
+            }
+        }
+        if entered[steps].start.is_some() {
+            break;
+        }
+        i = end;
+    }
+    (best.0, best.1)
+}
+
+/// Applies one event to the paths: its exclusions first, then its steps, highest first (so
+/// an event moves a path one step at most).
+fn step_event(
+    entered: &mut [Path],
+    best: &mut (usize, Path),
+    e: &Event,
+    idx: usize,
+    same_instant: bool,
+    window: i64,
+    steps: usize,
+) {
+    let (t, matched, excluded) = *e;
+    let within = |p: &Path| p.start.is_some_and(|s| t.saturating_sub(s) <= window);
+    for s in (1..steps).rev().filter(|s| excluded & (1 << s) != 0) {
+        // An exclusion before (0-based) step s: between 1-based steps s and s + 1.
+        let (prev, this) = (s, s + 1);
+        let p = &entered[prev];
+        let already = entered[this].start.is_some() && entered[this].start == p.start;
+        if within(p) && !already && !p.excluded {
+            entered[prev].excluded = true;
+            if best.0 == prev && within(&best.1) {
+                best.1.excluded = true;
+            }
+        }
+    }
+    for s in (0..steps).rev().filter(|s| matched & (1 << s) != 0) {
+        let (prev, this) = (s, s + 1);
+        let p = &entered[prev];
+        let already = entered[this].start.is_some() && entered[this].start == p.start;
+        if !within(p) || already || (same_instant && p.used.contains(&idx)) {
+            continue;
+        }
+        let mut next = p.clone();
+        next.times.push(t);
+        next.used.push(idx);
+        if this > best.0 || (this == best.0 && best.1.excluded) {
+            *best = (this, next.clone());
+        }
+        if !next.excluded {
+            entered[this] = next;
+        }
+    }
+}
+
+fn unordered(events: &[Event], window: i64, steps: usize) -> (usize, Path) {
+    let mut by_step: Vec<VecDeque<i64>> = vec![VecDeque::new(); steps];
+    let exclusions: Vec<i64> = events.iter().filter(|e| e.2 != 0).map(|e| e.0).collect();
+    let mut best = (0usize, Path::default());
+    for &(t, matched, _) in events {
+        if matched == 0 {
+            continue;
+        }
+        // The matched step whose latest event is oldest (none yet counts as oldest).
+        let s = (0..steps)
+            .filter(|s| matched & (1 << s) != 0)
+            .min_by_key(|&s| by_step[s].back().copied().unwrap_or(i64::MIN))
+            .expect("an event with a step");
+        by_step[s].push_back(t);
+        for q in by_step.iter_mut() {
+            while q.front().is_some_and(|&f| t.saturating_sub(f) > window) {
+                q.pop_front();
+            }
+        }
+        let done = by_step.iter().filter(|q| !q.is_empty()).count();
+        let mut firsts: Vec<i64> = by_step.iter().filter_map(|q| q.front().copied()).collect();
+        firsts.sort_unstable();
+        let start = firsts[0];
+        let excluded = exclusions.iter().any(|&x| x >= start && x <= t);
+        if done > best.0 || (done == best.0 && best.1.excluded && !excluded) {
+            best = (
+                done,
+                Path {
+                    start: Some(start),
+                    excluded,
+                    times: firsts,
+                    used: vec![],
+                },
+            );
+        }
+    }
+    best
+}
+
+/// The aggregate: see the module's documentation.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct Funnel {
+    /// The window in the timestamp argument's unit.
+    window: i64,
+    /// Units of the timestamp argument per second.
+    scale: i64,
+    steps: usize,
+    exclusions: bool,
+    order: Order,
+    name: String,
+    signature: Signature,
+}
+
+fn out_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("c0", DataType::Int8, false),
+        Field::new(
+            "c1",
+            DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true))),
+            false,
+        ),
+    ])
+}
+
+fn list_of(t: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(t, true)))
+}
+
+impl AggregateUDFImpl for Funnel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Struct(out_fields()))
+    }
+
+    fn is_nullable(&self) -> bool {
+        false
+    }
+
+    fn default_value(&self, _: &DataType) -> Result<ScalarValue> {
+        Ok(ScalarValue::Struct(Arc::new(self.outcomes(vec![
+            Outcome {
+                level: -1,
+                gaps: vec![],
+            },
+        ]))))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
+        Ok(["ts", "steps", "exclusions"]
+            .into_iter()
+            .zip([DataType::Int64, DataType::UInt32, DataType::UInt32])
+            .map(|(n, t)| {
+                Arc::new(Field::new(
+                    format_state_name(args.name, n),
+                    list_of(t),
+                    true,
+                ))
+            })
+            .collect())
+    }
+
+    fn accumulator(&self, _: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(FunnelAcc {
+            f: self.shape(),
+            events: vec![],
+        }))
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs<'_>) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        _: AccumulatorArgs<'_>,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(FunnelGroups {
+            f: self.shape(),
+            events: GroupStates::default(),
+        }))
+    }
+}
+
+/// What the accumulators need of a [`Funnel`].
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    window: i64,
+    scale: i64,
+    steps: usize,
+    exclusions: bool,
+    order: Order,
+}
+
+impl Shape {
+    /// Calls `f(row, event)` for each row kept by `filter` with a time and a step or an
+    /// exclusion (NULL conditions are false).
+    fn each_event(
+        &self,
+        values: &[ArrayRef],
+        filter: Option<&BooleanArray>,
+        mut f: impl FnMut(usize, Event),
+    ) -> Result<()> {
+        let want = 1 + self.steps + if self.exclusions { self.steps - 1 } else { 0 };
+        if values.len() != want {
+            return exec_err!("hedgerowFunnel: expected {want} arguments");
+        }
+        let ts = values[0].as_primitive::<Int64Type>();
+        let conds: Vec<&BooleanArray> = values[1..].iter().map(|c| c.as_boolean()).collect();
+        for row in 0..ts.len() {
+            if ts.is_null(row) || filter.is_some_and(|f| !f.is_valid(row) || !f.value(row)) {
+                continue;
+            }
+            let (mut steps, mut excl) = (0u32, 0u32);
+            for (k, c) in conds.iter().enumerate() {
+                if c.is_valid(row) && c.value(row) {
+                    match k < self.steps {
+                        true => steps |= 1 << k,
+                        false => excl |= 1 << (k - self.steps + 1),
+                    }
+                }
+            }
+            if steps != 0 || excl != 0 || self.order == Order::Strict {
+                f(row, (ts.value(row), steps, excl));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Funnel {
+    fn shape(&self) -> Shape {
+        Shape {
+            window: self.window,
+            scale: self.scale,
+            steps: self.steps,
+            exclusions: self.exclusions,
+            order: self.order,
+        }
+    }
+
+    fn outcomes(&self, outcomes: Vec<Outcome>) -> StructArray {
+        outcome_array(self.scale, outcomes)
+    }
+}
+
+fn outcome_array(scale: i64, outcomes: Vec<Outcome>) -> StructArray {
+    let levels = Int8Array::from_iter_values(outcomes.iter().map(|o| o.level));
+    let gaps = Float64Array::from_iter_values(
+        outcomes
+            .iter()
+            .flat_map(|o| o.gaps.iter().map(|g| *g as f64 / scale as f64)),
+    );
+    let offsets = OffsetBuffer::from_lengths(outcomes.iter().map(|o| o.gaps.len()));
+    let list = ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        offsets,
+        Arc::new(gaps),
+        None,
+    );
+    StructArray::new(
+        out_fields(),
+        vec![Arc::new(levels) as ArrayRef, Arc::new(list)],
+        None,
+    )
+}
+
+/// Events of many states as the state's three list columns.
+fn state_of<'a>(groups: impl Iterator<Item = &'a [Event]>) -> Vec<ArrayRef> {
+    let (mut lengths, mut ts, mut steps, mut excl) = (vec![], vec![], vec![], vec![]);
+    for events in groups {
+        lengths.push(events.len());
+        for e in events {
+            ts.push(e.0);
+            steps.push(e.1);
+            excl.push(e.2);
+        }
+    }
+    let offsets = OffsetBuffer::from_lengths(lengths);
+    let list = |values: ArrayRef| -> ArrayRef {
+        let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
+        Arc::new(ListArray::new(field, offsets.clone(), values, None))
+    };
+    vec![
+        list(Arc::new(Int64Array::from(ts))),
+        list(Arc::new(UInt32Array::from(steps))),
+        list(Arc::new(UInt32Array::from(excl))),
+    ]
+}
+
+/// Calls `f(row, event)` for each event of each row's state.
+fn each_state_event(states: &[ArrayRef], mut f: impl FnMut(usize, Event)) {
+    let ts = states[0].as_list::<i32>();
+    let steps = states[1].as_list::<i32>();
+    let excl = states[2].as_list::<i32>();
+    for i in 0..ts.len() {
+        if ts.is_null(i) {
+            continue;
+        }
+        let (t, s, x) = (ts.value(i), steps.value(i), excl.value(i));
+        let t = t.as_primitive::<Int64Type>();
+        let s = s.as_primitive::<UInt32Type>();
+        let x = x.as_primitive::<UInt32Type>();
+        for k in 0..t.len() {
+            f(i, (t.value(k), s.value(k), x.value(k)));
+        }
+    }
+}
+
+impl HeapSize for Vec<Event> {
+    fn heap_size(&self) -> usize {
+        self.capacity() * size_of::<Event>()
+    }
+}
+
+#[derive(Debug)]
+struct FunnelAcc {
+    f: Shape,
+    events: Vec<Event>,
+}
+
+impl Accumulator for FunnelAcc {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.f.each_event(values, None, |_, e| self.events.push(e))
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        each_state_event(states, |_, e| self.events.push(e));
+        Ok(())
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        state_of(std::iter::once(self.events.as_slice()))
+            .iter()
+            .map(|a| ScalarValue::try_from_array(a, 0))
+            .collect()
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let f = self.f;
+        let o = evaluate(&mut self.events, f.window, f.steps, f.order);
+        Ok(ScalarValue::Struct(Arc::new(outcome_array(
+            f.scale,
+            vec![o],
+        ))))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.events.heap_size()
+    }
+}
+
+/// [`FunnelAcc`] for many groups at once, each group's events filled straight from the batch.
+struct FunnelGroups {
+    f: Shape,
+    events: GroupStates<Vec<Event>>,
+}
+
+impl GroupsAccumulator for FunnelGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.events.resize(total_num_groups);
+        let f = self.f;
+        f.each_event(values, opt_filter, |row, e| {
+            self.events.update(group_indices[row], |v| v.push(e))
+        })
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.events.resize(total_num_groups);
+        each_state_event(values, |row, e| {
+            self.events.update(group_indices[row], |v| v.push(e))
+        });
+        Ok(())
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let f = self.f;
+        let outcomes = self
+            .events
+            .take(emit_to)
+            .into_iter()
+            .map(|mut e| evaluate(&mut e, f.window, f.steps, f.order))
+            .collect();
+        Ok(Arc::new(outcome_array(f.scale, outcomes)))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let taken = self.events.take(emit_to);
+        Ok(state_of(taken.iter().map(Vec::as_slice)))
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let mut rows: Vec<Vec<Event>> = vec![Vec::new(); values[0].len()];
+        self.f
+            .each_event(values, opt_filter, |row, e| rows[row].push(e))?;
+        Ok(state_of(rows.iter().map(Vec::as_slice)))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.events.size()
+    }
+}
+
+/// Reads a constant string parameter.
+fn literal_text(name: &str, e: &Expr) -> Result<String, FunctionError> {
+    match e {
+        Expr::Literal(ScalarValue::Utf8(Some(s)), _)
+        | Expr::Literal(ScalarValue::LargeUtf8(Some(s)), _)
+        | Expr::Literal(ScalarValue::Utf8View(Some(s)), _) => Ok(s.clone()),
+        _ => Err(FunctionError::Invalid(format!(
+            "Function `{name}` needs a constant string, got {e}"
+        ))),
+    }
+}
+
+/// `hedgerowFunnel(window, order, steps)(timestamp, conditions…)` planned.
+pub(super) fn plan(
+    called: &str,
+    params: Vec<Expr>,
+    args: Vec<Expr>,
+    filter: Option<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let invalid = |m: String| FunctionError::Invalid(format!("`{called}`: {m}"));
+    let window = literal_i64(called, &params[0])?;
+    if window < 0 {
+        return Err(invalid("the window must not be negative".into()));
+    }
+    let order = match literal_text(called, &params[1])?.as_str() {
+        "ordered" => Order::Ordered,
+        "strict" => Order::Strict,
+        "unordered" => Order::Unordered,
+        other => {
+            return Err(invalid(format!(
+                "the order is 'ordered', 'strict' or 'unordered', got '{other}'"
+            )));
+        }
+    };
+    let steps = literal_i64(called, &params[2])?;
+    if !(1..=MAX_STEPS as i64).contains(&steps) {
+        return Err(invalid(format!("a funnel has 1 to {MAX_STEPS} steps")));
+    }
+    let steps = steps as usize;
+    let conditions = args.len() - 1;
+    let exclusions = match conditions {
+        c if c == steps => false,
+        c if c == 2 * steps - 1 && steps > 1 => true,
+        c => {
+            return Err(invalid(format!(
+                "expected a timestamp and {steps} step conditions (and optionally {} exclusion conditions), got {c} conditions",
+                steps - 1
+            )));
+        }
+    };
+    let mut it = args.into_iter();
+    let ts = it.next().expect("arity");
+    let (ts, scale) = match type_of(&ts, ctx)? {
+        DataType::Timestamp(unit, _) => {
+            let scale = match unit {
+                TimeUnit::Second => 1,
+                TimeUnit::Millisecond => 1_000,
+                TimeUnit::Microsecond => 1_000_000,
+                TimeUnit::Nanosecond => 1_000_000_000,
+            };
+            (cast(ts, DataType::Int64), scale)
+        }
+        t => {
+            return Err(invalid(format!(
+                "the first argument must be a DateTime, got {t}"
+            )));
+        }
+    };
+    let window = window
+        .checked_mul(scale)
+        .ok_or_else(|| invalid("the window is too large".into()))?;
+    let mut all = vec![ts];
+    for c in it {
+        all.push(to_predicate(c, ctx)?);
+    }
+    let udaf = Funnel {
+        window,
+        scale,
+        steps,
+        exclusions,
+        order,
+        name: format!("hedgerowFunnel({window}, {order:?}, {steps})"),
+        signature: Signature::any(all.len(), Volatility::Immutable),
+    };
+    Ok(Expr::AggregateFunction(AggregateFunction::new_udf(
+        Arc::new(AggregateUDF::from(udaf)),
+        all,
+        false,
+        filter.map(Box::new),
+        vec![],
+        None,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S0: u32 = 1;
+    const S1: u32 = 2;
+    const S2: u32 = 4;
+
+    fn run(events: &[Event], window: i64, steps: usize, order: Order) -> (i8, Vec<i64>) {
+        let mut e = events.to_vec();
+        let o = evaluate(&mut e, window, steps, order);
+        (o.level, o.gaps)
+    }
+
+    #[test]
+    fn ordered_paths_move_within_the_window_of_their_start() {
+        let o = Order::Ordered;
+        assert_eq!(
+            run(&[(0, S0, 0), (5, S1, 0), (9, S2, 0)], 10, 3, o),
+            (2, vec![5, 4])
+        );
+        // Step 3 comes too late for the path that started at 0; the one at 4 makes it.
+        assert_eq!(
+            run(
+                &[(0, S0, 0), (2, S1, 0), (4, S0, 0), (6, S1, 0), (12, S2, 0)],
+                10,
+                3,
+                o
+            ),
+            (2, vec![2, 6])
+        );
+        // Out of order: step 2 before step 1 does not count.
+        assert_eq!(run(&[(0, S1, 0), (1, S0, 0)], 10, 2, o), (0, vec![]));
+        assert_eq!(run(&[(0, S1, 0)], 10, 2, o), (-1, vec![]));
+        // One event matching two steps moves a path one step only.
+        assert_eq!(run(&[(0, S0 | S1, 0)], 10, 2, o), (0, vec![]));
+        assert_eq!(
+            run(&[(0, S0 | S1, 0), (3, S0 | S1, 0)], 10, 2, o),
+            (1, vec![3])
+        );
+        // The window is inclusive.
+        assert_eq!(run(&[(0, S0, 0), (10, S1, 0)], 10, 2, o).0, 1);
+        assert_eq!(run(&[(0, S0, 0), (11, S1, 0)], 10, 2, o).0, 0);
+        // Different steps at one instant: tried in step order.
+        assert_eq!(run(&[(0, S1, 0), (0, S0, 0)], 10, 2, o), (1, vec![0]));
+    }
+
+    #[test]
+    fn strict_paths_break_on_any_other_event() {
+        let s = Order::Strict;
+        assert_eq!(run(&[(0, S0, 0), (1, 0, 0), (2, S1, 0)], 10, 2, s).0, 0);
+        assert_eq!(run(&[(0, S0, 0), (2, S1, 0), (3, 0, 0)], 10, 2, s).0, 1);
+        assert_eq!(
+            run(&[(0, S0, 0), (1, 0, 0), (2, S1, 0)], 10, 2, Order::Ordered).0,
+            1
+        );
+    }
+
+    #[test]
+    fn exclusions_drop_the_person_when_they_break_the_furthest_path() {
+        let o = Order::Ordered;
+        // An exclusion between step 1 and step 2 (bit 1).
+        assert_eq!(
+            run(&[(0, S0, 0), (1, 0, 2), (2, S1, 0)], 10, 2, o),
+            (-1, vec![])
+        );
+        // After the path converted it does not matter.
+        assert_eq!(
+            run(&[(0, S0, 0), (2, S1, 0), (3, 0, 2)], 10, 2, o),
+            (1, vec![2])
+        );
+        // A clean later path replaces the excluded one.
+        assert_eq!(
+            run(
+                &[(0, S0, 0), (1, 0, 2), (2, S1, 0), (20, S0, 0), (25, S1, 0)],
+                10,
+                2,
+                o
+            ),
+            (1, vec![5])
+        );
+        // Outside the window of the path it does not break it.
+        assert_eq!(run(&[(0, S0, 0), (11, 0, 2)], 10, 2, o), (0, vec![]));
+    }
+
+    #[test]
+    fn unordered_counts_distinct_steps_within_one_window() {
+        let u = Order::Unordered;
+        assert_eq!(
+            run(&[(0, S2, 0), (3, S0, 0), (5, S1, 0)], 10, 3, u),
+            (2, vec![3, 2])
+        );
+        assert_eq!(
+            run(&[(0, S2, 0), (11, S0, 0), (12, S1, 0)], 10, 3, u),
+            (1, vec![1])
+        );
+        assert_eq!(run(&[(0, S1, 0)], 10, 3, u), (0, vec![]));
+        assert_eq!(
+            run(&[(0, S1, 0), (1, 0, 6), (2, S0, 0)], 10, 2, u),
+            (-1, vec![])
+        );
+    }
+}
