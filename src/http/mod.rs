@@ -218,6 +218,19 @@ fn project_routes(app: &App, prefix: &str) -> Router<App> {
                 ),
             ),
         )
+        // Spec §4.1 endpoints 17 and 18: as 15 and 16.
+        .route(
+            &format!("{p}/{{project_id}}/persons/funnel/correlation/"),
+            scoped(
+                app,
+                "person:read",
+                scoped(
+                    app,
+                    "query:read",
+                    get(persons::funnel_correlation).post(persons::funnel_correlation),
+                ),
+            ),
+        )
         // Spec §4.1 endpoint 19: it reads events and persons, so both scopes.
         .route(
             &format!("{p}/{{project_id}}/persons/lifecycle/"),

@@ -619,6 +619,29 @@ pub async fn lifecycle(
 
 // 15, 16. funnel
 
+/// A persons endpoint's JSON body (empty: no fields).
+fn body_fields(body: &Bytes) -> Result<serde_json::Map<String, Value>, ApiError> {
+    match body.is_empty() {
+        true => Ok(serde_json::Map::new()),
+        false => match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(ApiError::invalid(
+                "invalid_input",
+                "the body must be a JSON object",
+            )),
+        },
+    }
+}
+
+/// A field of the body, else of the query string (JSON where it parses, else text).
+fn field(doc: &serde_json::Map<String, Value>, q: &Params, name: &str) -> Option<Value> {
+    doc.get(name).filter(|v| !v.is_null()).cloned().or_else(|| {
+        param(q, name)
+            .filter(|s| !s.is_empty())
+            .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned())))
+    })
+}
+
 /// A funnel as `/persons/funnel/` takes it: a `FunnelsQuery` in `query`, or PostHog's older
 /// filter (`events` in order, `date_from`, `date_to`, `funnel_window_days` or
 /// `funnel_window_interval` with `funnel_window_interval_unit`, `funnel_order_type`,
@@ -698,26 +721,8 @@ pub async fn funnel(
     let project = caller.project()?;
     let format = format(&q)?;
     let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
-    let doc: serde_json::Map<String, Value> = match body.is_empty() {
-        true => serde_json::Map::new(),
-        false => match serde_json::from_slice::<Value>(&body) {
-            Ok(Value::Object(m)) => m,
-            _ => {
-                return Err(ApiError::invalid(
-                    "invalid_input",
-                    "the body must be a JSON object",
-                ));
-            }
-        },
-    };
-    // The body's fields, then the query string's (JSON where it parses, else text).
-    let get = |name: &str| -> Option<Value> {
-        doc.get(name).filter(|v| !v.is_null()).cloned().or_else(|| {
-            param(&q, name)
-                .filter(|s| !s.is_empty())
-                .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned())))
-        })
-    };
+    let doc = body_fields(&body)?;
+    let get = |name: &str| field(&doc, &q, name);
     let node = funnel_node(&get)?;
     let step = match get("funnel_step") {
         Some(Value::Number(n)) => n.as_i64(),
@@ -735,6 +740,105 @@ pub async fn funnel(
     let page = app
         .engine
         .funnel_persons(project, &node, step, breakdown, limit, offset)
+        .await?;
+    let (next, previous) = page_links(&headers, uri.path(), &q, limit, offset, page.count as usize);
+    let results = page.results.iter().map(wire::person).collect();
+    Ok(respond_page(
+        format,
+        wire::page(page.count, next, previous, results),
+    ))
+}
+
+// 17, 18. funnel/correlation
+
+/// `GET|POST /persons/funnel/correlation/`: the persons behind one funnel correlation
+/// result, in the persons list envelope. The correlation is a `FunnelCorrelationQuery` in
+/// `query` (or a `FunnelsQuery` there, or PostHog's older funnel filter, with
+/// `funnel_correlation_type`, `funnel_correlation_names`, `funnel_correlation_exclude_names`,
+/// `funnel_correlation_exclude_event_names`, `funnel_correlation_event_names` and
+/// `funnel_correlation_event_exclude_property_names`); the result is
+/// `funnel_correlation_person_entity` (`{"id": event}`, with one property filter for an
+/// event's property) or `funnel_correlation_property_values` (`[{"key", "value"}]`), and
+/// `funnel_correlation_person_converted` (true or false, in any case) keeps the persons who
+/// finished the funnel or those who did not.
+pub async fn funnel_correlation(
+    State(app): State<App>,
+    caller: Caller,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<Params>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let project = caller.project()?;
+    let format = format(&q)?;
+    let (limit, offset) = limit_offset(param(&q, "limit"), param(&q, "offset"), MAX_LIMIT)?;
+    let doc = body_fields(&body)?;
+    let get = |name: &str| field(&doc, &q, name);
+    let node = match get("query") {
+        Some(n) if n.get("kind").and_then(Value::as_str) == Some("FunnelCorrelationQuery") => n,
+        _ => {
+            let funnel = funnel_node(&get)?;
+            let mut c = serde_json::json!({"kind": "FunnelCorrelationQuery",
+                "source": {"kind": "FunnelsActorsQuery", "source": funnel}});
+            for (from, to) in [
+                ("funnel_correlation_type", "funnelCorrelationType"),
+                ("funnel_correlation_names", "funnelCorrelationNames"),
+                (
+                    "funnel_correlation_exclude_names",
+                    "funnelCorrelationExcludeNames",
+                ),
+                (
+                    "funnel_correlation_exclude_event_names",
+                    "funnelCorrelationExcludeEventNames",
+                ),
+                (
+                    "funnel_correlation_event_names",
+                    "funnelCorrelationEventNames",
+                ),
+                (
+                    "funnel_correlation_event_exclude_property_names",
+                    "funnelCorrelationEventExcludePropertyNames",
+                ),
+            ] {
+                if let Some(v) = get(from) {
+                    c[to] = v;
+                }
+            }
+            c
+        }
+    };
+    let mut point = serde_json::Map::new();
+    if let Some(e) = get("funnel_correlation_person_entity") {
+        point.insert("funnelCorrelationPersonEntity".into(), e);
+    }
+    if let Some(v) = get("funnel_correlation_property_values") {
+        point.insert("funnelCorrelationPropertyValues".into(), v);
+    }
+    match get("funnel_correlation_person_converted") {
+        None => {}
+        Some(Value::Bool(b)) => {
+            point.insert("funnelCorrelationPersonConverted".into(), Value::Bool(b));
+        }
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => {
+            point.insert("funnelCorrelationPersonConverted".into(), Value::Bool(true));
+        }
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => {
+            point.insert(
+                "funnelCorrelationPersonConverted".into(),
+                Value::Bool(false),
+            );
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "invalid_input",
+                "funnel_correlation_person_converted must be true or false",
+            )
+            .with_attr("funnel_correlation_person_converted"));
+        }
+    }
+    let page = app
+        .engine
+        .correlation_persons(project, &node, &point, limit, offset)
         .await?;
     let (next, previous) = page_links(&headers, uri.path(), &q, limit, offset, page.count as usize);
     let results = page.results.iter().map(wire::person).collect();

@@ -619,6 +619,13 @@ async fn every_route_answers_every_caller_as_written() {
             Some(json!({"events": [{"id": "a"}, {"id": "b"}], "funnel_step": 1})),
         ),
         route(
+            Method::POST,
+            "/api/projects/1/persons/funnel/correlation/",
+            "query:read",
+            Some(json!({"events": [{"id": "a"}, {"id": "b"}],
+                        "funnel_correlation_person_entity": {"id": "x", "type": "events"}})),
+        ),
+        route(
             Method::GET,
             "/api/projects/1/persons/lifecycle/?target_date=dStart&lifecycle_type=new",
             "query:read",

@@ -328,3 +328,219 @@ async fn funnels_answer_the_hand_worked_cases() {
         .collect();
     assert_eq!(ids, set(&["p1", "p2", "p8"]), "{v}");
 }
+
+/// The persons' distinct ids in a persons list or an actors response.
+fn ids_of(v: &Value, actors: bool) -> BTreeSet<String> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let p = if actors { &r[0] } else { r };
+            p["distinct_ids"].as_array().unwrap().clone()
+        })
+        .map(|d| d.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn funnel_correlation_matches_hand_worked_odds() {
+    let srv = Server::start(&[]);
+    let start = chrono::Utc::now() - chrono::Duration::days(2);
+    // (person, seconds, event, plan set on them, V's quality)
+    let events: &[(&str, i64, &str, &str, Option<&str>)] = &[
+        ("c1", 0, "S1", "pro", None),
+        ("c1", 10, "V", "pro", Some("hd")),
+        ("c1", 20, "S2", "pro", None),
+        ("c2", 0, "S1", "pro", None),
+        ("c2", 10, "V", "pro", Some("hd")),
+        ("c2", 30, "S2", "pro", None),
+        ("c3", 0, "S1", "free", None),
+        ("c3", 10, "V", "free", Some("hd")),
+        ("c4", 0, "S1", "free", None),
+        ("c4", 10, "Z", "free", None),
+        ("c5", 0, "S1", "free", None),
+        ("c5", 10, "Z", "free", None),
+        // c6 watches after finishing: that V does not count.
+        ("c6", 0, "S1", "pro", None),
+        ("c6", 5, "S2", "pro", None),
+        ("c6", 100, "V", "pro", Some("hd")),
+    ];
+    let batch: Vec<Value> = events
+        .iter()
+        .map(|(who, at, event, plan, quality)| {
+            let mut props = json!({"$set": {"plan": plan}});
+            if let Some(q) = quality {
+                props["quality"] = json!(q);
+            }
+            json!({"event": event, "distinct_id": who, "properties": props,
+                   "timestamp": (start + chrono::Duration::seconds(*at)).to_rfc3339()})
+        })
+        .collect();
+    let r = client()
+        .post(srv.url("/batch/"))
+        .json(&json!({"api_key": TOKEN, "batch": batch}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let funnel = json!({"kind": "FunnelsQuery", "series": [{"kind": "EventsNode", "event": "S1"},
+                                                            {"kind": "EventsNode", "event": "S2"}],
+                        "dateRange": {"date_from": "-7d"},
+                        "funnelsFilter": {"funnelWindowInterval": 1, "funnelWindowIntervalUnit": "hour"}});
+    let correlation = |extra: Value| {
+        let mut q = json!({"kind": "FunnelCorrelationQuery",
+                           "source": {"kind": "FunnelsActorsQuery", "source": funnel.clone()}});
+        for (k, v) in extra.as_object().unwrap() {
+            q[k] = v.clone();
+        }
+        q
+    };
+    let odds = |v: &Value| -> Vec<(String, i64, i64, f64, String)> {
+        v["results"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["event"]["event"].as_str().unwrap().to_owned(),
+                    e["success_count"].as_i64().unwrap(),
+                    e["failure_count"].as_i64().unwrap(),
+                    e["odds_ratio"].as_f64().unwrap(),
+                    e["correlation_type"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    // Successes c1 c2 c6, failures c3 c4 c5. V: 2 and 1, odds (3·3)/(2·2) = 2.25; Z: 0
+    // and 2, odds (1·2)/(4·3).
+    let v = query(&srv, correlation(json!({}))).await;
+    assert_eq!(v["results"]["skewed"], false, "{v}");
+    assert_eq!(
+        odds(&v),
+        vec![
+            ("V".to_owned(), 2, 1, 2.25, "success".to_owned()),
+            ("Z".to_owned(), 0, 2, 2.0 / 12.0, "failure".to_owned()),
+        ],
+        "{v}"
+    );
+    // Person properties: plan::pro 3 and 0, odds (4·4)/(1·1); plan::free 0 and 3, 1/16.
+    let v = query(
+        &srv,
+        correlation(
+            json!({"funnelCorrelationType": "properties", "funnelCorrelationNames": ["plan"]}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        odds(&v),
+        vec![
+            ("plan::pro".to_owned(), 3, 0, 16.0, "success".to_owned()),
+            (
+                "plan::free".to_owned(),
+                0,
+                3,
+                1.0 / 16.0,
+                "failure".to_owned()
+            ),
+        ],
+        "{v}"
+    );
+    let v = query(
+        &srv,
+        correlation(
+            json!({"funnelCorrelationType": "properties", "funnelCorrelationNames": ["$all"]}),
+        ),
+    )
+    .await;
+    assert!(odds(&v).iter().any(|e| e.0 == "plan::pro"), "{v}");
+    // The properties of V: quality hd, 2 and 1.
+    let v = query(
+        &srv,
+        correlation(json!({"funnelCorrelationType": "event_with_properties",
+                           "funnelCorrelationEventNames": ["V"]})),
+    )
+    .await;
+    assert!(
+        odds(&v).contains(&(
+            "V::quality::hd".to_owned(),
+            2,
+            1,
+            2.25,
+            "success".to_owned()
+        )),
+        "{v}"
+    );
+
+    // The persons behind a result: through the query API and the persons endpoint.
+    let v = query(
+        &srv,
+        json!({"kind": "ActorsQuery", "source": {"kind": "FunnelCorrelationActorsQuery",
+               "source": correlation(json!({})),
+               "funnelCorrelationPersonEntity": {"kind": "EventsNode", "event": "Z"},
+               "funnelCorrelationPersonConverted": false}}),
+    )
+    .await;
+    let set = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(ids_of(&v, true), set(&["c4", "c5"]));
+    let persons = |body: Value| {
+        let srv = &srv;
+        async move {
+            let r = client()
+                .post(srv.url("/api/projects/1/persons/funnel/correlation/"))
+                .bearer_auth(KEY)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let st = r.status().as_u16();
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(st, 200, "{v}");
+            ids_of(&v, false)
+        }
+    };
+    let older = json!({"events": [{"id": "S1", "order": 0}, {"id": "S2", "order": 1}], "date_from": "-7d",
+                       "funnel_window_interval": 1, "funnel_window_interval_unit": "hour"});
+    let with = |extra: Value| {
+        let mut b = older.clone();
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let entity = json!({"id": "V", "type": "events"});
+    assert_eq!(
+        persons(with(json!({"funnel_correlation_person_entity": entity,
+                            "funnel_correlation_person_converted": "TrUe"})))
+        .await,
+        set(&["c1", "c2"])
+    );
+    assert_eq!(
+        persons(with(json!({"funnel_correlation_person_entity": entity,
+                            "funnel_correlation_person_converted": "false"})))
+        .await,
+        set(&["c3"])
+    );
+    assert_eq!(
+        persons(with(json!({"funnel_correlation_person_entity": entity}))).await,
+        set(&["c1", "c2", "c3"])
+    );
+    assert_eq!(
+        persons(with(json!({"funnel_correlation_type": "properties",
+                            "funnel_correlation_names": ["plan"],
+                            "funnel_correlation_property_values": [{"key": "plan", "value": "free", "type": "person"}]})))
+        .await,
+        set(&["c3", "c4", "c5"])
+    );
+    let r = client()
+        .post(srv.url("/api/projects/1/persons/funnel/correlation/"))
+        .bearer_auth(KEY)
+        .json(&with(json!({"funnel_correlation_person_entity": entity,
+                           "funnel_correlation_person_converted": "maybe"})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["attr"], "funnel_correlation_person_converted", "{v}");
+}

@@ -93,6 +93,22 @@ impl Engine {
         self.persons_page(project.id, ids, limit, offset)
     }
 
+    /// `GET|POST /persons/funnel/correlation/`: one page of the persons behind a funnel
+    /// correlation result. `point` holds a `FunnelCorrelationActorsQuery`'s fields
+    /// (`funnelCorrelationPersonEntity` or `funnelCorrelationPropertyValues`, and
+    /// `funnelCorrelationPersonConverted` for the successes or failures alone).
+    pub async fn correlation_persons(
+        &self,
+        project: &Project,
+        node: &Value,
+        point: &serde_json::Map<String, Value>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<crate::persons::Page<crate::persons::Person>, QueryError> {
+        let ids = self.query.correlation_persons(project, node, point).await?;
+        self.persons_page(project.id, ids, limit, offset)
+    }
+
     /// `GET|POST /persons/funnel/`: one page of the persons who reached a funnel step
     /// (`step` n > 0) or dropped off before it (n < 0).
     pub async fn funnel_persons(

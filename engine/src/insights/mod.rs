@@ -4,6 +4,7 @@
 //! other HogQL, so a filter is as fast as the same condition written by hand.
 
 pub mod cohort;
+pub mod correlation;
 pub mod dates;
 pub mod events;
 pub mod filters;

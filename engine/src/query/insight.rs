@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::exec;
 use super::run::HogQLRun;
 use super::{Modifiers, QueryError, QueryService};
+use crate::insights::correlation::Correlation;
 use crate::insights::events::EventsList;
 use crate::insights::funnels::{Funnel, Viz};
 use crate::insights::lifecycle::Lifecycle;
@@ -36,6 +37,7 @@ pub(super) fn is_insight(kind: Option<&str>) -> bool {
                 | "ActorsQuery"
                 | "InsightActorsQuery"
                 | "FunnelsActorsQuery"
+                | "FunnelCorrelationQuery"
         )
     )
 }
@@ -90,7 +92,12 @@ impl Actors {
         // PostHog's per-kind actor nodes carry the same fields.
         if !matches!(
             kind(point),
-            Some("InsightActorsQuery" | "FunnelsActorsQuery" | "StickinessActorsQuery")
+            Some(
+                "InsightActorsQuery"
+                    | "FunnelsActorsQuery"
+                    | "StickinessActorsQuery"
+                    | "FunnelCorrelationActorsQuery"
+            )
         ) {
             return Err(bad(
                 "an ActorsQuery's source must be an InsightActorsQuery or FunnelsActorsQuery (listing all persons is GET /persons/)",
@@ -142,6 +149,55 @@ fn stickiness_of(node: &Value) -> Result<Trends, FilterError> {
     Ok(t)
 }
 
+/// The name of the correlation result a `FunnelCorrelationActorsQuery` asks for, as the
+/// results show it: `funnelCorrelationPersonEntity` (an event, with one property filter for
+/// `event::property::value`) or `funnelCorrelationPropertyValues` (`property::value`).
+fn correlation_name(point: &serde_json::Map<String, Value>) -> Result<String, FilterError> {
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) if a.len() == 1 => a[0].as_str().map_or(a[0].to_string(), str::to_owned),
+        other => other.to_string(),
+    };
+    if let Some(e) = point
+        .get("funnelCorrelationPersonEntity")
+        .filter(|v| !v.is_null())
+    {
+        let event = e
+            .get("event")
+            .or_else(|| e.get("id"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| FilterError("funnelCorrelationPersonEntity needs its event".into()))?;
+        return Ok(
+            match e
+                .get("properties")
+                .and_then(Value::as_array)
+                .and_then(|p| p.first())
+            {
+                Some(p) => format!(
+                    "{event}::{}::{}",
+                    p.get("key").map(text).unwrap_or_default(),
+                    p.get("value").map(text).unwrap_or_default()
+                ),
+                None => event.to_owned(),
+            },
+        );
+    }
+    if let Some(p) = point
+        .get("funnelCorrelationPropertyValues")
+        .and_then(Value::as_array)
+        .and_then(|p| p.first())
+    {
+        return Ok(format!(
+            "{}::{}",
+            p.get("key").map(text).unwrap_or_default(),
+            p.get("value").map(text).unwrap_or_default()
+        ));
+    }
+    Err(FilterError(
+        "the persons of a correlation need funnelCorrelationPersonEntity or funnelCorrelationPropertyValues".into(),
+    ))
+}
+
 /// Reads an insight node, refusing what it cannot compute (before it is queued or cached).
 pub(super) fn check(node: &Value) -> Result<(), QueryError> {
     match kind(node) {
@@ -151,6 +207,7 @@ pub(super) fn check(node: &Value) -> Result<(), QueryError> {
         }
         Some("LifecycleQuery") => Lifecycle::from_value(node).map(|_| ()),
         Some("FunnelsQuery") => Funnel::from_value(node).map(|_| ()),
+        Some("FunnelCorrelationQuery") => Correlation::from_value(node).map(|_| ()),
         Some("RetentionQuery") => Retention::from_value(node).map(|_| ()),
         Some("StickinessQuery") => stickiness_of(node).map(|_| ()),
         Some("PathsQuery") => Paths::from_value(node).map(|_| ()),
@@ -178,6 +235,9 @@ impl QueryService {
                     Some("EventsQuery") => this.run_events_here(&project, &node).await,
                     Some("LifecycleQuery") => this.run_lifecycle_here(&project, &node).await,
                     Some("FunnelsQuery") => this.run_funnel_here(&project, &node).await,
+                    Some("FunnelCorrelationQuery") => {
+                        this.run_correlation_here(&project, &node).await
+                    }
                     Some("RetentionQuery") => this.run_retention_here(&project, &node).await,
                     Some("StickinessQuery") => this.run_stickiness_here(&project, &node).await,
                     Some("PathsQuery") => this.run_paths_here(&project, &node).await,
@@ -254,6 +314,90 @@ impl QueryService {
         Ok(series_run(run, results))
     }
 
+    /// A `FunnelCorrelationQuery`: the odds ratios of events or properties against
+    /// finishing the funnel.
+    async fn run_correlation_here(
+        &self,
+        project: &Project,
+        node: &Value,
+    ) -> Result<HogQLRun, QueryError> {
+        let c = Correlation::from_value(node).map_err(invalid)?;
+        let cx = self.filter_cx(project);
+        let p = c.funnel.period(&cx).map_err(invalid)?;
+        let keys: Vec<String> = match c.keys_query(&p, &cx).map_err(invalid)? {
+            None => Vec::new(),
+            Some(text) => self
+                .rows(project, text)
+                .await?
+                .0
+                .iter()
+                .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+                .collect(),
+        };
+        let (totals, run) = self
+            .rows(project, c.totals_query(&p, &cx).map_err(invalid)?)
+            .await?;
+        let rows = match c.query(&p, &cx, &keys).map_err(invalid)? {
+            None => Vec::new(),
+            Some(text) => self.rows(project, text).await?.0,
+        };
+        Ok(HogQLRun {
+            object: Some(c.shape(&totals, &rows)),
+            ..series_run(run, Vec::new())
+        })
+    }
+
+    /// The persons behind one result of a `FunnelCorrelationQuery`: `name` as the result
+    /// shows it (an event, `property::value` or `event::property::value`); `converted`
+    /// picks the successes or the failures.
+    async fn correlation_ids(
+        &self,
+        project: &Project,
+        node: &Value,
+        name: &str,
+        converted: Option<bool>,
+    ) -> Result<Vec<String>, QueryError> {
+        let c = Correlation::from_value(node).map_err(invalid)?;
+        if c.funnel.target != "person_id" {
+            return Err(invalid(FilterError(
+                "the groups behind a funnel aggregated by groups are not listed yet".into(),
+            )));
+        }
+        let cx = self.filter_cx(project);
+        let p = c.funnel.period(&cx).map_err(invalid)?;
+        let text = c.persons_query(&p, &cx, name, converted).map_err(invalid)?;
+        let (rows, _) = self.rows(project, text).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+            .collect())
+    }
+
+    /// The persons behind a correlation result (as `correlation_ids`; `point` holds a
+    /// `FunnelCorrelationActorsQuery`'s fields), under an admission slot of its own
+    /// (`/persons/funnel/correlation/`).
+    pub async fn correlation_persons(
+        self: &Arc<Self>,
+        project: &Project,
+        node: &Value,
+        point: &serde_json::Map<String, Value>,
+    ) -> Result<Vec<String>, QueryError> {
+        let name = correlation_name(point)
+            .map_err(|e| QueryError::InvalidField("funnel_correlation_person_entity", e.0))?;
+        let converted = point
+            .get("funnelCorrelationPersonConverted")
+            .and_then(Value::as_bool);
+        let admitted = self.exec.admit(project.id)?;
+        let cancel = CancellationToken::new();
+        let (this, project, node) = (self.clone(), project.clone(), node.clone());
+        self.exec
+            .run_admitted(admitted, &cancel, async move {
+                this.correlation_ids(&project, &node, &name, converted)
+                    .await
+            })
+            .await
+    }
+
     /// A `RetentionQuery`: each cohort period's persons and their returns.
     async fn run_retention_here(
         &self,
@@ -309,6 +453,15 @@ impl QueryService {
                     .text("status")
                     .ok_or_else(|| field("status", "status is required".into()))?;
                 self.lifecycle_ids(project, &a.insight, &day, &status)
+                    .await?
+            }
+            Some("FunnelCorrelationQuery") => {
+                let name = correlation_name(&a.point).map_err(invalid)?;
+                let converted = a
+                    .point
+                    .get("funnelCorrelationPersonConverted")
+                    .and_then(Value::as_bool);
+                self.correlation_ids(project, &a.insight, &name, converted)
                     .await?
             }
             Some("FunnelsQuery") => {

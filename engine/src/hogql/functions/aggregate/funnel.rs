@@ -9,7 +9,8 @@
 //! must not come between step i−1 and step i). The answer is a tuple: `.1` the furthest step
 //! reached, 0-based (−1: the first step never happened, or the best path crossed an
 //! exclusion, and PostHog then leaves the person out), `.2` the seconds between consecutive
-//! steps of that path (`.2[1]` from the first step to the second).
+//! steps of that path (`.2[1]` from the first step to the second), `.3` and `.4` the times
+//! of its first and its last step (NULL without a path).
 //!
 //! The rules, as PostHog's funnels behave:
 //! - **ordered**: events in time order; each step-1 event starts a path; a step-k event moves
@@ -65,11 +66,17 @@ pub(super) enum Order {
 type Event = (i64, u32, u32);
 
 /// What one person's events answer: the furthest step (0-based, −1 none or excluded) and
-/// the times between consecutive steps of its path, in the argument's unit.
+/// the time of each step of its path, in the argument's unit.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Outcome {
     pub(super) level: i8,
-    pub(super) gaps: Vec<i64>,
+    pub(super) times: Vec<i64>,
+}
+
+impl Outcome {
+    fn gaps(&self) -> impl Iterator<Item = i64> + '_ {
+        self.times.windows(2).map(|w| w[1] - w[0])
+    }
 }
 
 /// A path being followed: when its first step happened, whether an exclusion broke it, the
@@ -92,12 +99,12 @@ pub(super) fn evaluate(events: &mut [Event], window: i64, steps: usize, order: O
     if best.excluded || reached == 0 {
         return Outcome {
             level: -1,
-            gaps: vec![],
+            times: vec![],
         };
     }
     Outcome {
         level: reached as i8 - 1,
-        gaps: best.times.windows(2).map(|w| w[1] - w[0]).collect(),
+        times: best.times,
     }
 }
 
@@ -244,11 +251,15 @@ pub(super) struct Funnel {
     steps: usize,
     exclusions: bool,
     order: Order,
+    /// The timestamp argument's type (the answer's first and last step times have it).
+    ts_type: DataType,
     name: String,
     signature: Signature,
 }
 
-fn out_fields() -> Fields {
+/// The answer's fields: level, gaps in seconds, and the path's first and last step times
+/// (of the timestamp argument's type; NULL without a path).
+fn out_fields(ts: &DataType) -> Fields {
     Fields::from(vec![
         Field::new("c0", DataType::Int8, false),
         Field::new(
@@ -256,6 +267,8 @@ fn out_fields() -> Fields {
             DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true))),
             false,
         ),
+        Field::new("c2", ts.clone(), true),
+        Field::new("c3", ts.clone(), true),
     ])
 }
 
@@ -273,7 +286,7 @@ impl AggregateUDFImpl for Funnel {
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Struct(out_fields()))
+        Ok(DataType::Struct(out_fields(&self.ts_type)))
     }
 
     fn is_nullable(&self) -> bool {
@@ -284,9 +297,9 @@ impl AggregateUDFImpl for Funnel {
         Ok(ScalarValue::Struct(Arc::new(self.outcomes(vec![
             Outcome {
                 level: -1,
-                gaps: vec![],
+                times: vec![],
             },
-        ]))))
+        ])?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
@@ -306,6 +319,7 @@ impl AggregateUDFImpl for Funnel {
     fn accumulator(&self, _: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(FunnelAcc {
             f: self.shape(),
+            ts_type: self.ts_type.clone(),
             events: vec![],
         }))
     }
@@ -320,6 +334,7 @@ impl AggregateUDFImpl for Funnel {
     ) -> Result<Box<dyn GroupsAccumulator>> {
         Ok(Box::new(FunnelGroups {
             f: self.shape(),
+            ts_type: self.ts_type.clone(),
             events: GroupStates::default(),
         }))
     }
@@ -382,30 +397,35 @@ impl Funnel {
         }
     }
 
-    fn outcomes(&self, outcomes: Vec<Outcome>) -> StructArray {
-        outcome_array(self.scale, outcomes)
+    fn outcomes(&self, outcomes: Vec<Outcome>) -> Result<StructArray> {
+        outcome_array(self.scale, &self.ts_type, outcomes)
     }
 }
 
-fn outcome_array(scale: i64, outcomes: Vec<Outcome>) -> StructArray {
+fn outcome_array(scale: i64, ts: &DataType, outcomes: Vec<Outcome>) -> Result<StructArray> {
     let levels = Int8Array::from_iter_values(outcomes.iter().map(|o| o.level));
     let gaps = Float64Array::from_iter_values(
         outcomes
             .iter()
-            .flat_map(|o| o.gaps.iter().map(|g| *g as f64 / scale as f64)),
+            .flat_map(|o| o.gaps().map(|g| g as f64 / scale as f64)),
     );
-    let offsets = OffsetBuffer::from_lengths(outcomes.iter().map(|o| o.gaps.len()));
+    let offsets =
+        OffsetBuffer::from_lengths(outcomes.iter().map(|o| o.times.len().saturating_sub(1)));
+    let first = Int64Array::from_iter(outcomes.iter().map(|o| o.times.first().copied()));
+    let last = Int64Array::from_iter(outcomes.iter().map(|o| o.times.last().copied()));
+    let first = datafusion::arrow::compute::cast(&first, ts)?;
+    let last = datafusion::arrow::compute::cast(&last, ts)?;
     let list = ListArray::new(
         Arc::new(Field::new_list_field(DataType::Float64, true)),
         offsets,
         Arc::new(gaps),
         None,
     );
-    StructArray::new(
-        out_fields(),
-        vec![Arc::new(levels) as ArrayRef, Arc::new(list)],
+    Ok(StructArray::new(
+        out_fields(ts),
+        vec![Arc::new(levels) as ArrayRef, Arc::new(list), first, last],
         None,
-    )
+    ))
 }
 
 /// Events of many states as the state's three list columns.
@@ -459,6 +479,7 @@ impl HeapSize for Vec<Event> {
 #[derive(Debug)]
 struct FunnelAcc {
     f: Shape,
+    ts_type: DataType,
     events: Vec<Event>,
 }
 
@@ -484,8 +505,9 @@ impl Accumulator for FunnelAcc {
         let o = evaluate(&mut self.events, f.window, f.steps, f.order);
         Ok(ScalarValue::Struct(Arc::new(outcome_array(
             f.scale,
+            &self.ts_type,
             vec![o],
-        ))))
+        )?)))
     }
 
     fn size(&self) -> usize {
@@ -496,6 +518,7 @@ impl Accumulator for FunnelAcc {
 /// [`FunnelAcc`] for many groups at once, each group's events filled straight from the batch.
 struct FunnelGroups {
     f: Shape,
+    ts_type: DataType,
     events: GroupStates<Vec<Event>>,
 }
 
@@ -535,7 +558,7 @@ impl GroupsAccumulator for FunnelGroups {
             .into_iter()
             .map(|mut e| evaluate(&mut e, f.window, f.steps, f.order))
             .collect();
-        Ok(Arc::new(outcome_array(f.scale, outcomes)))
+        Ok(Arc::new(outcome_array(f.scale, &self.ts_type, outcomes)?))
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
@@ -612,7 +635,8 @@ pub(super) fn plan(
     };
     let mut it = args.into_iter();
     let ts = it.next().expect("arity");
-    let (ts, scale) = match type_of(&ts, ctx)? {
+    let ts_type = type_of(&ts, ctx)?;
+    let (ts, scale) = match &ts_type {
         DataType::Timestamp(unit, _) => {
             let scale = match unit {
                 TimeUnit::Second => 1,
@@ -636,6 +660,7 @@ pub(super) fn plan(
         all.push(to_predicate(c, ctx)?);
     }
     let udaf = Funnel {
+        ts_type,
         window,
         scale,
         steps,
@@ -665,7 +690,8 @@ mod tests {
     fn run(events: &[Event], window: i64, steps: usize, order: Order) -> (i8, Vec<i64>) {
         let mut e = events.to_vec();
         let o = evaluate(&mut e, window, steps, order);
-        (o.level, o.gaps)
+        let gaps = o.gaps().collect();
+        (o.level, gaps)
     }
 
     #[test]
