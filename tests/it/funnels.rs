@@ -263,6 +263,36 @@ async fn funnels_answer_the_hand_worked_cases() {
         "{v}"
     );
 
+    // Funnel trends by day from A to C: every entry was on the same day; p1, p4 and p6
+    // converted of the seven who entered: 42.86%.
+    let mut trend = funnel(with(json!({"funnelVizType": "trends"})), Value::Null);
+    trend["interval"] = json!("day");
+    let v = query(&srv, trend).await;
+    let series = &v["results"][0];
+    let data: Vec<f64> = series["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let day = (start.date_naive()).format("%Y-%m-%d").to_string();
+    let at = series["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|d| d.as_str() == Some(day.as_str()))
+        .unwrap_or_else(|| panic!("{day} in {v}"));
+    assert_eq!(data[at], 42.86, "{v}");
+    assert_eq!(data.iter().filter(|x| **x != 0.0).count(), 1, "{v}");
+    // From B to C: of the six entries that reached B, three went on.
+    let mut trend = funnel(
+        with(json!({"funnelVizType": "trends", "funnelFromStep": 1})),
+        Value::Null,
+    );
+    trend["interval"] = json!("day");
+    let v = query(&srv, trend).await;
+    assert_eq!(v["results"][0]["data"][at], 50.0, "{v}");
+
     // The persons behind a step of one breakdown value, and of other.
     let actors = |funnel: Value, point: Value| {
         let srv = &srv;

@@ -50,6 +50,9 @@ pub enum Viz {
         to: usize,
         bins: Option<usize>,
     },
+    /// Per interval of entering the funnel, the share of the entries that reached step
+    /// `from` (0-based) and went on to `to`.
+    Trends { from: usize, to: usize },
 }
 
 /// A `FunnelsQuery`, read.
@@ -67,6 +70,8 @@ pub struct Funnel {
     /// Who converts: `person_id`, or `$group_N` when the funnel aggregates by groups.
     pub target: String,
     pub viz: Viz,
+    /// The buckets of funnel trends.
+    pub interval: Interval,
     pub date_range: Option<Value>,
 }
 
@@ -151,9 +156,22 @@ impl Funnel {
                 };
                 Viz::TimeToConvert { from, to, bins }
             }
+            Some("trends") => {
+                let from = step_index("funnelFromStep", 0)?;
+                let to = step_index("funnelToStep", n - 1)?;
+                if from >= to {
+                    return Err(bad("funnel trends need funnelFromStep before funnelToStep"));
+                }
+                if order == "unordered" {
+                    return Err(bad(
+                        "funnel trends of unordered funnels are not supported yet; ordered and strict are",
+                    ));
+                }
+                Viz::Trends { from, to }
+            }
             Some(o) => {
                 return Err(bad(format!(
-                    "funnelVizType '{o}' is not supported yet; steps and time_to_convert are"
+                    "funnelVizType must be steps, time_to_convert or trends, got '{o}'"
                 )));
             }
         };
@@ -186,6 +204,9 @@ impl Funnel {
             }
         }
         let breakdown = breakdown_of(q)?;
+        if breakdown.is_some() && matches!(viz, Viz::Trends { .. }) {
+            return Err(bad("funnel trends with a breakdown are not supported yet"));
+        }
         if q.get("breakdownFilter")
             .and_then(|b| b.get("breakdowns"))
             .is_some_and(|b| b.as_array().is_some_and(|a| !a.is_empty()))
@@ -252,13 +273,19 @@ impl Funnel {
             attribution,
             target,
             viz,
+            interval: Interval::parse(q.get("interval"))?,
             date_range: q.get("dateRange").filter(|v| !v.is_null()).cloned(),
         })
     }
 
-    /// The range the first step must fall in (PostHog's default `-7d`, by day).
+    /// The range the first step must fall in (PostHog's default `-7d`; by the query's
+    /// interval for funnel trends, by day otherwise).
     pub fn period(&self, cx: &FilterContext) -> Result<Period, FilterError> {
-        resolve_period(self.date_range.as_ref(), Interval::Day, cx, None)
+        let interval = match self.viz {
+            Viz::Trends { .. } => self.interval,
+            _ => Interval::Day,
+        };
+        resolve_period(self.date_range.as_ref(), interval, cx, None)
     }
 
     /// The condition an event meets to be `node`'s event (its event name and filters).
@@ -286,15 +313,27 @@ impl Funnel {
     /// (`f.1` the 0-based step reached, −1 none or excluded; `f.2` the seconds between
     /// steps).
     pub fn persons_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
+        self.per_target(p, cx, None)
+    }
+
+    /// [`Funnel::persons_query`], or with `trends` (`(from, to)` steps) `f` is
+    /// `hedgerowFunnelTrends`' list of `(bucket, 1 | −1)` over the steps up to `to`.
+    fn per_target(
+        &self,
+        p: &Period,
+        cx: &FilterContext,
+        trends: Option<(usize, usize)>,
+    ) -> Result<String, FilterError> {
         let lit = super::dates::instant_literal;
+        let used = trends.map_or(self.steps.len(), |(_, to)| to + 1);
         let mut steps = Vec::new();
-        for s in &self.steps {
+        for s in &self.steps[..used] {
             steps.push(Self::condition(s, cx)?);
         }
         // Exclusion k (k = 1..n-1): an excluded event between step k-1 and step k.
         let mut excluded = Vec::new();
-        if !self.exclusions.is_empty() {
-            let mut per_step: Vec<Vec<String>> = vec![Vec::new(); self.steps.len()];
+        if self.exclusions.iter().any(|x| x.from + 1 < used) {
+            let mut per_step: Vec<Vec<String>> = vec![Vec::new(); used];
             for x in &self.exclusions {
                 let c = Self::condition(&x.node, cx)?;
                 for slot in per_step.iter_mut().take(x.to + 1).skip(x.from + 1) {
@@ -357,17 +396,64 @@ impl Funnel {
                 )
             }
         };
+        let call = match trends {
+            None => format!(
+                "hedgerowFunnel({}, '{}', {used})(timestamp, ",
+                self.window, self.order
+            ),
+            Some((from, _)) => format!(
+                "hedgerowFunnelTrends({}, '{}', {used}, {from})(timestamp, {}, ",
+                self.window,
+                self.order,
+                self.interval.start_fn()
+            ),
+        };
         Ok(format!(
-            "SELECT {target} AS target, {breakdown} AS breakdown, \
-             hedgerowFunnel({window}, '{order}', {n})(timestamp, {args}) AS f \
+            "SELECT {target} AS target, {breakdown} AS breakdown, {call}{args}) AS f \
              FROM events WHERE {conds} GROUP BY target{group}",
             target = self.target,
-            window = self.window,
-            order = self.order,
-            n = self.steps.len(),
             args = args.join(", "),
             conds = conds.join(" AND "),
         ))
+    }
+
+    /// Funnel trends: `[bucket, entries that converted, entries]` per interval of entry.
+    pub fn trends_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
+        let Viz::Trends { from, to } = self.viz else {
+            return Err(bad("not a funnel trends query"));
+        };
+        Ok(format!(
+            "SELECT formatDateTime(r.1, '%Y-%m-%d %H:%i:%S') AS bucket, countIf(r.2 = 1), count() \
+             FROM ({}) ARRAY JOIN f AS r GROUP BY bucket",
+            self.per_target(p, cx, Some((from, to)))?
+        ))
+    }
+
+    /// Funnel trends in PostHog's shape: one series, each interval's conversion rate in
+    /// percent (0 where nobody entered).
+    pub fn trends_shape(&self, p: &Period, rows: &[Value]) -> Vec<Value> {
+        let mut data = Vec::new();
+        let (mut days, mut labels) = (Vec::new(), Vec::new());
+        for b in &p.buckets {
+            let key = b.format("%Y-%m-%d %H:%M:%S").to_string();
+            let row = rows
+                .iter()
+                .find(|r| r.get(0).and_then(Value::as_str) == Some(key.as_str()));
+            let n = |i: usize| {
+                row.and_then(|r| r.get(i))
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0)
+            };
+            let (converted, entered) = (n(1), n(2));
+            let rate = match entered > 0.0 {
+                true => (converted / entered * 10_000.0).round() / 100.0,
+                false => 0.0,
+            };
+            data.push(json!(rate));
+            days.push(json!(super::trends::day(*b, self.interval)));
+            labels.push(json!(super::trends::label(*b, self.interval)));
+        }
+        vec![json!({"count": data.len(), "data": data, "days": days, "labels": labels})]
     }
 
     /// The steps view per breakdown value: `[breakdown, persons at step 0.., then per

@@ -36,7 +36,7 @@ pub enum Interval {
 }
 
 impl Interval {
-    fn parse(v: Option<&Value>) -> Result<Self, FilterError> {
+    pub(super) fn parse(v: Option<&Value>) -> Result<Self, FilterError> {
         Ok(match v.and_then(Value::as_str).unwrap_or("day") {
             "hour" => Interval::Hour,
             "day" => Interval::Day,
@@ -60,7 +60,7 @@ impl Interval {
     }
 
     /// The HogQL function that starts a bucket (in the project's zone; weeks on Sunday).
-    fn start_fn(self) -> &'static str {
+    pub(super) fn start_fn(self) -> &'static str {
         match self {
             Interval::Hour => "toStartOfHour(timestamp)",
             Interval::Day => "toStartOfDay(timestamp)",
@@ -835,14 +835,14 @@ fn json_number(x: f64) -> Value {
 }
 
 /// PostHog's label of a bucket: `1-Jan-2024`, with the time for hourly buckets.
-fn label(b: NaiveDateTime, interval: Interval) -> String {
+pub(super) fn label(b: NaiveDateTime, interval: Interval) -> String {
     match interval {
         Interval::Hour => b.format("%-d-%b-%Y %H:%M").to_string(),
         _ => b.format("%-d-%b-%Y").to_string(),
     }
 }
 
-fn day(b: NaiveDateTime, interval: Interval) -> String {
+pub(super) fn day(b: NaiveDateTime, interval: Interval) -> String {
     match interval {
         Interval::Hour => b.format("%Y-%m-%d %H:%M:%S").to_string(),
         _ => b.format("%Y-%m-%d").to_string(),

@@ -276,6 +276,11 @@ impl QueryService {
         let f = Funnel::from_value(node).map_err(invalid)?;
         let cx = self.filter_cx(project);
         let p = f.period(&cx).map_err(invalid)?;
+        if let Viz::Trends { .. } = f.viz {
+            let text = f.trends_query(&p, &cx).map_err(invalid)?;
+            let (rows, run) = self.rows(project, text).await?;
+            return Ok(series_run(run, f.trends_shape(&p, &rows)));
+        }
         if let Viz::TimeToConvert { .. } = f.viz {
             let text = f.histogram_params_query(&p, &cx).map_err(invalid)?;
             let (params, _) = self.rows(project, text).await?;

@@ -237,7 +237,9 @@ pub(super) fn translate(
             Ok(collect(kind, arg, filter))
         }
         "windowFunnel" => window_funnel(called, params, args, filter, ctx),
-        "hedgerowFunnel" => super::funnel::plan(called, params, args, filter, ctx),
+        "hedgerowFunnel" | "hedgerowFunnelTrends" => {
+            super::funnel::plan(called, params, args, filter, ctx)
+        }
         "stddevPop" | "STDDEV_POP" | "stddevSamp" | "STDDEV_SAMP" | "varPop" | "VAR_POP"
         | "varSamp" | "VAR_SAMP" | "corr" | "covarPop" | "COVAR_POP" | "covarSamp"
         | "COVAR_SAMP" => {

@@ -12,6 +12,12 @@
 //! steps of that path (`.2[1]` from the first step to the second), `.3` and `.4` the times
 //! of its first and its last step (NULL without a path).
 //!
+//! `hedgerowFunnelTrends(window, order, steps, from_step)(timestamp, bucket, conditions…)`
+//! answers funnel trends instead: per time bucket (`bucket`, the start of the event's
+//! interval) in which the person did the first step, `(bucket, 1)` when an entry of that
+//! bucket reached the last step within the window and `(bucket, −1)` when it reached step
+//! `from_step` (0-based) or further but not the last; a list, buckets ascending.
+//!
 //! The rules, as PostHog's funnels behave:
 //! - **ordered**: events in time order; each step-1 event starts a path; a step-k event moves
 //!   a path that reached step k−1 to step k if it is within `window` seconds of the path's
@@ -64,6 +70,10 @@ pub(super) enum Order {
 /// One event: its time (in the argument's unit), the steps it matches (bit k: step k,
 /// 0-based) and the exclusions it matches (bit k: between step k−1 and step k).
 type Event = (i64, u32, u32);
+
+/// An event as the accumulators keep it: [`Event`] and the start of its time bucket (funnel
+/// trends; 0 otherwise).
+type Stored = (i64, u32, u32, i64);
 
 /// What one person's events answer: the furthest step (0-based, −1 none or excluded) and
 /// the time of each step of its path, in the argument's unit.
@@ -241,6 +251,139 @@ fn unordered(events: &[Event], window: i64, steps: usize) -> (usize, Path) {
     best
 }
 
+/// How a funnel trends entry stands: not excluded, an exclusion after its furthest step
+/// (partial), or an exclusion passed on the way to it (full).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Excluded {
+    Not,
+    Partial,
+    Full,
+}
+
+/// One time bucket's entry into a funnel (for funnel trends): per step (1-based), the start
+/// of the path that reached it and whether an exclusion broke it; the furthest step and
+/// when it was reached.
+#[derive(Debug, Clone)]
+struct Entry {
+    steps: Vec<Option<(i64, bool)>>,
+    furthest: (usize, i64, Excluded),
+}
+
+/// Funnel trends: for each time bucket in which the person entered the funnel (did step 1),
+/// 1 if an entry of that bucket went on to the last step within the window, −1 if it reached
+/// step `from + 1` (1-based) and stopped; buckets ascending. Each bucket's entry is followed
+/// on its own, with the rules of [`evaluate`]; when an exclusion broke a path that still
+/// went further, the person counts nowhere but in buckets that converted.
+pub(super) fn evaluate_trends(
+    events: &mut [Stored],
+    window: i64,
+    steps: usize,
+    from: usize,
+    strict: bool,
+) -> Vec<(i64, i8)> {
+    events.sort_unstable();
+    let mut entries: std::collections::BTreeMap<i64, Entry> = Default::default();
+    let mut results: std::collections::BTreeMap<i64, i8> = Default::default();
+    for &(t, matched, excluded, bucket) in events.iter() {
+        let within =
+            |start: Option<(i64, bool)>| start.is_some_and(|s| t.saturating_sub(s.0) <= window);
+        // Exclusions first, then the steps, highest first.
+        let order = (1..steps)
+            .rev()
+            .filter(|s| excluded & (1 << s) != 0)
+            .map(|s| (s + 1, true))
+            .chain(
+                (0..steps)
+                    .rev()
+                    .filter(|s| matched & (1 << s) != 0)
+                    .map(|s| (s + 1, false)),
+            );
+        for (step, exclusion) in order {
+            if step == 1 {
+                if results.contains_key(&bucket) {
+                    continue;
+                }
+                match entries.get_mut(&bucket) {
+                    Some(e) if !(e.furthest.0 == 1 && e.furthest.2 != Excluded::Not) => {
+                        e.steps[1] = Some((t, false));
+                    }
+                    _ => {
+                        let mut s = vec![None; steps + 1];
+                        s[1] = Some((t, false));
+                        entries.insert(
+                            bucket,
+                            Entry {
+                                steps: s,
+                                furthest: (1, t, Excluded::Not),
+                            },
+                        );
+                    }
+                }
+                continue;
+            }
+            let mut done = Vec::new();
+            for (&b, e) in entries.iter_mut() {
+                let prev = e.steps[step - 1];
+                let already =
+                    e.steps[step].is_some() && e.steps[step].map(|s| s.0) == prev.map(|s| s.0);
+                if !within(prev) || already {
+                    continue;
+                }
+                let (start, prev_excluded) = prev.expect("within a window");
+                if exclusion {
+                    if !prev_excluded {
+                        e.steps[step - 1] = Some((start, true));
+                        if e.furthest.0 == step - 1 && t.saturating_sub(e.furthest.1) <= window {
+                            e.furthest.2 = Excluded::Partial;
+                        }
+                    }
+                    continue;
+                }
+                if !prev_excluded {
+                    e.steps[step] = Some((start, false));
+                }
+                if e.steps[steps].is_some() {
+                    results.insert(b, 1);
+                    done.push(b);
+                } else if step > e.furthest.0
+                    || (step == e.furthest.0 && e.furthest.2 == Excluded::Partial)
+                {
+                    e.furthest = (
+                        step,
+                        t,
+                        if prev_excluded {
+                            Excluded::Full
+                        } else {
+                            Excluded::Not
+                        },
+                    );
+                }
+            }
+            for b in done {
+                entries.remove(&b);
+            }
+        }
+        if strict {
+            for e in entries.values_mut() {
+                for (s, slot) in e.steps.iter_mut().enumerate().skip(1) {
+                    if matched & (1 << (s - 1)) == 0 {
+                        *slot = None;
+                    }
+                }
+            }
+        }
+    }
+    if !entries.values().any(|e| e.furthest.2 == Excluded::Full) {
+        for (b, e) in &entries {
+            if !results.contains_key(b) && e.furthest.0 > from && e.furthest.2 != Excluded::Partial
+            {
+                results.insert(*b, -1);
+            }
+        }
+    }
+    results.into_iter().collect()
+}
+
 /// The aggregate: see the module's documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct Funnel {
@@ -251,6 +394,10 @@ pub(super) struct Funnel {
     steps: usize,
     exclusions: bool,
     order: Order,
+    /// Funnel trends from this step (0-based): `hedgerowFunnelTrends`.
+    trends: Option<usize>,
+    /// The bucket argument's type (funnel trends answer their buckets in it).
+    bucket_type: DataType,
     /// The timestamp argument's type (the answer's first and last step times have it).
     ts_type: DataType,
     name: String,
@@ -286,7 +433,10 @@ impl AggregateUDFImpl for Funnel {
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Struct(out_fields(&self.ts_type)))
+        Ok(match self.trends {
+            None => DataType::Struct(out_fields(&self.ts_type)),
+            Some(_) => trends_type(&self.bucket_type),
+        })
     }
 
     fn is_nullable(&self) -> bool {
@@ -294,6 +444,10 @@ impl AggregateUDFImpl for Funnel {
     }
 
     fn default_value(&self, _: &DataType) -> Result<ScalarValue> {
+        if self.trends.is_some() {
+            let a = trends_array(&self.bucket_type, vec![vec![]])?;
+            return ScalarValue::try_from_array(&a, 0);
+        }
         Ok(ScalarValue::Struct(Arc::new(self.outcomes(vec![
             Outcome {
                 level: -1,
@@ -303,9 +457,14 @@ impl AggregateUDFImpl for Funnel {
     }
 
     fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
-        Ok(["ts", "steps", "exclusions"]
+        Ok(["ts", "steps", "exclusions", "bucket"]
             .into_iter()
-            .zip([DataType::Int64, DataType::UInt32, DataType::UInt32])
+            .zip([
+                DataType::Int64,
+                DataType::UInt32,
+                DataType::UInt32,
+                DataType::Int64,
+            ])
             .map(|(n, t)| {
                 Arc::new(Field::new(
                     format_state_name(args.name, n),
@@ -319,7 +478,7 @@ impl AggregateUDFImpl for Funnel {
     fn accumulator(&self, _: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(FunnelAcc {
             f: self.shape(),
-            ts_type: self.ts_type.clone(),
+            types: (self.ts_type.clone(), self.bucket_type.clone()),
             events: vec![],
         }))
     }
@@ -334,7 +493,7 @@ impl AggregateUDFImpl for Funnel {
     ) -> Result<Box<dyn GroupsAccumulator>> {
         Ok(Box::new(FunnelGroups {
             f: self.shape(),
-            ts_type: self.ts_type.clone(),
+            types: (self.ts_type.clone(), self.bucket_type.clone()),
             events: GroupStates::default(),
         }))
     }
@@ -348,6 +507,7 @@ struct Shape {
     steps: usize,
     exclusions: bool,
     order: Order,
+    trends: Option<usize>,
 }
 
 impl Shape {
@@ -357,14 +517,16 @@ impl Shape {
         &self,
         values: &[ArrayRef],
         filter: Option<&BooleanArray>,
-        mut f: impl FnMut(usize, Event),
+        mut f: impl FnMut(usize, Stored),
     ) -> Result<()> {
-        let want = 1 + self.steps + if self.exclusions { self.steps - 1 } else { 0 };
+        let first = 1 + usize::from(self.trends.is_some());
+        let want = first + self.steps + if self.exclusions { self.steps - 1 } else { 0 };
         if values.len() != want {
             return exec_err!("hedgerowFunnel: expected {want} arguments");
         }
         let ts = values[0].as_primitive::<Int64Type>();
-        let conds: Vec<&BooleanArray> = values[1..].iter().map(|c| c.as_boolean()).collect();
+        let bucket = self.trends.map(|_| values[1].as_primitive::<Int64Type>());
+        let conds: Vec<&BooleanArray> = values[first..].iter().map(|c| c.as_boolean()).collect();
         for row in 0..ts.len() {
             if ts.is_null(row) || filter.is_some_and(|f| !f.is_valid(row) || !f.value(row)) {
                 continue;
@@ -379,7 +541,8 @@ impl Shape {
                 }
             }
             if steps != 0 || excl != 0 || self.order == Order::Strict {
-                f(row, (ts.value(row), steps, excl));
+                let b = bucket.map_or(0, |b| if b.is_null(row) { 0 } else { b.value(row) });
+                f(row, (ts.value(row), steps, excl, b));
             }
         }
         Ok(())
@@ -394,6 +557,7 @@ impl Funnel {
             steps: self.steps,
             exclusions: self.exclusions,
             order: self.order,
+            trends: self.trends,
         }
     }
 
@@ -428,15 +592,80 @@ fn outcome_array(scale: i64, ts: &DataType, outcomes: Vec<Outcome>) -> Result<St
     ))
 }
 
-/// Events of many states as the state's three list columns.
-fn state_of<'a>(groups: impl Iterator<Item = &'a [Event]>) -> Vec<ArrayRef> {
-    let (mut lengths, mut ts, mut steps, mut excl) = (vec![], vec![], vec![], vec![]);
+/// The list type of funnel trends' answer: `(bucket start, 1 converted / −1 not)`.
+fn trends_type(ts: &DataType) -> DataType {
+    list_of(DataType::Struct(trends_fields(ts)))
+}
+
+fn trends_fields(ts: &DataType) -> Fields {
+    Fields::from(vec![
+        Field::new("c0", ts.clone(), false),
+        Field::new("c1", DataType::Int8, false),
+    ])
+}
+
+/// Funnel trends' answers as a list array, one list per group.
+fn trends_array(ts: &DataType, answers: Vec<Vec<(i64, i8)>>) -> Result<ArrayRef> {
+    let offsets = OffsetBuffer::from_lengths(answers.iter().map(Vec::len));
+    let buckets = Int64Array::from_iter_values(answers.iter().flatten().map(|a| a.0));
+    let marks = Int8Array::from_iter_values(answers.iter().flatten().map(|a| a.1));
+    let buckets = match ts {
+        DataType::Date32 => {
+            let days = datafusion::arrow::compute::cast(&buckets, &DataType::Int32)?;
+            datafusion::arrow::compute::cast(&days, ts)?
+        }
+        _ => datafusion::arrow::compute::cast(&buckets, ts)?,
+    };
+    let items = StructArray::new(trends_fields(ts), vec![buckets, Arc::new(marks)], None);
+    Ok(Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(
+            DataType::Struct(trends_fields(ts)),
+            true,
+        )),
+        offsets,
+        Arc::new(items),
+        None,
+    )))
+}
+
+impl Shape {
+    /// The answers of many groups' events (sorted here) as one array.
+    fn answer(&self, types: &(DataType, DataType), groups: Vec<Vec<Stored>>) -> Result<ArrayRef> {
+        let (ts, bucket) = types;
+        match self.trends {
+            Some(from) => {
+                let strict = self.order == Order::Strict;
+                let answers = groups
+                    .into_iter()
+                    .map(|mut g| evaluate_trends(&mut g, self.window, self.steps, from, strict))
+                    .collect();
+                trends_array(bucket, answers)
+            }
+            None => {
+                let outcomes = groups
+                    .into_iter()
+                    .map(|g| {
+                        let mut e: Vec<Event> = g.iter().map(|s| (s.0, s.1, s.2)).collect();
+                        evaluate(&mut e, self.window, self.steps, self.order)
+                    })
+                    .collect();
+                Ok(Arc::new(outcome_array(self.scale, ts, outcomes)?))
+            }
+        }
+    }
+}
+
+/// Events of many states as the state's four list columns.
+fn state_of<'a>(groups: impl Iterator<Item = &'a [Stored]>) -> Vec<ArrayRef> {
+    let (mut lengths, mut ts, mut steps, mut excl, mut bucket) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for events in groups {
         lengths.push(events.len());
         for e in events {
             ts.push(e.0);
             steps.push(e.1);
             excl.push(e.2);
+            bucket.push(e.3);
         }
     }
     let offsets = OffsetBuffer::from_lengths(lengths);
@@ -448,39 +677,43 @@ fn state_of<'a>(groups: impl Iterator<Item = &'a [Event]>) -> Vec<ArrayRef> {
         list(Arc::new(Int64Array::from(ts))),
         list(Arc::new(UInt32Array::from(steps))),
         list(Arc::new(UInt32Array::from(excl))),
+        list(Arc::new(Int64Array::from(bucket))),
     ]
 }
 
 /// Calls `f(row, event)` for each event of each row's state.
-fn each_state_event(states: &[ArrayRef], mut f: impl FnMut(usize, Event)) {
+fn each_state_event(states: &[ArrayRef], mut f: impl FnMut(usize, Stored)) {
     let ts = states[0].as_list::<i32>();
     let steps = states[1].as_list::<i32>();
     let excl = states[2].as_list::<i32>();
+    let bucket = states[3].as_list::<i32>();
     for i in 0..ts.len() {
         if ts.is_null(i) {
             continue;
         }
-        let (t, s, x) = (ts.value(i), steps.value(i), excl.value(i));
+        let (t, s, x, b) = (ts.value(i), steps.value(i), excl.value(i), bucket.value(i));
         let t = t.as_primitive::<Int64Type>();
         let s = s.as_primitive::<UInt32Type>();
         let x = x.as_primitive::<UInt32Type>();
+        let b = b.as_primitive::<Int64Type>();
         for k in 0..t.len() {
-            f(i, (t.value(k), s.value(k), x.value(k)));
+            f(i, (t.value(k), s.value(k), x.value(k), b.value(k)));
         }
     }
 }
 
-impl HeapSize for Vec<Event> {
+impl HeapSize for Vec<Stored> {
     fn heap_size(&self) -> usize {
-        self.capacity() * size_of::<Event>()
+        self.capacity() * size_of::<Stored>()
     }
 }
 
 #[derive(Debug)]
 struct FunnelAcc {
     f: Shape,
-    ts_type: DataType,
-    events: Vec<Event>,
+    /// The timestamp's and the bucket's types.
+    types: (DataType, DataType),
+    events: Vec<Stored>,
 }
 
 impl Accumulator for FunnelAcc {
@@ -501,13 +734,9 @@ impl Accumulator for FunnelAcc {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let f = self.f;
-        let o = evaluate(&mut self.events, f.window, f.steps, f.order);
-        Ok(ScalarValue::Struct(Arc::new(outcome_array(
-            f.scale,
-            &self.ts_type,
-            vec![o],
-        )?)))
+        let events = std::mem::take(&mut self.events);
+        let a = self.f.answer(&self.types, vec![events])?;
+        ScalarValue::try_from_array(&a, 0)
     }
 
     fn size(&self) -> usize {
@@ -518,8 +747,8 @@ impl Accumulator for FunnelAcc {
 /// [`FunnelAcc`] for many groups at once, each group's events filled straight from the batch.
 struct FunnelGroups {
     f: Shape,
-    ts_type: DataType,
-    events: GroupStates<Vec<Event>>,
+    types: (DataType, DataType),
+    events: GroupStates<Vec<Stored>>,
 }
 
 impl GroupsAccumulator for FunnelGroups {
@@ -551,14 +780,8 @@ impl GroupsAccumulator for FunnelGroups {
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let f = self.f;
-        let outcomes = self
-            .events
-            .take(emit_to)
-            .into_iter()
-            .map(|mut e| evaluate(&mut e, f.window, f.steps, f.order))
-            .collect();
-        Ok(Arc::new(outcome_array(f.scale, &self.ts_type, outcomes)?))
+        let taken = self.events.take(emit_to);
+        self.f.answer(&self.types, taken)
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
@@ -571,7 +794,7 @@ impl GroupsAccumulator for FunnelGroups {
         values: &[ArrayRef],
         opt_filter: Option<&BooleanArray>,
     ) -> Result<Vec<ArrayRef>> {
-        let mut rows: Vec<Vec<Event>> = vec![Vec::new(); values[0].len()];
+        let mut rows: Vec<Vec<Stored>> = vec![Vec::new(); values[0].len()];
         self.f
             .each_event(values, opt_filter, |row, e| rows[row].push(e))?;
         Ok(state_of(rows.iter().map(Vec::as_slice)))
@@ -594,7 +817,9 @@ fn literal_text(name: &str, e: &Expr) -> Result<String, FunctionError> {
     }
 }
 
-/// `hedgerowFunnel(window, order, steps)(timestamp, conditions…)` planned.
+/// `hedgerowFunnel(window, order, steps)(timestamp, conditions…)` and
+/// `hedgerowFunnelTrends(window, order, steps, from_step)(timestamp, bucket, conditions…)`
+/// planned.
 pub(super) fn plan(
     called: &str,
     params: Vec<Expr>,
@@ -622,7 +847,24 @@ pub(super) fn plan(
         return Err(invalid(format!("a funnel has 1 to {MAX_STEPS} steps")));
     }
     let steps = steps as usize;
-    let conditions = args.len() - 1;
+    let trends = match params.get(3) {
+        None => None,
+        Some(p) => {
+            let from = literal_i64(called, p)?;
+            if !(0..steps as i64 - 1).contains(&from) {
+                return Err(invalid(format!(
+                    "the from step is 0 to {}, before the last step",
+                    steps as i64 - 2
+                )));
+            }
+            Some(from as usize)
+        }
+    };
+    let lead = 1 + usize::from(trends.is_some());
+    if args.len() < lead {
+        return Err(invalid("too few arguments".into()));
+    }
+    let conditions = args.len() - lead;
     let exclusions = match conditions {
         c if c == steps => false,
         c if c == 2 * steps - 1 && steps > 1 => true,
@@ -656,6 +898,20 @@ pub(super) fn plan(
         .checked_mul(scale)
         .ok_or_else(|| invalid("the window is too large".into()))?;
     let mut all = vec![ts];
+    let mut bucket_type = ts_type.clone();
+    if trends.is_some() {
+        let bucket = it.next().expect("arity");
+        bucket_type = type_of(&bucket, ctx)?;
+        all.push(match &bucket_type {
+            DataType::Timestamp(..) => cast(bucket, DataType::Int64),
+            DataType::Date32 => cast(cast(bucket, DataType::Int32), DataType::Int64),
+            t => {
+                return Err(invalid(format!(
+                    "the bucket must be a Date or a DateTime, got {t}"
+                )));
+            }
+        });
+    }
     for c in it {
         all.push(to_predicate(c, ctx)?);
     }
@@ -666,7 +922,9 @@ pub(super) fn plan(
         steps,
         exclusions,
         order,
-        name: format!("hedgerowFunnel({window}, {order:?}, {steps})"),
+        trends,
+        bucket_type,
+        name: format!("{called}({window}, {order:?}, {steps}, {trends:?})"),
         signature: Signature::any(all.len(), Volatility::Immutable),
     };
     Ok(Expr::AggregateFunction(AggregateFunction::new_udf(
@@ -763,6 +1021,44 @@ mod tests {
         );
         // Outside the window of the path it does not break it.
         assert_eq!(run(&[(0, S0, 0), (11, 0, 2)], 10, 2, o), (0, vec![]));
+    }
+
+    #[test]
+    fn trends_follow_each_buckets_entry() {
+        let ev = |t: i64, s: u32, b: i64| (t, s, 0u32, b);
+        let events = [
+            ev(0, S0, 100),
+            ev(5, S1, 100),
+            ev(8, S2, 100),
+            ev(20, S0, 200),
+            ev(25, S1, 200),
+            ev(40, S0, 300),
+        ];
+        let run = |from| evaluate_trends(&mut events.to_vec(), 10, 3, from, false);
+        assert_eq!(run(0), vec![(100, 1), (200, -1), (300, -1)]);
+        assert_eq!(run(1), vec![(100, 1), (200, -1)]);
+        // A path from an earlier bucket converting later counts for its own bucket.
+        let late = [
+            ev(0, S0, 100),
+            ev(15, S0, 200),
+            ev(16, S1, 200),
+            ev(18, S2, 200),
+        ];
+        assert_eq!(
+            evaluate_trends(&mut late.to_vec(), 20, 3, 0, false),
+            vec![(100, 1), (200, 1)]
+        );
+        // Strict: another event breaks the path.
+        let broken = [
+            ev(0, S0, 100),
+            ev(1, 0, 100),
+            ev(2, S1, 100),
+            ev(3, S2, 100),
+        ];
+        assert_eq!(
+            evaluate_trends(&mut broken.to_vec(), 10, 3, 0, true),
+            vec![(100, -1)]
+        );
     }
 
     #[test]
