@@ -763,8 +763,18 @@ mod tests {
                 "ordered, strict or unordered",
             ),
             (
-                json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "trends"}}),
-                "trends",
+                json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "trends",
+                    "funnelOrderType": "unordered"}}),
+                "unordered funnels are not supported",
+            ),
+            (
+                json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "trends"},
+                    "breakdownFilter": {"breakdown": "$browser"}}),
+                "with a breakdown",
+            ),
+            (
+                json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "pie"}}),
+                "steps, time_to_convert or trends",
             ),
             (
                 json!({"series": [{}, {}, {}], "funnelsFilter": {"funnelOrderType": "unordered",
