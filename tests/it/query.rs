@@ -409,6 +409,37 @@ async fn errors_limits_and_isolation() {
     let up: Value = r.json().await.unwrap();
     assert_eq!(up["query"]["version"], 1);
     assert!(up["query"]["math"].is_null() && up["query"].get("math").is_some());
+    // An older trend (kind-less series, hidden legend indexes) comes back at its latest
+    // version, and the upgraded node runs.
+    let r = client()
+        .post(srv.url("/api/projects/1/query/upgrade/"))
+        .bearer_auth(KEY)
+        .json(
+            &json!({"query": {"kind": "InsightVizNode", "source": {"kind": "TrendsQuery",
+            "series": [{"event": "$pageview"}], "trendsFilter": {"hiddenLegendIndexes": [0]}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let up: Value = r.json().await.unwrap();
+    let source = &up["query"]["source"];
+    assert_eq!(
+        (&source["version"], &source["series"][0]["kind"]),
+        (&json!(5), &json!("EventsNode"))
+    );
+    assert_eq!(
+        source["trendsFilter"]["resultCustomizations"]["0"]["hidden"],
+        true
+    );
+    let r = client()
+        .post(srv.url("/api/projects/1/query/"))
+        .bearer_auth(KEY)
+        .json(&json!({"query": up["query"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let r = client()
         .post(srv.url("/api/projects/1/query/check_auth_for_async/"))
         .bearer_auth(KEY)
