@@ -270,11 +270,18 @@ impl Accumulator for CollectAcc {
         self.push(values[0].clone())
     }
 
+    /// Each state's values are copied out of the states' shared buffer: a slice would keep
+    /// the whole buffer alive for every group and count it in every group's `size`, so a
+    /// grouped `groupUniqArray` over thousands of persons reported gigabytes it did not
+    /// hold and failed the query's memory limit.
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let lists = states[0].as_list::<i32>();
         for i in 0..lists.len() {
             if lists.is_valid(i) {
-                self.push(lists.value(i))?;
+                let v = lists.value(i);
+                let all =
+                    datafusion::arrow::array::UInt32Array::from_iter_values(0..v.len() as u32);
+                self.push(take(&v, &all, None)?)?;
             }
         }
         Ok(())
@@ -1155,6 +1162,32 @@ impl Accumulator for MomentsAcc {
 mod tests {
     use super::*;
     use datafusion::arrow::array::StringArray;
+
+    /// States merged from one shared buffer are counted by what each group holds, not by
+    /// the buffer (the lifecycle's `groupUniqArray` per person hit the memory limit).
+    #[test]
+    fn collected_states_count_only_their_own_values() {
+        let values: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..100_000).map(|i| format!("2024-03-{:02} 00:00:00 {i}", i % 28 + 1)),
+        ));
+        let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(1, 100_000));
+        let states: ArrayRef = Arc::new(ListArray::new(
+            Arc::new(Field::new_list_field(DataType::Utf8, true)),
+            offsets,
+            values.clone(),
+            None,
+        ));
+        let whole = values.get_array_memory_size();
+        let mut acc = CollectAcc {
+            kind: CollectKind::GroupUniqArray { limit: None },
+            dt: DataType::Utf8,
+            nullable_input: false,
+            values: vec![],
+            len: 0,
+        };
+        acc.merge_batch(&[states.slice(7, 1)]).unwrap();
+        assert!(acc.size() < whole / 100, "{} of {whole}", acc.size());
+    }
 
     fn arg_groups(max: bool) -> ArgGroups {
         ArgGroups {
