@@ -111,18 +111,36 @@ impl Retention {
 
     /// The cohort periods: the last `totalIntervals` periods, unless a range is given.
     pub fn period(&self, cx: &FilterContext) -> Result<Period, FilterError> {
-        let default = json!({"date_from": format!("-{}{}", self.total - 1, match self.interval {
+        let back = (self.total - 1) as i64;
+        let default = json!({"date_from": format!("-{}{}", back, match self.interval {
             Interval::Hour => "h",
             Interval::Day => "d",
             Interval::Week => "w",
             Interval::Month => "m",
         })});
-        let mut p = resolve_period(
-            Some(self.date_range.as_ref().unwrap_or(&default)),
-            self.interval,
-            cx,
-            None,
-        )?;
+        // A range with only its end: the `totalIntervals` periods that end there, as PostHog
+        // reads it.
+        let mut range = self.date_range.clone().unwrap_or(default);
+        let end = range
+            .get("date_to")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let start = range.get("date_from").filter(|v| !v.is_null());
+        if let (Some(end), None) = (end, start) {
+            let to = super::dates::parse_date(&end, cx.timezone, cx.now)?
+                .with_timezone(&cx.timezone)
+                .naive_local();
+            let from = match self.interval {
+                Interval::Hour => to - chrono::Duration::hours(back),
+                Interval::Day => to - chrono::Duration::days(back),
+                Interval::Week => to - chrono::Duration::weeks(back),
+                Interval::Month => to
+                    .checked_sub_months(chrono::Months::new(back as u32))
+                    .ok_or_else(|| bad("dateRange.date_to is too early"))?,
+            };
+            range["date_from"] = json!(from.format("%Y-%m-%d %H:%M:%S").to_string());
+        }
+        let mut p = resolve_period(Some(&range), self.interval, cx, None)?;
         p.buckets.truncate(self.total);
         Ok(p)
     }
@@ -275,6 +293,25 @@ impl Retention {
 mod tests {
     use super::*;
     use crate::insights::test_cx as cx;
+
+    #[test]
+    fn a_range_with_only_its_end_holds_the_last_periods() {
+        let r = Retention::from_value(&json!({"kind": "RetentionQuery",
+            "dateRange": {"date_to": "2024-03-30"},
+            "retentionFilter": {"period": "Week", "totalIntervals": 13}}))
+        .unwrap();
+        let p = r.period(&cx()).unwrap();
+        let days: Vec<String> = p
+            .buckets
+            .iter()
+            .map(|b| b.format("%Y-%m-%d").to_string())
+            .collect();
+        assert_eq!(days.len(), 13, "{days:?}");
+        assert_eq!(
+            (days[0].as_str(), days[12].as_str()),
+            ("2023-12-31", "2024-03-24")
+        );
+    }
 
     #[test]
     fn cohorts_and_their_returns() {
