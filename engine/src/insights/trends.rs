@@ -239,8 +239,9 @@ pub struct Trends {
     /// A display of one value per series (`BoldNumber`, `ActionsPie`, `ActionsTable`,
     /// `ActionsBarValue`, `WorldMap`): `aggregated_value` over the range, no buckets.
     pub aggregate: bool,
-    /// `trendsFilter.formula` over the series, `A` the first.
-    pub formula: Option<Formula>,
+    /// The formulas over the series (`A` the first): `trendsFilter.formula`, or each of
+    /// `formulas` / `formulaNodes` (with its `custom_name`), shown in that order.
+    pub formulas: Vec<FormulaNode>,
     /// `trendsFilter.smoothingIntervals`: each value the mean of it and the n − 1 before
     /// it (fewer at the start of the range).
     pub smoothing: usize,
@@ -302,18 +303,6 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
 
 /// What the node holds that this version does not compute is refused by name.
 fn refuse_unsupported(q: &Map<String, Value>) -> Result<(), FilterError> {
-    if let Some(f) = q.get("trendsFilter").and_then(Value::as_object) {
-        for k in ["formulas", "formulaNodes"] {
-            match f.get(k) {
-                None | Some(Value::Null) => {}
-                Some(Value::Number(n)) if k == "smoothingIntervals" && n.as_u64() == Some(1) => {}
-                Some(Value::Array(a)) if a.is_empty() => {}
-                Some(_) => {
-                    return Err(bad(format!("trendsFilter.{k} is not supported yet")));
-                }
-            }
-        }
-    }
     if let Some(Value::String(to)) = q.get("compareFilter").and_then(|c| c.get("compare_to")) {
         return Err(bad(format!(
             "compareFilter.compare_to ('{to}') is not supported yet; compare takes the previous period"
@@ -453,16 +442,7 @@ impl Trends {
                 )));
             }
         };
-        let formula = match q.get("trendsFilter").and_then(|f| f.get("formula")) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(f)) if f.trim().is_empty() => None,
-            Some(Value::String(f)) => Some(Formula::parse(f, series.len())?),
-            Some(other) => {
-                return Err(bad(format!(
-                    "trendsFilter.formula must be text, got {other}"
-                )));
-            }
-        };
+        let formulas = formulas_of(q.get("trendsFilter"), series.len())?;
         let interval = Interval::parse(q.get("interval"))?;
         let breakdown = breakdown_of(q)?;
         for s in &series {
@@ -491,7 +471,7 @@ impl Trends {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             aggregate,
-            formula,
+            formulas,
             smoothing: match q
                 .get("trendsFilter")
                 .and_then(|f| f.get("smoothingIntervals"))
@@ -618,6 +598,71 @@ impl Trends {
     }
 }
 
+/// One formula of a trend: what it computes, its text and its name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FormulaNode {
+    pub formula: Formula,
+    pub text: String,
+    pub custom_name: Option<String>,
+}
+
+/// A trend's formulas: `formulaNodes` (`[{formula, custom_name}]`), else `formulas` (texts),
+/// else `formula`; empty texts are skipped, as PostHog's editor leaves them.
+fn formulas_of(f: Option<&Value>, series: usize) -> Result<Vec<FormulaNode>, FilterError> {
+    let Some(f) = f.filter(|f| !f.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let mut add = |text: &str, name: Option<String>| -> Result<(), FilterError> {
+        if !text.trim().is_empty() {
+            out.push(FormulaNode {
+                formula: Formula::parse(text, series)?,
+                text: text.to_string(),
+                custom_name: name,
+            });
+        }
+        Ok(())
+    };
+    let list = |k: &str| match f.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(a)) if a.is_empty() => Ok(None),
+        Some(Value::Array(a)) => Ok(Some(a.clone())),
+        Some(other) => Err(bad(format!("trendsFilter.{k} must be a list, got {other}"))),
+    };
+    if let Some(nodes) = list("formulaNodes")? {
+        for n in nodes {
+            let text = n
+                .get("formula")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("each of trendsFilter.formulaNodes needs formula, the text"))?;
+            let name = n
+                .get("custom_name")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned);
+            add(text, name)?;
+        }
+    } else if let Some(texts) = list("formulas")? {
+        for t in texts {
+            let text = t
+                .as_str()
+                .ok_or_else(|| bad("trendsFilter.formulas must be a list of text"))?;
+            add(text, None)?;
+        }
+    } else {
+        match f.get("formula") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => add(text, None)?,
+            Some(other) => {
+                return Err(bad(format!(
+                    "trendsFilter.formula must be text, got {other}"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `trendsFilter.formula`: arithmetic (`+ - * /`, parentheses, numbers) over the series,
 /// `A` the first; evaluated per bucket. A division by zero is 0, as PostHog shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -726,11 +771,21 @@ impl Formula {
 }
 
 /// Series results (as [`shape_series`] made them, `order` in `action`) combined by the
-/// formula: one result per compare period and breakdown value, labelled `Formula (…)`.
-pub fn apply_formula(t: &Trends, text: &str, results: Vec<Value>) -> Vec<Value> {
-    let Some(f) = &t.formula else {
+/// formula: one result per compare period and breakdown value, labelled `Formula (…)` (or
+/// the formula's name); with several formulas, each one's results in turn.
+pub fn apply_formulas(t: &Trends, results: Vec<Value>) -> Vec<Value> {
+    if t.formulas.is_empty() {
         return results;
-    };
+    }
+    t.formulas
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| apply_formula(t, f, i, &results))
+        .collect()
+}
+
+fn apply_formula(t: &Trends, node: &FormulaNode, index: usize, results: &[Value]) -> Vec<Value> {
+    let (f, text) = (&node.formula, &node.text);
     let key = |r: &Value| {
         (
             r.get("compare_label")
@@ -749,7 +804,7 @@ pub fn apply_formula(t: &Trends, text: &str, results: Vec<Value>) -> Vec<Value> 
         "data"
     };
     let mut groups: Vec<((String, String), Vec<Value>)> = Vec::new();
-    for r in results {
+    for r in results.iter().cloned() {
         let k = key(&r);
         match groups.iter_mut().find(|(g, _)| *g == k) {
             Some((_, v)) => v.push(r),
@@ -782,12 +837,18 @@ pub fn apply_formula(t: &Trends, text: &str, results: Vec<Value>) -> Vec<Value> 
                 base["data"] = json!(computed.into_iter().map(json_number).collect::<Vec<_>>());
             }
         }
-        let label = format!("Formula ({text})");
+        let label = node
+            .custom_name
+            .clone()
+            .unwrap_or_else(|| format!("Formula ({text})"));
         base["label"] = json!(match base.get("breakdown_value").and_then(Value::as_str) {
             Some(v) => format!("{label} - {v}"),
             None => label,
         });
         base["action"] = Value::Null;
+        if t.formulas.len() > 1 {
+            base["formula_index"] = json!(index);
+        }
         out.push(base);
     }
     out
@@ -1057,8 +1118,12 @@ mod tests {
                 "ends early",
             ),
             (
-                json!({"series": [{}], "trendsFilter": {"formulas": ["A"]}}),
-                "formulas",
+                json!({"series": [{}], "trendsFilter": {"formulas": "A"}}),
+                "formulas must be a list",
+            ),
+            (
+                json!({"series": [{}], "trendsFilter": {"formulaNodes": [{"formula": "B"}]}}),
+                "there are 1",
             ),
             (
                 json!({"series": [{}], "trendsFilter": {"smoothingIntervals": "a"}}),
@@ -1107,6 +1172,34 @@ mod tests {
         assert!(Formula::parse(&deep, 1).is_err());
         assert!(Formula::parse("A B", 2).is_err());
         assert!(Formula::parse("1..2", 1).is_err());
+    }
+
+    #[test]
+    fn several_formulas_each_give_their_results_in_turn() {
+        let t = Trends::from_value(&json!({"series": [{"event": "a"}, {"event": "b"}],
+            "trendsFilter": {"formulaNodes": [{"formula": "A+B", "custom_name": "Both"},
+                                               {"formula": "A/B"}, {"formula": " "}]}}))
+        .unwrap();
+        assert_eq!(t.formulas.len(), 2, "the empty one is skipped");
+        let series = |order: u64, data: Vec<f64>| json!({"action": {"order": order}, "data": data, "label": "x", "count": 0});
+        let out = apply_formulas(
+            &t,
+            vec![series(0, vec![2.0, 4.0]), series(1, vec![1.0, 2.0])],
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            (&out[0]["label"], &out[0]["data"]),
+            (&json!("Both"), &json!([3, 6]))
+        );
+        assert_eq!(
+            (&out[1]["label"], &out[1]["data"], &out[1]["formula_index"]),
+            (&json!("Formula (A/B)"), &json!([2, 2]), &json!(1))
+        );
+        // `formulas` (texts) as well.
+        let t = Trends::from_value(&json!({"series": [{"event": "a"}],
+            "trendsFilter": {"formulas": ["A*2", "A+1"]}}))
+        .unwrap();
+        assert_eq!(t.formulas.len(), 2);
     }
 
     #[test]

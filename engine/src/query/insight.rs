@@ -136,7 +136,7 @@ impl Actors {
 /// does not take).
 fn stickiness_of(node: &Value) -> Result<Trends, FilterError> {
     let t = Trends::from_value(node)?;
-    if t.breakdown.is_some() || t.formula.is_some() || t.compare || t.aggregate {
+    if t.breakdown.is_some() || !t.formulas.is_empty() || t.compare || t.aggregate {
         return Err(FilterError(
             "a StickinessQuery takes no breakdown, formula, compare or display".into(),
         ));
@@ -506,7 +506,7 @@ impl QueryService {
                     .series
                     .get(i)
                     .ok_or_else(|| field("series", format!("the insight has no series {i}")))?;
-                if s.active_days.is_some() || t.formula.is_some() {
+                if s.active_days.is_some() || !t.formulas.is_empty() {
                     return Err(invalid(FilterError(
                         "the persons of weekly or monthly active users and of formulas are not listed yet".into(),
                     )));
@@ -867,13 +867,7 @@ impl QueryService {
                 ));
             }
         }
-        if let Some(text) = node
-            .get("trendsFilter")
-            .and_then(|f| f.get("formula"))
-            .and_then(Value::as_str)
-        {
-            results = trends::apply_formula(&t, text, results);
-        }
+        results = trends::apply_formulas(&t, results);
         trends::smooth(&t, &mut results);
         if t.breakdown.as_ref().is_some_and(|b| b.hide_other) {
             results.retain(|r| {
