@@ -47,6 +47,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import requests
@@ -83,6 +84,10 @@ class Query:
     ignore_why: str = ""
     # a known reason the engines may differ, printed with a difference
     note: str = ""
+    # a structured query node run instead of `hogql` (its HogQL text is then a description),
+    # and how its results become the rows the peers' SQL answers
+    node: dict | None = None
+    flatten: Callable[[object], list] | None = None
 
 
 def ch_prop(*keys: str) -> str:
@@ -398,6 +403,7 @@ def queries(start: str, end: str, top_distinct_id: str) -> list[Query]:
         "round(avg(TRY_CAST(json_extract(properties, '$.\"$survey_response\"') AS DOUBLE)), 4) FROM events "
         "WHERE event = 'survey sent' GROUP BY survey ORDER BY survey",
     ))
+    q.extend(node_queries(start, end))
     q.append(Query(
         "group_breakdown", "top companies ($group_0) by events and users",
         "SELECT `$group_0` AS company, count() AS events, count(DISTINCT distinct_id) AS users FROM events "
@@ -406,6 +412,150 @@ def queries(start: str, end: str, top_distinct_id: str) -> list[Query]:
         "WHERE `$group_0` IS NOT NULL GROUP BY company ORDER BY c DESC, company LIMIT 20",
         "SELECT \"$group_0\" AS company, count(*) AS c, count(DISTINCT distinct_id) FROM events "
         "WHERE \"$group_0\" IS NOT NULL GROUP BY company ORDER BY c DESC, company LIMIT 20",
+    ))
+    return q
+
+
+NULL_BREAKDOWN = "$$_posthog_breakdown_null_$$"
+
+
+def _trend_rows(results) -> list:
+    return [(day, s["breakdown_value"], x) for s in results for day, x in zip(s["days"], s["data"]) if x]
+
+
+def _funnel_rows(results) -> list:
+    return [(i + 1, step["count"]) for i, step in enumerate(results)]
+
+
+def _retention_rows(results) -> list:
+    return [(c["date"][:10], k, v["count"]) for c in results for k, v in enumerate(c["values"]) if v["count"]]
+
+
+def _lifecycle_rows(results) -> list:
+    return [(day, s["status"], x) for s in results for day, x in zip(s["days"], s["data"]) if x]
+
+
+def node_queries(start: str, end: str) -> list[Query]:
+    """Insight nodes (issue 14) as the app sends them, each checked against the same question
+    written by hand for ClickHouse and DuckDB."""
+    last = (dt.date.fromisoformat(end) - dt.timedelta(days=1)).isoformat()
+    d30 = (dt.date.fromisoformat(end) - dt.timedelta(days=30)).isoformat()
+    d31 = (dt.date.fromisoformat(end) - dt.timedelta(days=31)).isoformat()
+    dk = lambda a, b: f"timestamp >= TIMESTAMPTZ '{a} 00:00:00' AND timestamp < TIMESTAMPTZ '{b} 00:00:00'"
+    ch = lambda a, b: f"timestamp >= '{a}' AND timestamp < '{b}'"
+    dk_week = "CAST(timestamp AS DATE) - CAST(dayofweek(timestamp) AS INTEGER)"
+    q: list[Query] = []
+
+    q.append(Query(
+        "node_trend_breakdown", "TrendsQuery: pageviews per day of the last 30 days by browser",
+        "TrendsQuery (node)", 
+        f"SELECT formatDateTime(toStartOfDay(timestamp), '%Y-%m-%d') AS day, "
+        f"ifNull({ch_prop('$browser')}, '{NULL_BREAKDOWN}') AS b, count() FROM events "
+        f"WHERE event = '$pageview' AND {ch(d30, end)} GROUP BY day, b",
+        f"SELECT strftime(date_trunc('day', timestamp), '%Y-%m-%d') AS day, "
+        f"coalesce({dk_prop('$browser')}, '{NULL_BREAKDOWN}') AS b, count(*) FROM events "
+        f"WHERE event = '$pageview' AND {dk(d30, end)} GROUP BY day, b",
+        node={"kind": "TrendsQuery", "interval": "day",
+              "series": [{"kind": "EventsNode", "event": "$pageview", "math": "total"}],
+              "dateRange": {"date_from": d30, "date_to": last},
+              "breakdownFilter": {"breakdown": "$browser", "breakdown_type": "event", "breakdown_limit": 50}},
+        flatten=_trend_rows,
+    ))
+
+    steps = [("event = '$pageview'", "/pricing"), ("event = 'added_to_cart'", None),
+             ("event = '$pageview'", "/checkout"), ("event = 'purchase'", None)]
+    ch_steps = [c + (f" AND {ch_prop('$pathname')} = '{p}'" if p else "") for c, p in steps]
+    dk_steps = [c + (f" AND {dk_prop('$pathname')} = '{p}'" if p else "") for c, p in steps]
+    ch_first = f"({ch_steps[0]}) AND timestamp < '{end}'"
+    dk_cases = " ".join(f"WHEN {c} THEN {i + 1}" for i, c in enumerate(dk_steps))
+    dk_chain = []
+    for k in range(2, 5):
+        prev = "s1" if k == 2 else f"s{k - 1}"
+        dk_chain.append(
+            f"s{k} AS (SELECT p.person_id, p.t1, min(e.t) AS t{k} FROM {prev} AS p JOIN ev AS e "
+            f"ON e.person_id = p.person_id AND e.step = {k} AND e.t >= p.t{k - 1} "
+            f"AND e.t <= p.t1 + INTERVAL 1 DAY GROUP BY p.person_id, p.t1)")
+    q.append(Query(
+        "node_funnel_4", "FunnelsQuery: /pricing -> added_to_cart -> /checkout -> purchase within a day",
+        "FunnelsQuery (node)",
+        "SELECT s, countIf(level >= s) FROM (SELECT person_id, windowFunnel(86400000000)"
+        f"(toUInt64(toUnixTimestamp64Micro(timestamp)), {ch_first}, {', '.join(ch_steps[1:])}) AS level "
+        f"FROM events WHERE event IN ('$pageview', 'added_to_cart', 'purchase') AND timestamp >= '{start}' "
+        "GROUP BY person_id) ARRAY JOIN [1, 2, 3, 4] AS s GROUP BY s",
+        f"WITH ev AS (SELECT person_id, timestamp AS t, CASE {dk_cases} END AS step FROM events "
+        f"WHERE event IN ('$pageview', 'added_to_cart', 'purchase') AND timestamp >= TIMESTAMPTZ '{start} 00:00:00'), "
+        f"s1 AS (SELECT person_id, t AS t1 FROM ev WHERE step = 1 AND t < TIMESTAMPTZ '{end} 00:00:00'), "
+        + ", ".join(dk_chain) +
+        " SELECT 1, count(DISTINCT person_id) FROM s1 UNION ALL SELECT 2, count(DISTINCT person_id) FROM s2 "
+        "UNION ALL SELECT 3, count(DISTINCT person_id) FROM s3 UNION ALL SELECT 4, count(DISTINCT person_id) FROM s4",
+        node={"kind": "FunnelsQuery",
+              "series": [{"kind": "EventsNode", "event": "$pageview", "properties": [
+                             {"key": "$pathname", "value": "/pricing", "operator": "exact", "type": "event"}]},
+                         {"kind": "EventsNode", "event": "added_to_cart"},
+                         {"kind": "EventsNode", "event": "$pageview", "properties": [
+                             {"key": "$pathname", "value": "/checkout", "operator": "exact", "type": "event"}]},
+                         {"kind": "EventsNode", "event": "purchase"}],
+              "dateRange": {"date_from": start, "date_to": last},
+              "funnelsFilter": {"funnelWindowInterval": 1, "funnelWindowIntervalUnit": "day"}},
+        flatten=_funnel_rows, persons=True,
+    ))
+
+    weeks = 13
+    q.append(Query(
+        "node_retention_weekly", "RetentionQuery: first-time weekly retention of pageviews, 13 weeks",
+        "RetentionQuery (node)",
+        "SELECT f.cohort, dateDiff('week', f.cohort, a.week) AS k, count() FROM "
+        f"(SELECT person_id, toStartOfWeek(timestamp) AS week FROM events WHERE event = '$pageview' "
+        f"AND {ch(start, end)} GROUP BY person_id, week) AS a INNER JOIN "
+        f"(SELECT person_id, min(toStartOfWeek(timestamp)) AS cohort FROM events WHERE event = '$pageview' "
+        f"AND {ch(start, end)} GROUP BY person_id) AS f ON a.person_id = f.person_id GROUP BY f.cohort, k",
+        f"WITH a AS (SELECT DISTINCT person_id, {dk_week} AS week FROM events WHERE event = '$pageview' "
+        f"AND {dk(start, end)}), f AS (SELECT person_id, min(week) AS cohort FROM a GROUP BY person_id) "
+        "SELECT f.cohort, CAST((a.week - f.cohort) / 7 AS INTEGER) AS k, count(*) FROM a "
+        "JOIN f ON a.person_id = f.person_id GROUP BY f.cohort, k",
+        node={"kind": "RetentionQuery", "dateRange": {"date_to": last},
+              "retentionFilter": {"period": "Week", "totalIntervals": weeks,
+                                  "retentionType": "retention_first_time",
+                                  "targetEntity": {"id": "$pageview", "type": "events"},
+                                  "returningEntity": {"id": "$pageview", "type": "events"}}},
+        flatten=_retention_rows, persons=True,
+    ))
+
+    # Lifecycle: a person is new on the day of their first event, returning when active the
+    # day before too, resurrecting when not; dormant (negative) the day after their last
+    # active day.
+    ch_life = (
+        f"WITH a AS (SELECT DISTINCT person_id, toStartOfDay(timestamp) AS d FROM events "
+        f"WHERE event = '$pageview' AND {ch(d31, end)}), "
+        "c AS (SELECT person_id, toStartOfDay(min(timestamp)) AS cd FROM events GROUP BY person_id) "
+        "SELECT formatDateTime(day, '%Y-%m-%d') AS day, status, sum(n) FROM ("
+        "SELECT a.d AS day, multiIf(c.cd = a.d, 'new', (a.person_id, a.d - INTERVAL 1 DAY) IN (SELECT person_id, d FROM a), "
+        "'returning', 'resurrecting') AS status, 1 AS n FROM a JOIN c ON a.person_id = c.person_id "
+        "UNION ALL SELECT a.d + INTERVAL 1 DAY AS day, 'dormant' AS status, -1 AS n FROM a "
+        "WHERE (a.person_id, a.d + INTERVAL 1 DAY) NOT IN (SELECT person_id, d FROM a)) "
+        f"WHERE day >= '{d30}' AND day < '{end}' GROUP BY day, status"
+    )
+    dk_life = (
+        f"WITH a AS (SELECT DISTINCT person_id, date_trunc('day', timestamp) AS d FROM events "
+        f"WHERE event = '$pageview' AND {dk(d31, end)}), "
+        "c AS (SELECT person_id, date_trunc('day', min(timestamp)) AS cd FROM events GROUP BY person_id), "
+        "x AS (SELECT a.d AS day, CASE WHEN c.cd = a.d THEN 'new' WHEN EXISTS (SELECT 1 FROM a AS b "
+        "WHERE b.person_id = a.person_id AND b.d = a.d - INTERVAL 1 DAY) THEN 'returning' ELSE 'resurrecting' END "
+        "AS status, 1 AS n FROM a JOIN c ON a.person_id = c.person_id "
+        "UNION ALL SELECT a.d + INTERVAL 1 DAY, 'dormant', -1 FROM a WHERE NOT EXISTS (SELECT 1 FROM a AS b "
+        "WHERE b.person_id = a.person_id AND b.d = a.d + INTERVAL 1 DAY)) "
+        "SELECT strftime(day, '%Y-%m-%d') AS day, status, sum(n) FROM x "
+        f"WHERE day >= TIMESTAMPTZ '{d30} 00:00:00' AND day < TIMESTAMPTZ '{end} 00:00:00' GROUP BY day, status"
+    )
+    q.append(Query(
+        "node_lifecycle_daily", "LifecycleQuery: pageview lifecycle per day of the last 30 days",
+        "LifecycleQuery (node)", ch_life, dk_life,
+        node={"kind": "LifecycleQuery", "interval": "day",
+              "series": [{"kind": "EventsNode", "event": "$pageview"}],
+              "dateRange": {"date_from": d30, "date_to": last}},
+        flatten=_lifecycle_rows, persons=True,
+        note="new counts persons by the day of their first event; hedgerow's person.created_at is the time of "
+             "the first event it processed for them, which the concurrent clients may deliver out of order",
     ))
     return q
 
@@ -584,6 +734,24 @@ class Server:
 
 class QueryError(Exception):
     pass
+
+
+def run_node(server: "Server", q: Query) -> tuple[float, dict]:
+    """Runs `q.node` and gives its results as the peers' rows (`results` replaced)."""
+    body = {"query": q.node, "refresh": "force_blocking"}
+    t0 = time.perf_counter()
+    r = requests.post(f"{server.base}/api/projects/1/query/", json=body,
+                      headers={"Authorization": f"Bearer {PERSONAL_KEY}"}, timeout=1800)
+    elapsed = time.perf_counter() - t0
+    try:
+        j = r.json()
+    except ValueError:
+        j = {"detail": r.text}
+    if r.status_code != 200:
+        raise QueryError(f"HTTP {r.status_code}: {j.get('detail') or j}")
+    j = dict(j)
+    j["results"] = q.flatten(j["results"])
+    return elapsed, j
 
 
 # ------------------------------------------------------------------------------------------
@@ -978,7 +1146,10 @@ def run_queries(server: Server, peers: Peers, suite: list[Query], runs: int) -> 
     out = {}
     for q in suite:
         log(f"query {q.name}")
-        h_med, h_s, h_res, h_err = timed(lambda: server.query(q.hogql), runs)
+        if q.node is not None:
+            h_med, h_s, h_res, h_err = timed(lambda: run_node(server, q), runs)
+        else:
+            h_med, h_s, h_res, h_err = timed(lambda: server.query(q.hogql), runs)
         c_med, c_s, c_rows, c_err = timed(lambda: peers.clickhouse(q.clickhouse), runs)
         mat_sql = ch_mat_sql(q)
         m_med, m_s, m_rows, m_err = timed(lambda: peers.clickhouse(mat_sql), runs)
@@ -986,7 +1157,7 @@ def run_queries(server: Server, peers: Peers, suite: list[Query], runs: int) -> 
         h_rows = h_res["results"] if h_res else None
         entry = {
             "what": q.what,
-            "hogql": q.hogql,
+            "hogql": q.hogql if q.node is None else json.dumps(q.node),
             "clickhouse_mat_sql": mat_sql,
             "hedgerow_s": h_med, "clickhouse_s": c_med, "clickhouse_mat_s": m_med, "duckdb_s": d_med,
             "hedgerow_runs_s": h_s, "clickhouse_runs_s": c_s, "clickhouse_mat_runs_s": m_s, "duckdb_runs_s": d_s,
