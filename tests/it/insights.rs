@@ -214,6 +214,39 @@ async fn trends_series_match_a_reference() {
         (&json!("current"), &json!("previous"))
     );
     assert_eq!(data(&r[1]), per_day(&count("$pageview"), 8..=15));
+    // Compared with a chosen earlier period: the same 8 days, 3 days back.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
+               "compareFilter": {"compare": true, "compare_to": "-3d"}}),
+    )
+    .await;
+    assert_eq!(
+        data(&v["results"][1]),
+        per_day(&count("$pageview"), 3..=10),
+        "{v}"
+    );
+    // Several formulas over two series, each answered in turn with its name.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"},
+                                                 {"kind": "EventsNode", "event": "buy"}],
+               "trendsFilter": {"formulaNodes": [{"formula": "A + B", "custom_name": "all"},
+                                                 {"formula": "A - B"}]}}),
+    )
+    .await;
+    let (views, buys) = (
+        per_day(&count("$pageview"), 0..=7),
+        per_day(&count("buy"), 0..=7),
+    );
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 2, "{v}");
+    assert_eq!(r[0]["label"], "all");
+    let zip = |f: fn(f64, f64) -> f64| -> Vec<f64> {
+        views.iter().zip(&buys).map(|(a, b)| f(*a, *b)).collect()
+    };
+    assert_eq!(data(&r[0]), zip(|a, b| a + b));
+    assert_eq!(data(&r[1]), zip(|a, b| a - b));
 
     // Filters on the series and on the query, weekly buckets, and a dashboard's dates.
     let v = trends(
@@ -713,13 +746,13 @@ async fn trends_series_match_a_reference() {
         .post(srv.url("/api/projects/1/query/"))
         .bearer_auth(KEY)
         .json(&json!({"query": {"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
-                                "trendsFilter": {"formulas": ["A", "A*2"]}}}))
+                                "breakdownFilter": {"breakdowns": [{"property": "$browser"}, {"property": "amount"}]}}}))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.unwrap();
-    assert!(v["detail"].as_str().unwrap().contains("formulas"), "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("breakdowns"), "{v}");
     // Smoothing: a trailing mean over 3 days.
     let v = trends(
         &srv,

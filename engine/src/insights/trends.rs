@@ -214,6 +214,61 @@ pub fn previous_period(
     period_of(from, to, interval, tz)
 }
 
+/// `compareFilter.compare_to` (`-1w`, `-3m`, …): how far back the compared period lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shift {
+    pub n: u32,
+    /// `h`, `d`, `w`, `m`, `q` or `y`.
+    pub unit: char,
+}
+
+impl Shift {
+    fn parse(text: &str) -> Result<Self, FilterError> {
+        let bad_shift = || {
+            bad(format!(
+                "compareFilter.compare_to must be a relative date like -1w, -3m or -1y, got '{text}'"
+            ))
+        };
+        let rest = text.trim().strip_prefix('-').ok_or_else(bad_shift)?;
+        let unit = rest.chars().last().ok_or_else(bad_shift)?;
+        let n: u32 = rest[..rest.len() - unit.len_utf8()]
+            .parse()
+            .ok()
+            .filter(|n| (1..=10_000).contains(n))
+            .ok_or_else(bad_shift)?;
+        match unit {
+            'h' | 'd' | 'w' | 'm' | 'q' | 'y' => Ok(Shift { n, unit }),
+            _ => Err(bad_shift()),
+        }
+    }
+
+    /// Local time `t`, this far back.
+    fn back(self, t: NaiveDateTime) -> Option<NaiveDateTime> {
+        let n = self.n as i64;
+        match self.unit {
+            'h' => Some(t - Duration::hours(n)),
+            'd' => Some(t - Duration::days(n)),
+            'w' => Some(t - Duration::weeks(n)),
+            'm' => t.checked_sub_months(chrono::Months::new(self.n)),
+            'q' => t.checked_sub_months(chrono::Months::new(self.n * 3)),
+            _ => t.checked_sub_months(chrono::Months::new(self.n * 12)),
+        }
+    }
+}
+
+/// `p` moved back by `shift` (PostHog's "compare to" a chosen earlier period).
+pub fn shifted_period(
+    p: &Period,
+    interval: Interval,
+    tz: chrono_tz::Tz,
+    shift: Shift,
+) -> Result<Period, FilterError> {
+    let too_early = || bad("compareFilter.compare_to reaches before the calendar's start");
+    let from = instant(shift.back(local(p.from, tz)).ok_or_else(too_early)?, tz);
+    let to = instant(shift.back(local(p.to, tz)).ok_or_else(too_early)?, tz);
+    period_of(from, to, interval, tz)
+}
+
 /// One series of the query (an `EventsNode`), read.
 #[derive(Debug, Clone)]
 pub struct Series {
@@ -236,6 +291,9 @@ pub struct Trends {
     pub properties: Option<Value>,
     pub breakdown: Option<Breakdown>,
     pub compare: bool,
+    /// `compareFilter.compare_to`: the compared period lies this far back (instead of just
+    /// before).
+    pub compare_to: Option<Shift>,
     /// A display of one value per series (`BoldNumber`, `ActionsPie`, `ActionsTable`,
     /// `ActionsBarValue`, `WorldMap`): `aggregated_value` over the range, no buckets.
     pub aggregate: bool,
@@ -303,11 +361,6 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
 
 /// What the node holds that this version does not compute is refused by name.
 fn refuse_unsupported(q: &Map<String, Value>) -> Result<(), FilterError> {
-    if let Some(Value::String(to)) = q.get("compareFilter").and_then(|c| c.get("compare_to")) {
-        return Err(bad(format!(
-            "compareFilter.compare_to ('{to}') is not supported yet; compare takes the previous period"
-        )));
-    }
     if q.get("breakdownFilter")
         .and_then(|b| b.get("breakdowns"))
         .is_some_and(|b| b.as_array().is_some_and(|a| !a.is_empty()))
@@ -470,6 +523,16 @@ impl Trends {
                 .and_then(|c| c.get("compare"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            compare_to: match q.get("compareFilter").and_then(|c| c.get("compare_to")) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(t)) if t.is_empty() => None,
+                Some(Value::String(t)) => Some(Shift::parse(t)?),
+                Some(other) => {
+                    return Err(bad(format!(
+                        "compareFilter.compare_to must be a relative date like -1w, got {other}"
+                    )));
+                }
+            },
             aggregate,
             formulas,
             smoothing: match q
@@ -1048,6 +1111,28 @@ mod tests {
         let prev = previous_period(&p, Interval::Day, chrono_tz::UTC).unwrap();
         assert_eq!(prev.buckets.len(), 8);
         assert_eq!(prev.to.to_rfc3339(), "2024-03-23T23:59:59.999999+00:00");
+        // compare_to: a week back, the same eight days; a month back by the calendar (the
+        // end clamps to 29 February, as PostHog's relativedelta does).
+        let shift = |to: &str| {
+            Trends::from_value(&json!({"series": [{}],
+                "compareFilter": {"compare": true, "compare_to": to}}))
+            .unwrap()
+            .compare_to
+            .unwrap()
+        };
+        let back = shifted_period(&p, Interval::Day, chrono_tz::UTC, shift("-1w")).unwrap();
+        assert_eq!(back.buckets.len(), 8);
+        assert_eq!(back.from.to_rfc3339(), "2024-03-17T00:00:00+00:00");
+        let back = shifted_period(&p, Interval::Day, chrono_tz::UTC, shift("-1m")).unwrap();
+        assert_eq!(back.from.to_rfc3339(), "2024-02-24T00:00:00+00:00");
+        assert_eq!(back.to.to_rfc3339(), "2024-02-29T23:59:59.999999+00:00");
+        for bad_to in ["1w", "-w", "-2x", "-0d"] {
+            let e = Trends::from_value(
+                &json!({"series": [{}], "compareFilter": {"compare_to": bad_to}}),
+            )
+            .unwrap_err();
+            assert!(e.0.contains("compare_to"), "{bad_to}: {e}");
+        }
         // Weeks start on Sunday; 31 March 2024 is one.
         let w = resolve_period(
             Some(&json!({"date_from": "-14d"})),

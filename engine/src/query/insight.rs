@@ -826,7 +826,11 @@ impl QueryService {
             .map_err(invalid)?;
         let mut periods = vec![(current.clone(), t.compare.then_some("current"))];
         if t.compare {
-            let previous = trends::previous_period(&current, t.interval, tz).map_err(invalid)?;
+            let previous = match t.compare_to {
+                None => trends::previous_period(&current, t.interval, tz),
+                Some(shift) => trends::shifted_period(&current, t.interval, tz, shift),
+            }
+            .map_err(invalid)?;
             periods.push((previous, Some("previous")));
         }
         let mut results = Vec::new();
