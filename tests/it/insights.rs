@@ -214,6 +214,35 @@ async fn trends_series_match_a_reference() {
         (&json!("current"), &json!("previous"))
     );
     assert_eq!(data(&r[1]), per_day(&count("$pageview"), 8..=15));
+    // Two breakdowns at once: each value a list, labelled with both.
+    let v = trends(
+        &srv,
+        json!({"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "buy"}],
+               "breakdownFilter": {"breakdown_limit": 100, "breakdowns": [
+                   {"property": "$browser", "type": "event"}, {"property": "amount", "type": "event"}]}}),
+    )
+    .await;
+    let mut want: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for e in evs.iter().filter(|e| e.event == "buy" && e.ago <= 7) {
+        let browser = BROWSERS[e.user].unwrap_or("$$_posthog_breakdown_null_$$");
+        *want
+            .entry((browser.to_owned(), e.amount.to_string()))
+            .or_default() += 1.0;
+    }
+    let mut got: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for r in v["results"].as_array().unwrap() {
+        let b = r["breakdown_value"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"));
+        let key = (
+            b[0].as_str().unwrap().to_owned(),
+            b[1].as_str().unwrap().to_owned(),
+        );
+        assert_eq!(r["label"], format!("{}::{}", key.0, key.1));
+        got.insert(key, r["count"].as_f64().unwrap());
+    }
+    assert_eq!(got, want, "{v}");
+
     // Compared with a chosen earlier period: the same 8 days, 3 days back.
     let v = trends(
         &srv,
@@ -745,14 +774,13 @@ async fn trends_series_match_a_reference() {
     let r = client()
         .post(srv.url("/api/projects/1/query/"))
         .bearer_auth(KEY)
-        .json(&json!({"query": {"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "$pageview"}],
-                                "breakdownFilter": {"breakdowns": [{"property": "$browser"}, {"property": "amount"}]}}}))
+        .json(&json!({"query": {"kind": "TrendsQuery", "series": [{"kind": "ActionsNode", "id": 1}]}}))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.unwrap();
-    assert!(v["detail"].as_str().unwrap().contains("breakdowns"), "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("ActionsNode"), "{v}");
     // Smoothing: a trailing mean over 3 days.
     let v = trends(
         &srv,

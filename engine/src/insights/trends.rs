@@ -305,12 +305,54 @@ pub struct Trends {
     pub smoothing: usize,
 }
 
-/// A breakdown: the HogQL text of its value and how many values are shown.
+/// A breakdown: the HogQL text of its value and how many values are shown. With several
+/// breakdowns (`breakdownFilter.breakdowns`), the value joins each one's with
+/// [`BREAKDOWN_JOIN`] and `parts` says how many.
 #[derive(Debug, Clone)]
 pub struct Breakdown {
     pub value: String,
     pub limit: usize,
     pub hide_other: bool,
+    pub parts: usize,
+}
+
+/// What joins the values of several breakdowns into one key (ASCII's unit separator).
+pub const BREAKDOWN_JOIN: char = '\u{1f}';
+
+/// Most breakdowns one node may have (PostHog's interface allows three).
+const MAX_BREAKDOWNS: usize = 3;
+
+impl Breakdown {
+    /// A row's breakdown key as PostHog shows it: the value, or the list of values of
+    /// several breakdowns (other: the other marker in each place).
+    pub fn shown(&self, key: &str) -> Value {
+        if self.parts <= 1 {
+            return json!(key);
+        }
+        if key == BREAKDOWN_OTHER {
+            return json!(vec![BREAKDOWN_OTHER; self.parts]);
+        }
+        json!(key.split(BREAKDOWN_JOIN).collect::<Vec<_>>())
+    }
+
+    /// The key of a value as PostHog shows it (a list for several breakdowns).
+    pub fn key_of(&self, v: &Value) -> String {
+        let text = |x: &Value| match x {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        match v {
+            Value::Array(a) if a.len() > 1 && a.iter().all(|x| x == BREAKDOWN_OTHER) => {
+                BREAKDOWN_OTHER.to_string()
+            }
+            Value::Array(a) if self.parts > 1 || a.len() == 1 => a
+                .iter()
+                .map(text)
+                .collect::<Vec<_>>()
+                .join(&BREAKDOWN_JOIN.to_string()),
+            other => text(other),
+        }
+    }
 }
 
 /// The HogQL aggregate of a series' math.
@@ -360,47 +402,21 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
 }
 
 /// What the node holds that this version does not compute is refused by name.
-fn refuse_unsupported(q: &Map<String, Value>) -> Result<(), FilterError> {
-    if q.get("breakdownFilter")
-        .and_then(|b| b.get("breakdowns"))
-        .is_some_and(|b| b.as_array().is_some_and(|a| !a.is_empty()))
-    {
-        return Err(bad(
-            "breakdownFilter.breakdowns (several breakdowns) is not supported yet",
-        ));
-    }
+fn refuse_unsupported(_q: &Map<String, Value>) -> Result<(), FilterError> {
     Ok(())
 }
 
-/// A node's `breakdownFilter` (one breakdown), read; `None` when it has none.
-pub(super) fn breakdown_of(q: &Map<String, Value>) -> Result<Option<Breakdown>, FilterError> {
-    let Some(f) = q.get("breakdownFilter").filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let key = match f.get("breakdown") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        Some(other) => {
-            return Err(bad(format!(
-                "breakdown must be a property name, got {other}"
-            )));
-        }
-    };
-    let ty = f
-        .get("breakdown_type")
-        .and_then(Value::as_str)
-        .unwrap_or("event");
-    let field = |base: &str| format!("{base}[{}]", quote(&key));
-    let value = match ty {
+/// One breakdown's HogQL value (before NULL and empty values become the null marker).
+fn breakdown_value(key: &str, ty: &str, group: Option<&Value>) -> Result<String, FilterError> {
+    let field = |base: &str| format!("{base}[{}]", quote(key));
+    Ok(match ty {
         "event" => field("properties"),
         "person" => field("person.properties"),
         "group" => {
-            let i = f
-                .get("breakdown_group_type_index")
+            let i = group
                 .and_then(Value::as_u64)
                 .filter(|i| *i < 5)
-                .ok_or_else(|| bad("a group breakdown needs breakdown_group_type_index 0 to 4"))?;
+                .ok_or_else(|| bad("a group breakdown needs its group type index, 0 to 4"))?;
             field(&format!("group_{i}.properties"))
         }
         "session" => format!("session.`{}`", key.replace('`', "\\`")),
@@ -409,6 +425,65 @@ pub(super) fn breakdown_of(q: &Map<String, Value>) -> Result<Option<Breakdown>, 
             return Err(bad(format!(
                 "breakdown_type '{other}' is not supported; use event, person, group, session or hogql"
             )));
+        }
+    })
+}
+
+/// A node's `breakdownFilter` (one breakdown), read; `None` when it has none.
+pub(super) fn breakdown_of(q: &Map<String, Value>) -> Result<Option<Breakdown>, FilterError> {
+    let Some(f) = q.get("breakdownFilter").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let null = |v: String| {
+        format!(
+            "ifNull(nullIf(toString({v}), ''), {})",
+            quote(BREAKDOWN_NULL)
+        )
+    };
+    let several = f
+        .get("breakdowns")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty());
+    let (value, parts) = match several {
+        Some(list) => {
+            if list.len() > MAX_BREAKDOWNS {
+                return Err(bad(format!(
+                    "breakdownFilter.breakdowns holds at most {MAX_BREAKDOWNS} breakdowns"
+                )));
+            }
+            let mut values = Vec::new();
+            for b in list {
+                let key = match b.get("property") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Number(n)) => n.to_string(),
+                    _ => return Err(bad("each of breakdownFilter.breakdowns needs property")),
+                };
+                let ty = b.get("type").and_then(Value::as_str).unwrap_or("event");
+                values.push(null(breakdown_value(&key, ty, b.get("group_type_index"))?));
+            }
+            let join = quote(&BREAKDOWN_JOIN.to_string());
+            (
+                format!("concat({})", values.join(&format!(", {join}, "))),
+                list.len(),
+            )
+        }
+        None => {
+            let key = match f.get("breakdown") {
+                None | Some(Value::Null) => return Ok(None),
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                Some(other) => {
+                    return Err(bad(format!(
+                        "breakdown must be a property name, got {other}"
+                    )));
+                }
+            };
+            let ty = f
+                .get("breakdown_type")
+                .and_then(Value::as_str)
+                .unwrap_or("event");
+            let value = breakdown_value(&key, ty, f.get("breakdown_group_type_index"))?;
+            (null(value), 1)
         }
     };
     let limit = match f.get("breakdown_limit") {
@@ -419,10 +494,8 @@ pub(super) fn breakdown_of(q: &Map<String, Value>) -> Result<Option<Breakdown>, 
             .ok_or_else(|| bad("breakdown_limit must be 1 to 10000"))? as usize,
     };
     Ok(Some(Breakdown {
-        value: format!(
-            "ifNull(nullIf(toString({value}), ''), {})",
-            quote(BREAKDOWN_NULL)
-        ),
+        value,
+        parts,
         limit,
         hide_other: f
             .get("breakdown_hide_other_aggregation")
@@ -904,7 +977,17 @@ fn apply_formula(t: &Trends, node: &FormulaNode, index: usize, results: &[Value]
             .custom_name
             .clone()
             .unwrap_or_else(|| format!("Formula ({text})"));
-        base["label"] = json!(match base.get("breakdown_value").and_then(Value::as_str) {
+        let shown = match base.get("breakdown_value") {
+            Some(Value::String(v)) => Some(v.clone()),
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+                    .collect::<Vec<_>>()
+                    .join("::"),
+            ),
+            _ => None,
+        };
+        base["label"] = json!(match shown {
             Some(v) => format!("{label} - {v}"),
             None => label,
         });
@@ -1079,12 +1162,13 @@ pub fn shape_series(
             o["labels"] = json!([]);
             o["count"] = json!(0);
         }
-        if let Some(v) = value {
+        if let (Some(v), Some(b)) = (value, &t.breakdown) {
+            let v_label = v.replace(BREAKDOWN_JOIN, "::");
             o["label"] = json!(match t.series.len() {
-                1 => v.clone(),
-                _ => format!("{base_label} - {v}"),
+                1 => v_label,
+                _ => format!("{base_label} - {v_label}"),
             });
-            o["breakdown_value"] = json!(v);
+            o["breakdown_value"] = b.shown(&v);
         }
         if let Some(c) = compare_label {
             o["compare"] = json!(true);
@@ -1353,10 +1437,7 @@ pub fn actors_query(
         (None, _) => {}
         (Some(_), None) => return Err(bad("the insight has no breakdown")),
         (Some(v), Some(b)) => {
-            let v = match v {
-                Value::String(x) => x.clone(),
-                other => other.to_string(),
-            };
+            let v = b.key_of(v);
             if v == BREAKDOWN_OTHER {
                 return Err(bad(
                     "the persons of the other breakdown values are not listed yet",

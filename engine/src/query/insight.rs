@@ -875,7 +875,11 @@ impl QueryService {
         trends::smooth(&t, &mut results);
         if t.breakdown.as_ref().is_some_and(|b| b.hide_other) {
             results.retain(|r| {
-                r.get("breakdown_value").and_then(Value::as_str) != Some(BREAKDOWN_OTHER)
+                let v = r.get("breakdown_value");
+                v.and_then(Value::as_str) != Some(BREAKDOWN_OTHER)
+                    && !v
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.iter().all(|x| x == BREAKDOWN_OTHER))
             });
         }
         Ok(HogQLRun {
