@@ -185,6 +185,60 @@ async fn every_kind_of_cohort_and_its_members() {
         )
         .await;
     assert_eq!(v["count"], 3, "{v}");
+
+    // A trend broken down by cohorts: purchases of the last week by the pros (u0 twice, u2,
+    // u4), by the hand-picked (u1, u3; u5 bought nothing) and by everyone.
+    let (st, v) = api
+        .send(
+            Method::POST,
+            "/api/projects/1/query/",
+            Some(json!({"query": {"kind": "TrendsQuery",
+                "series": [{"kind": "EventsNode", "event": "purchase"}],
+                "breakdownFilter": {"breakdown_type": "cohort", "breakdown": [pros_id, fixed_id, "all"]}}})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let got: Vec<(Value, Value, f64)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["breakdown_value"].clone(),
+                r["label"].clone(),
+                r["count"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (json!(pros_id), json!("Pros"), 4.0),
+            (json!(fixed_id), json!("Hand picked"), 2.0),
+            (json!("all"), json!("all users"), 6.0),
+        ],
+        "{v}"
+    );
+    // The persons behind the hand-picked cohort's value.
+    let (st, v) = api
+        .send(
+            Method::POST,
+            "/api/projects/1/query/",
+            Some(json!({"query": {"kind": "ActorsQuery", "source": {"kind": "InsightActorsQuery",
+                "breakdown": fixed_id,
+                "source": {"kind": "TrendsQuery", "series": [{"kind": "EventsNode", "event": "purchase"}],
+                    "breakdownFilter": {"breakdown_type": "cohort", "breakdown": [pros_id, fixed_id]}}}}})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let ids: BTreeSet<String> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r[0]["distinct_ids"].as_array().unwrap().clone())
+        .map(|d| d.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, set(&["u1", "u3"]));
     // A form as PostHog's app uploads it.
     let form = "--b0undary\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nFrom a file\r\n\
                 --b0undary\r\nContent-Disposition: form-data; name=\"is_static\"\r\n\r\ntrue\r\n\

@@ -294,6 +294,8 @@ pub struct Trends {
     /// `compareFilter.compare_to`: the compared period lies this far back (instead of just
     /// before).
     pub compare_to: Option<Shift>,
+    /// A cohort breakdown: each series once per cohort (persons may be in several).
+    pub cohorts: Vec<CohortPick>,
     /// A display of one value per series (`BoldNumber`, `ActionsPie`, `ActionsTable`,
     /// `ActionsBarValue`, `WorldMap`): `aggregated_value` over the range, no buckets.
     pub aggregate: bool,
@@ -314,6 +316,42 @@ pub struct Breakdown {
     pub limit: usize,
     pub hide_other: bool,
     pub parts: usize,
+}
+
+/// One cohort of a cohort breakdown (`breakdown_type: "cohort"`): a cohort by id, or
+/// everyone (`all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CohortPick {
+    All,
+    Id(i64),
+}
+
+impl CohortPick {
+    fn parse(v: &Value) -> Result<Self, FilterError> {
+        match v {
+            Value::String(s) if s == "all" => Ok(CohortPick::All),
+            Value::String(s) => s.parse().map(CohortPick::Id).map_err(|_| {
+                bad(format!(
+                    "a cohort breakdown takes cohort ids or 'all', got '{s}'"
+                ))
+            }),
+            Value::Number(n) => n
+                .as_i64()
+                .map(CohortPick::Id)
+                .ok_or_else(|| bad(format!("a cohort id is a whole number, got {n}"))),
+            other => Err(bad(format!(
+                "a cohort breakdown takes cohort ids or 'all', got {other}"
+            ))),
+        }
+    }
+
+    /// The breakdown value PostHog shows: the cohort's id, or `all`.
+    pub fn value(self) -> Value {
+        match self {
+            CohortPick::All => json!("all"),
+            CohortPick::Id(i) => json!(i),
+        }
+    }
 }
 
 /// What joins the values of several breakdowns into one key (ASCII's unit separator).
@@ -570,7 +608,29 @@ impl Trends {
         };
         let formulas = formulas_of(q.get("trendsFilter"), series.len())?;
         let interval = Interval::parse(q.get("interval"))?;
-        let breakdown = breakdown_of(q)?;
+        let by_cohort = q
+            .get("breakdownFilter")
+            .and_then(|f| f.get("breakdown_type"))
+            .and_then(Value::as_str)
+            == Some("cohort");
+        let (breakdown, cohorts) = match by_cohort {
+            false => (breakdown_of(q)?, Vec::new()),
+            true => {
+                let picks = match q.get("breakdownFilter").and_then(|f| f.get("breakdown")) {
+                    Some(Value::Array(a)) if !a.is_empty() => a
+                        .iter()
+                        .map(CohortPick::parse)
+                        .collect::<Result<Vec<_>, _>>()?,
+                    Some(v) if !v.is_null() && !v.is_array() => vec![CohortPick::parse(v)?],
+                    _ => {
+                        return Err(bad(
+                            "a cohort breakdown needs breakdown: cohort ids or 'all'",
+                        ));
+                    }
+                };
+                (None, picks)
+            }
+        };
         for s in &series {
             if s.active_days.is_some() {
                 if interval != Interval::Day || aggregate {
@@ -596,6 +656,7 @@ impl Trends {
                 .and_then(|c| c.get("compare"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            cohorts,
             compare_to: match q.get("compareFilter").and_then(|c| c.get("compare_to")) {
                 None | Some(Value::Null) => None,
                 Some(Value::String(t)) if t.is_empty() => None,
@@ -620,6 +681,26 @@ impl Trends {
                     as usize,
             },
         })
+    }
+
+    /// This trend restricted to one cohort of its cohort breakdown (no breakdown left).
+    pub fn in_cohort(&self, pick: CohortPick) -> Trends {
+        let mut t = self.clone();
+        t.cohorts = Vec::new();
+        if let CohortPick::Id(id) = pick {
+            let f = json!({"type": "cohort", "key": "id", "value": id});
+            t.properties = Some(match t.properties.take() {
+                None => json!([f]),
+                Some(Value::Array(mut a)) => {
+                    a.push(f);
+                    Value::Array(a)
+                }
+                Some(group) => {
+                    json!({"type": "AND", "values": [group, {"type": "AND", "values": [f]}]})
+                }
+            });
+        }
+        t
     }
 
     /// The condition of one series' events in `p`.
@@ -1432,8 +1513,21 @@ pub fn actors_query(
             }
         }
     };
+    // A cohort breakdown's value is a cohort: its members' condition replaces the value's.
+    let in_cohort;
+    let (t, breakdown) = match (breakdown.filter(|v| !v.is_null()), t.cohorts.is_empty()) {
+        (Some(v), false) => {
+            let pick = CohortPick::parse(v)?;
+            if !t.cohorts.contains(&pick) {
+                return Err(bad(format!("the breakdown has no cohort {v}")));
+            }
+            in_cohort = t.in_cohort(pick);
+            (&in_cohort, None)
+        }
+        (b, _) => (t, b),
+    };
     let mut w = t.where_of(s, &period, cx)?;
-    match (breakdown.filter(|v| !v.is_null()), &t.breakdown) {
+    match (breakdown, &t.breakdown) {
         (None, _) => {}
         (Some(_), None) => return Err(bad("the insight has no breakdown")),
         (Some(v), Some(b)) => {

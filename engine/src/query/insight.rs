@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::exec;
@@ -838,37 +838,72 @@ impl QueryService {
         let mut has_more = false;
         let mut read_bytes = 0;
         let mut scan = super::ScanStats::default();
-        for (period, compare) in &periods {
-            for (i, s) in t.series.iter().enumerate() {
-                // The breakdown's top values come from the current period for both.
-                let top = match t.top_values_query(s, &current, &cx) {
-                    None => Vec::new(),
-                    Some(q) => {
-                        let (rows, r) = run(q.map_err(invalid)?).await?;
-                        timings.extend(r.timings.iter().cloned());
-                        let mut values: Vec<String> = rows
-                            .iter()
-                            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
-                            .collect();
-                        let limit = t.breakdown.as_ref().map_or(0, |b| b.limit);
-                        if values.len() > limit {
-                            values.truncate(limit);
-                            has_more = true;
+        // A cohort breakdown runs the trend once per cohort: a person may be in several.
+        let variants: Vec<(Trends, Option<(Value, String)>)> = match t.cohorts.is_empty() {
+            true => vec![(t.clone(), None)],
+            false => {
+                let mut v = Vec::new();
+                for pick in &t.cohorts {
+                    let name = match pick {
+                        trends::CohortPick::All => "all users".to_string(),
+                        trends::CohortPick::Id(id) => {
+                            self.meta
+                                .cohort(project.id, *id)
+                                .map_err(|e| QueryError::Internal(e.to_string()))?
+                                .ok_or_else(|| {
+                                    invalid(FilterError(format!(
+                                        "There is no cohort with id {id} in this project"
+                                    )))
+                                })?
+                                .name
                         }
-                        values
-                    }
-                };
-                let text = t.series_query(s, period, &top, &cx).map_err(invalid)?;
-                let (rows, r) = run(text).await?;
-                if hogql.is_empty() {
-                    hogql = r.hogql.clone();
+                    };
+                    v.push((t.in_cohort(*pick), Some((pick.value(), name))));
                 }
-                timings.extend(r.timings.iter().cloned());
-                read_bytes += r.read_bytes;
-                scan.add(&r.scan);
-                results.extend(trends::shape_series(
-                    &t, i, period, &rows, &top, *compare, &cx,
-                ));
+                v
+            }
+        };
+        for (period, compare) in &periods {
+            for (t, cohort) in &variants {
+                for (i, s) in t.series.iter().enumerate() {
+                    // The breakdown's top values come from the current period for both.
+                    let top = match t.top_values_query(s, &current, &cx) {
+                        None => Vec::new(),
+                        Some(q) => {
+                            let (rows, r) = run(q.map_err(invalid)?).await?;
+                            timings.extend(r.timings.iter().cloned());
+                            let mut values: Vec<String> = rows
+                                .iter()
+                                .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+                                .collect();
+                            let limit = t.breakdown.as_ref().map_or(0, |b| b.limit);
+                            if values.len() > limit {
+                                values.truncate(limit);
+                                has_more = true;
+                            }
+                            values
+                        }
+                    };
+                    let text = t.series_query(s, period, &top, &cx).map_err(invalid)?;
+                    let (rows, r) = run(text).await?;
+                    if hogql.is_empty() {
+                        hogql = r.hogql.clone();
+                    }
+                    timings.extend(r.timings.iter().cloned());
+                    read_bytes += r.read_bytes;
+                    scan.add(&r.scan);
+                    let mut shaped = trends::shape_series(t, i, period, &rows, &top, *compare, &cx);
+                    if let Some((value, name)) = cohort {
+                        for r in &mut shaped {
+                            r["breakdown_value"] = value.clone();
+                            r["label"] = json!(match t.series.len() {
+                                1 => name.clone(),
+                                _ => format!("{} - {name}", r["label"].as_str().unwrap_or("")),
+                            });
+                        }
+                    }
+                    results.extend(shaped);
+                }
             }
         }
         results = trends::apply_formulas(&t, results);
