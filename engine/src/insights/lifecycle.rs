@@ -2,9 +2,11 @@
 //! returning (active in it and the one before), resurrecting (active in it, not in the one
 //! before, seen earlier) and dormant (active in the one before, not in it; negative).
 //!
-//! One HogQL query lists, per person active in the range or the interval before it, the
-//! buckets they were active in and the bucket their person was created in; the statuses
-//! are counted from that here.
+//! One HogQL query: per person active in the range or the interval before it, the buckets
+//! they were active in and the bucket their person was created in; then, with one `ARRAY
+//! JOIN` over those buckets, each active bucket's status (and `dormant` in the bucket after
+//! one the person left) counted per bucket. Only the counts leave the engine, however many
+//! persons there are; the persons of one status in one bucket are the same query filtered.
 
 use std::collections::HashMap;
 
@@ -95,6 +97,92 @@ impl Lifecycle {
         })
     }
 
+    /// The start of the bucket before / after the one starting at `x` (a HogQL expression):
+    /// the start of the bucket holding a moment just before it / well inside the next one.
+    fn neighbour(&self, x: &str, after: bool) -> String {
+        let (f, shift) = match (self.interval, after) {
+            (Interval::Hour, false) => ("toStartOfHour", "-1"),
+            (Interval::Day, false) => ("toStartOfDay", "-1"),
+            (Interval::Week, false) => ("toStartOfWeek", "-1"),
+            (Interval::Month, false) => ("toStartOfMonth", "-1"),
+            (Interval::Hour, true) => ("toStartOfHour", "5400"),
+            (Interval::Day, true) => ("toStartOfDay", "129600"),
+            (Interval::Week, true) => ("toStartOfWeek", "777600"),
+            (Interval::Month, true) => ("toStartOfMonth", "3456000"),
+        };
+        match self.interval {
+            Interval::Week => format!("{f}(addSeconds({x}, {shift}), 0)"),
+            _ => format!("{f}(addSeconds({x}, {shift}))"),
+        }
+    }
+
+    /// `[bucket, status, persons]` of every status in every bucket of `p` (dormant counts
+    /// positive here; the shape makes them negative).
+    pub fn counts_query(
+        &self,
+        p: &Period,
+        before: chrono::DateTime<chrono::Utc>,
+        cx: &FilterContext,
+    ) -> Result<String, FilterError> {
+        Ok(format!(
+            "SELECT formatDateTime(b, '%Y-%m-%d %H:%i:%S') AS bucket, status, count() \
+             FROM ({}) GROUP BY bucket, status",
+            self.statuses_query(p, before, cx)?
+        ))
+    }
+
+    /// One row per person and status they have in a bucket of `p`: `person_id`, `b` (the
+    /// bucket's start) and `status`.
+    fn statuses_query(
+        &self,
+        p: &Period,
+        before: chrono::DateTime<chrono::Utc>,
+        cx: &FilterContext,
+    ) -> Result<String, FilterError> {
+        let lit = super::dates::instant_literal;
+        let (prev, next) = (self.neighbour("x", false), self.neighbour("x", true));
+        Ok(format!(
+            "SELECT person_id, if(here, x, {next}) AS b, \
+             if(here, multiIf(x = created, 'new', has(active, {prev}), 'returning', 'resurrecting'), 'dormant') AS status \
+             FROM (SELECT person_id, active, created, both[i] AS x, i <= length(active) AS here \
+                   FROM (SELECT person_id, active, created, arrayConcat(active, active) AS both FROM ({})) \
+                   ARRAY JOIN arrayEnumerate(both) AS i) \
+             WHERE (here OR NOT has(active, {next})) AND b >= {} AND b <= {}",
+            self.query(p, before, cx)?,
+            lit(p.from),
+            lit(p.to)
+        ))
+    }
+
+    /// The person ids with `status` in the bucket of `p` that holds local time `target`.
+    pub fn persons_query(
+        &self,
+        p: &Period,
+        before: chrono::DateTime<chrono::Utc>,
+        cx: &FilterContext,
+        target: NaiveDateTime,
+        status: &str,
+    ) -> Result<String, FilterError> {
+        if !STATUSES.contains(&status) {
+            return Err(bad(format!(
+                "lifecycle_type must be new, returning, resurrecting or dormant, got '{status}'"
+            )));
+        }
+        let b = p
+            .buckets
+            .iter()
+            .rev()
+            .find(|b| **b <= target)
+            .ok_or_else(|| bad("target_date is before the date range"))?;
+        Ok(format!(
+            "SELECT DISTINCT person_id FROM ({}) WHERE status = {} \
+             AND formatDateTime(b, '%Y-%m-%d %H:%i:%S') = {}",
+            self.statuses_query(p, before, cx)?,
+            quote(status),
+            quote(&b.format(FORMAT).to_string())
+        ))
+    }
+
     /// The query of each person's active buckets (from one interval before `p`) and the
     /// bucket of their creation.
     pub fn query(
@@ -130,8 +218,7 @@ impl Lifecycle {
             Interval::Month => format!("toStartOfMonth({t})"),
         };
         Ok(format!(
-            "SELECT person_id, groupUniqArray(formatDateTime({}, '%Y-%m-%d %H:%i:%S')) AS active, \
-             formatDateTime({}, '%Y-%m-%d %H:%i:%S') AS created \
+            "SELECT person_id, groupUniqArray({}) AS active, {} AS created \
              FROM events WHERE {} GROUP BY person_id",
             bucket("timestamp"),
             bucket("min(person.created_at)"),
@@ -139,70 +226,34 @@ impl Lifecycle {
         ))
     }
 
-    /// The status of one person's row in bucket `i` of `p` (`None`: no status).
-    fn status_of(&self, p: &Period, before: &str, row: &Value, i: usize) -> Option<&'static str> {
-        let cells = row.as_array()?;
-        let active = |b: &str| {
-            cells
-                .get(1)
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(b)))
-        };
-        let created = cells.get(2).and_then(Value::as_str).unwrap_or("");
-        let bucket = p.buckets.get(i)?.format(FORMAT).to_string();
-        let prev = match i {
-            0 => before.to_owned(),
-            _ => p.buckets[i - 1].format(FORMAT).to_string(),
-        };
-        match (active(&bucket), active(&prev)) {
-            (true, _) if created == bucket => Some("new"),
-            (true, true) => Some("returning"),
-            (true, false) => Some("resurrecting"),
-            (false, true) => Some("dormant"),
-            (false, false) => None,
-        }
-    }
-
-    /// The person ids (first column of the rows) with `status` in the bucket that holds
-    /// local time `target`.
-    pub fn persons_with(
-        &self,
-        p: &Period,
-        previous: NaiveDateTime,
-        rows: &[Value],
-        target: NaiveDateTime,
-        status: &str,
-    ) -> Result<Vec<String>, FilterError> {
-        if !STATUSES.contains(&status) {
-            return Err(bad(format!(
-                "lifecycle_type must be new, returning, resurrecting or dormant, got '{status}'"
-            )));
-        }
-        let i = p
-            .buckets
-            .iter()
-            .rposition(|b| *b <= target)
-            .ok_or_else(|| bad("target_date is before the date range"))?;
-        let before = previous.format(FORMAT).to_string();
-        Ok(rows
-            .iter()
-            .filter(|r| self.status_of(p, &before, r, i) == Some(status))
-            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
-            .collect())
-    }
-
-    /// The four series from the rows `[person_id, [active buckets], created bucket]`.
-    pub fn shape(&self, p: &Period, previous: NaiveDateTime, rows: &[Value]) -> Vec<Value> {
+    /// The four series from the rows `[bucket, status, persons]` of
+    /// [`Lifecycle::counts_query`].
+    pub fn shape(&self, p: &Period, rows: &[Value]) -> Vec<Value> {
         let n = p.buckets.len();
         let mut counts: HashMap<&str, Vec<i64>> =
             STATUSES.iter().map(|s| (*s, vec![0; n])).collect();
-        let before = previous.format(FORMAT).to_string();
+        let position: HashMap<String, usize> = p
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.format(FORMAT).to_string(), i))
+            .collect();
         for r in rows {
-            for i in 0..n {
-                if let Some(status) = self.status_of(p, &before, r, i) {
-                    let delta = if status == "dormant" { -1 } else { 1 };
-                    counts.get_mut(status).expect("a status")[i] += delta;
-                }
+            let cell = |i: usize| r.get(i).and_then(Value::as_str);
+            let (Some(bucket), Some(status)) = (cell(0), cell(1)) else {
+                continue;
+            };
+            let persons = r.get(2).and_then(Value::as_i64).unwrap_or(0);
+            if let (Some(&i), Some(&status)) = (
+                position.get(bucket),
+                STATUSES.iter().find(|s| **s == status),
+            ) {
+                let delta = if status == "dormant" {
+                    -persons
+                } else {
+                    persons
+                };
+                counts.get_mut(status).expect("a status")[i] += delta;
             }
         }
         let event = self.series.get("event").and_then(Value::as_str);
@@ -263,16 +314,27 @@ mod tests {
         let p = resolve_period(l.date_range.as_ref(), l.interval, &cx(), None).unwrap();
         let prev = p.buckets[0] - chrono::Duration::days(1);
         crate::hogql::parser::parse_query(&l.query(&p, p.from, &cx()).unwrap()).unwrap();
+        crate::hogql::parser::parse_query(&l.counts_query(&p, p.from, &cx()).unwrap()).unwrap();
+        let target = p.buckets[1];
+        crate::hogql::parser::parse_query(
+            &l.persons_query(&p, p.from, &cx(), target, "dormant")
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(l.persons_query(&p, p.from, &cx(), target, "gone").is_err());
+        let _ = prev;
         let d = |day: u32| format!("2024-03-{day:02} 00:00:00");
         let rows = vec![
-            // New on the 29th, back the next day, gone on the 31st.
-            json!(["a", [d(29), d(30)], d(29)]),
-            // Seen before the range (the 28th), skipped the 29th, back on the 30th.
-            json!(["b", [d(28), d(30)], d(1)]),
-            // Active every day from before the range.
-            json!(["c", [d(28), d(29), d(30), d(31)], d(1)]),
+            json!([d(29), "new", 1]),
+            json!([d(29), "returning", 1]),
+            json!([d(29), "dormant", 1]),
+            json!([d(30), "returning", 2]),
+            json!([d(30), "resurrecting", 1]),
+            json!([d(31), "returning", 1]),
+            json!([d(31), "dormant", 2]),
+            json!([d(28), "new", 9]),
         ];
-        let s = l.shape(&p, prev, &rows);
+        let s = l.shape(&p, &rows);
         let by: HashMap<&str, &Value> = s
             .iter()
             .map(|x| (x["status"].as_str().unwrap(), &x["data"]))

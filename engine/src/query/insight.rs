@@ -261,10 +261,10 @@ impl QueryService {
         let cx = FilterContext::events(tz, self.clock.now());
         let p = trends::resolve_period(l.date_range.as_ref(), l.interval, &cx, None)
             .map_err(invalid)?;
-        let (before, before_at) = trends::bucket_before(&p, l.interval, tz);
-        let text = l.query(&p, before_at, &cx).map_err(invalid)?;
+        let (_, before_at) = trends::bucket_before(&p, l.interval, tz);
+        let text = l.counts_query(&p, before_at, &cx).map_err(invalid)?;
         let (rows, run) = self.rows(project, text).await?;
-        Ok(series_run(run, l.shape(&p, before, &rows)))
+        Ok(series_run(run, l.shape(&p, &rows)))
     }
 
     /// A `FunnelsQuery`: how many persons reached each step, in order, within the window.
@@ -707,12 +707,16 @@ impl QueryService {
             .map_err(|e| QueryError::InvalidField("target_date", e.0))?;
         let p = trends::resolve_period(l.date_range.as_ref(), l.interval, &cx, None)
             .map_err(invalid)?;
-        let (before, before_at) = trends::bucket_before(&p, l.interval, tz);
-        let text = l.query(&p, before_at, &cx).map_err(invalid)?;
-        let (rows, _) = self.rows(project, text).await?;
+        let (_, before_at) = trends::bucket_before(&p, l.interval, tz);
         let local = at.with_timezone(&tz).naive_local();
-        l.persons_with(&p, before, &rows, local, status)
-            .map_err(|e| QueryError::InvalidField("lifecycle_type", e.0))
+        let text = l
+            .persons_query(&p, before_at, &cx, local, status)
+            .map_err(|e| QueryError::InvalidField("lifecycle_type", e.0))?;
+        let (rows, _) = self.rows(project, text).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+            .collect())
     }
 
     /// The persons behind a funnel step (as `funnel_ids`), under an admission slot of its
