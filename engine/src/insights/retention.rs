@@ -6,7 +6,7 @@
 //! periods they did the returning event in, and the period of their first target event
 //! ever; the table is counted from that here.
 
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 
 use chrono::NaiveDateTime;
 use serde_json::{Map, Value, json};
@@ -188,13 +188,44 @@ impl Retention {
         ))
     }
 
-    /// The person ids (first column) of cohort row `i`.
-    pub fn cohort_members(
+    /// Each person's cohorts in `p` (`person_id`, `c` the cohort period as text, `returns`
+    /// their returning periods): the period of their first target event (first-time) or
+    /// every period they did it in (recurring).
+    fn cohorts_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
+        let cohorts = match self.first_time {
+            true => "[first]",
+            false => "targets",
+        };
+        let buckets: Vec<String> = p
+            .buckets
+            .iter()
+            .map(|b| quote(&b.format(FORMAT).to_string()))
+            .collect();
+        Ok(format!(
+            "SELECT person_id, c, returns FROM ({}) ARRAY JOIN {cohorts} AS c WHERE c IN ({})",
+            self.query(p, cx)?,
+            buckets.join(", ")
+        ))
+    }
+
+    /// `[cohort period, returning period, persons]`: the cohort's size (returning period
+    /// `*`) and its persons who returned in each later period, counted in HogQL (only these
+    /// rows leave the engine). `returns` holds `''` for the person's other events.
+    pub fn counts_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
+        Ok(format!(
+            "SELECT c, r, count() FROM ({}) ARRAY JOIN arrayConcat(['*'], returns) AS r \
+             WHERE r = '*' OR r > c GROUP BY c, r",
+            self.cohorts_query(p, cx)?
+        ))
+    }
+
+    /// The persons of cohort row `i`.
+    pub fn members_query(
         &self,
         p: &Period,
-        rows: &[Value],
+        cx: &FilterContext,
         i: usize,
-    ) -> Result<Vec<String>, FilterError> {
+    ) -> Result<String, FilterError> {
         let start = p
             .buckets
             .get(i)
@@ -206,65 +237,38 @@ impl Retention {
             })?
             .format(FORMAT)
             .to_string();
-        Ok(rows
-            .iter()
-            .filter(|r| {
-                let cells = r.as_array();
-                match self.first_time {
-                    true => {
-                        cells.and_then(|c| c.get(3)).and_then(Value::as_str) == Some(start.as_str())
-                    }
-                    false => cells
-                        .and_then(|c| c.get(1))
-                        .and_then(Value::as_array)
-                        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(start.as_str()))),
-                }
-            })
-            .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
-            .collect())
+        Ok(format!(
+            "SELECT DISTINCT person_id FROM ({}) WHERE c = {}",
+            self.cohorts_query(p, cx)?,
+            quote(&start)
+        ))
     }
 
     /// PostHog's table: one row per cohort period, `values[k]` the persons of the cohort
-    /// who returned `k` periods later (`k = 0`: the cohort itself).
+    /// who returned `k` periods later (`k = 0`: the cohort itself), from the rows of
+    /// [`Retention::counts_query`].
     pub fn shape(&self, p: &Period, rows: &[Value], tz: chrono_tz::Tz) -> Vec<Value> {
-        let buckets: Vec<String> = p
+        let position: HashMap<String, usize> = p
             .buckets
             .iter()
-            .map(|b| b.format(FORMAT).to_string())
+            .enumerate()
+            .map(|(i, b)| (b.format(FORMAT).to_string(), i))
             .collect();
-        let n = buckets.len();
+        let n = p.buckets.len();
         let mut table = vec![vec![0i64; n]; n];
-        let set = |v: Option<&Value>| -> BTreeSet<String> {
-            v.and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         for r in rows {
-            let Some(cells) = r.as_array() else { continue };
-            let targets = set(cells.get(1));
-            let returns = set(cells.get(2));
-            let first = cells.get(3).and_then(Value::as_str).unwrap_or("");
-            for (i, start) in buckets.iter().enumerate() {
-                let in_cohort = match self.first_time {
-                    true => first == start,
-                    false => targets.contains(start),
-                };
-                if !in_cohort {
-                    continue;
-                }
-                table[i][0] += 1;
-                for k in 1..n - i {
-                    if returns.contains(&buckets[i + k]) {
-                        table[i][k] += 1;
-                    }
-                }
-            }
+            let cell = |i: usize| r.get(i).and_then(Value::as_str);
+            let (Some(c), Some(back)) = (cell(0).and_then(|c| position.get(c)), cell(1)) else {
+                continue;
+            };
+            let k = match back {
+                "*" => 0,
+                b => match position.get(b) {
+                    Some(&j) if j > *c => j - c,
+                    _ => continue,
+                },
+            };
+            table[*c][k] += r.get(2).and_then(Value::as_i64).unwrap_or(0);
         }
         let unit = match self.interval {
             Interval::Hour => "Hour",
@@ -323,11 +327,20 @@ mod tests {
         let p = r.period(&cx()).unwrap();
         assert_eq!(p.buckets.len(), 3);
         crate::hogql::parser::parse_query(&r.query(&p, &cx()).unwrap()).unwrap();
+        crate::hogql::parser::parse_query(&r.counts_query(&p, &cx()).unwrap()).unwrap();
+        crate::hogql::parser::parse_query(&r.members_query(&p, &cx(), 1).unwrap()).unwrap();
+        assert!(r.members_query(&p, &cx(), 3).is_err());
         let d = |day: u32| format!("2024-03-{day:02} 00:00:00");
+        // Cohort of the 29th: a and b, a back on the 30th, both on the 31st; of the 30th: b,
+        // back on the 31st; of the 31st: c. A return outside the table is ignored.
         let rows = vec![
-            json!(["a", [d(29)], [d(30), d(31)], d(29)]),
-            json!(["b", [d(29), d(30)], [d(31)], d(20)]),
-            json!(["c", [d(31)], [""], d(31)]),
+            json!([d(29), "*", 2]),
+            json!([d(29), d(30), 1]),
+            json!([d(29), d(31), 2]),
+            json!([d(30), "*", 1]),
+            json!([d(30), d(31), 1]),
+            json!([d(31), "*", 1]),
+            json!([d(31), d(28), 5]),
         ];
         let t = r.shape(&p, &rows, chrono_tz::UTC);
         let counts = |row: usize| -> Vec<i64> {
@@ -343,13 +356,13 @@ mod tests {
         assert_eq!(counts(2), vec![1]);
         assert_eq!(t[0]["label"], "Day 0");
         assert_eq!(t[1]["values"][1]["label"], "Day 1");
-        // First time: b's first signup was before the range.
+        // First time: each person's cohort is their first target period.
         let first = Retention {
             first_time: true,
             ..r
         };
-        let t = first.shape(&p, &rows, chrono_tz::UTC);
-        assert_eq!(t[0]["values"][0]["count"], 1);
+        let q = first.counts_query(&p, &cx()).unwrap();
+        assert!(q.contains("ARRAY JOIN [first] AS c"), "{q}");
         assert!(Retention::from_value(&json!({"retentionFilter": {"period": "Year"}})).is_err());
     }
 }

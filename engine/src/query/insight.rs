@@ -412,7 +412,7 @@ impl QueryService {
         let r = Retention::from_value(node).map_err(invalid)?;
         let cx = self.filter_cx(project);
         let p = r.period(&cx).map_err(invalid)?;
-        let text = r.query(&p, &cx).map_err(invalid)?;
+        let text = r.counts_query(&p, &cx).map_err(invalid)?;
         let (rows, run) = self.rows(project, text).await?;
         Ok(series_run(run, r.shape(&p, &rows, cx.timezone)))
     }
@@ -489,10 +489,13 @@ impl QueryService {
                     })?;
                 let r = Retention::from_value(&a.insight).map_err(invalid)?;
                 let p = r.period(&cx).map_err(invalid)?;
-                let (rows, _) = self
-                    .rows(project, r.query(&p, &cx).map_err(invalid)?)
-                    .await?;
-                r.cohort_members(&p, &rows, i as usize).map_err(invalid)?
+                let text = r
+                    .members_query(&p, &cx, i as usize)
+                    .map_err(|e| field("interval", e.0))?;
+                let (rows, _) = self.rows(project, text).await?;
+                rows.iter()
+                    .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
+                    .collect()
             }
             Some("TrendsQuery") | Some("StickinessQuery") => {
                 let sticky = kind(&a.insight) == Some("StickinessQuery");
