@@ -140,6 +140,8 @@ fn number_value(text: &str, negative: bool) -> Option<Literal> {
 }
 
 mod expr;
+#[cfg(test)]
+mod posthog_inputs;
 mod query;
 #[cfg(test)]
 mod tests;
