@@ -336,15 +336,19 @@ pub enum ExprKind {
     Field(Vec<String>),
     /// `*` (None) or `t.*` (Some(["t"])).
     Star(Option<Vec<String>>),
-    /// `base[index]`, including `properties['$browser']`.
+    /// `base[index]`, including `properties['$browser']`; `base?.[index]` and `base?.name`
+    /// when `null_safe` (PostHog's null-safe access: NULL when `base` is NULL, as ClickHouse's
+    /// `base[index]` already is).
     Index {
         base: Box<Expr>,
         index: Box<Expr>,
+        null_safe: bool,
     },
-    /// `t.1`: 1-based tuple element.
+    /// `t.1`: 1-based tuple element; `t?.1` when `null_safe`.
     TupleElement {
         base: Box<Expr>,
         index: u64,
+        null_safe: bool,
     },
     /// `name(args)`, `name(params)(args)` (parametric aggregates such as `quantile(0.9)(x)`),
     /// `count(DISTINCT x)`, `count(*)` (args = [Star(None)]), optionally `OVER …`.

@@ -89,6 +89,8 @@ pub enum TokenKind {
     Question,
     /// `??`
     Coalesce,
+    /// `?.` (PostHog's null-safe access)
+    NullDot,
     /// `:`
     Colon,
     /// `::`
@@ -220,6 +222,7 @@ impl Lexer<'_> {
                 b'-' => (TokenKind::Minus, 1),
                 b'|' if c1 == b'|' => (TokenKind::Concat, 2),
                 b'?' if c1 == b'?' => (TokenKind::Coalesce, 2),
+                b'?' if c1 == b'.' => (TokenKind::NullDot, 2),
                 b'?' => (TokenKind::Question, 1),
                 b':' if c1 == b':' => (TokenKind::DoubleColon, 2),
                 b':' => (TokenKind::Colon, 1),
@@ -245,7 +248,8 @@ impl Lexer<'_> {
                 b'0'..=b'9' => {
                     let after_dot = matches!(
                         self.tokens.last(),
-                        Some(Token { kind: TokenKind::Dot, end, .. }) if *end == start
+                        Some(Token { kind: TokenKind::Dot | TokenKind::NullDot, end, .. })
+                            if *end == start
                     );
                     self.number(after_dot)?;
                     continue;
@@ -290,7 +294,9 @@ impl Lexer<'_> {
                 && matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
             {
                 self.pos += 1;
-            } else if b == b'-' && self.at(self.pos + 1) == b'-' {
+            } else if (b == b'-' && self.at(self.pos + 1) == b'-')
+                || (b == b'/' && self.at(self.pos + 1) == b'/')
+            {
                 while self.pos < self.bytes.len() && self.bytes[self.pos] != b'\n' {
                     self.pos += 1;
                 }

@@ -531,15 +531,24 @@ impl Printer {
                 self.dotted(parts);
                 self.s(".*");
             }
-            ExprKind::Index { base, index } => {
+            ExprKind::Index {
+                base,
+                index,
+                null_safe,
+            } => {
                 self.postfix_base(base);
-                self.s("[");
+                self.s(if *null_safe { "?.[" } else { "[" });
                 self.expr(index, prec::ALIAS);
                 self.s("]");
             }
-            ExprKind::TupleElement { base, index } => {
+            ExprKind::TupleElement {
+                base,
+                index,
+                null_safe,
+            } => {
                 self.postfix_base(base);
-                self.s(&format!(".{index}"));
+                self.s(if *null_safe { "?." } else { "." });
+                self.s(&index.to_string());
             }
             ExprKind::Call {
                 name,
@@ -1051,10 +1060,22 @@ mod tests {
             ExprKind::TupleElement {
                 base: Box::new(lit(-3)),
                 index: 2,
+                null_safe: false,
+            },
+            ExprKind::TupleElement {
+                base: Box::new(lit(-3)),
+                index: 2,
+                null_safe: true,
             },
             ExprKind::Index {
                 base: Box::new(lit(1)),
                 index: Box::new(lit(1)),
+                null_safe: false,
+            },
+            ExprKind::Index {
+                base: Box::new(field("a")),
+                index: Box::new(lit(1)),
+                null_safe: true,
             },
             ExprKind::Call {
                 name: "CAST".into(),

@@ -179,6 +179,7 @@ fn expr(r: &mut Rng, depth: u32) -> Expr {
         15 => ExprKind::Index {
             base: b(expr(r, d)),
             index: b(expr(r, d)),
+            null_safe: r.below(2) == 0,
         },
         16 => ExprKind::Cast {
             expr: b(expr(r, d)),

@@ -136,7 +136,7 @@ impl Walker<'_> {
             | ExprKind::Field(_)
             | ExprKind::Star(_)
             | ExprKind::Placeholder(_) => {}
-            ExprKind::Index { base, index } => {
+            ExprKind::Index { base, index, .. } => {
                 w.expr(base);
                 w.expr(index);
             }

@@ -114,7 +114,8 @@ impl Parser<'_> {
             T::Percent => (prec::MUL, Infix::Binary(BinaryOp::Mod, 1)),
             T::LBracket => (prec::POSTFIX, Infix::Index),
             T::DoubleColon => (prec::POSTFIX, Infix::Cast),
-            T::Dot => (prec::POSTFIX, Infix::Dot),
+            T::Dot => (prec::POSTFIX, Infix::Dot(false)),
+            T::NullDot => (prec::POSTFIX, Infix::Dot(true)),
             T::Word(w) => {
                 let w = w.to_ascii_uppercase();
                 let next = |kw: &str| self.nth_kw(1, kw);
@@ -247,6 +248,20 @@ impl Parser<'_> {
                     let kind = ExprKind::Index {
                         base: Box::new(left),
                         index: Box::new(index),
+                        null_safe: false,
+                    };
+                    (kind, h)
+                }
+                Infix::Dot(true) if self.nth_is(1, &TokenKind::LBracket) => {
+                    // `base?.[index]`
+                    self.bump();
+                    self.bump();
+                    let (index, h) = self.measured(|p| p.expr())?;
+                    self.expect(&TokenKind::RBracket, "']'")?;
+                    let kind = ExprKind::Index {
+                        base: Box::new(left),
+                        index: Box::new(index),
+                        null_safe: true,
                     };
                     (kind, h)
                 }
@@ -259,25 +274,37 @@ impl Parser<'_> {
                     };
                     (kind, h)
                 }
-                Infix::Dot => {
+                Infix::Dot(null_safe) => {
                     self.bump();
                     let t = self.bump();
                     let kind = match (t.kind, left.kind) {
                         (TokenKind::Number(n), kind) => {
-                            let Ok(index) = n.parse::<u64>() else {
-                                return Err(self.err_at(&op_tok, "invalid tuple index"));
+                            // A decimal index; a leading zero reads as octal in PostHog's
+                            // grammar, which has no octal tuple index (`a.08` is fine).
+                            let octal = n.len() > 1
+                                && n.starts_with('0')
+                                && n.bytes().all(|b| (b'0'..=b'7').contains(&b));
+                            let index = match n.parse::<u64>() {
+                                Ok(i) if !octal => i,
+                                _ => return Err(self.err_at(&op_tok, "invalid tuple index")),
                             };
                             let base = Box::new(Expr::new(kind, left.span));
-                            ExprKind::TupleElement { base, index }
+                            ExprKind::TupleElement {
+                                base,
+                                index,
+                                null_safe,
+                            }
                         }
-                        (TokenKind::Star, ExprKind::Field(parts)) => ExprKind::Star(Some(parts)),
+                        (TokenKind::Star, ExprKind::Field(parts)) if !null_safe => {
+                            ExprKind::Star(Some(parts))
+                        }
                         (TokenKind::Star, _) => {
                             return Err(self.err_at(&op_tok, "'.*' must follow a table name"));
                         }
                         (
                             TokenKind::Word(name) | TokenKind::QuotedIdent(name),
                             ExprKind::Field(mut parts),
-                        ) => {
+                        ) if !null_safe => {
                             parts.push(name);
                             left = Expr::new(ExprKind::Field(parts), self.span(start));
                             continue;
@@ -288,7 +315,11 @@ impl Parser<'_> {
                                 ExprKind::Literal(Literal::String(name)),
                                 Span::new(t.start, t.end),
                             ));
-                            ExprKind::Index { base, index }
+                            ExprKind::Index {
+                                base,
+                                index,
+                                null_safe,
+                            }
                         }
                         _ => {
                             self.pos -= 1;

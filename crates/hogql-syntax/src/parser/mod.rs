@@ -86,7 +86,8 @@ enum Infix {
     In,
     Index,
     Cast,
-    Dot,
+    /// `.`, or `?.` (null-safe) when true.
+    Dot(bool),
 }
 
 const UNITS: &[(&str, IntervalUnit)] = &[

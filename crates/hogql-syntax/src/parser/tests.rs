@@ -12,8 +12,25 @@ fn sx(e: &Expr) -> String {
         ExprKind::Field(parts) => parts.join("."),
         ExprKind::Star(None) => "*".into(),
         ExprKind::Star(Some(p)) => format!("{}.*", p.join(".")),
-        ExprKind::Index { base, index } => format!("([] {} {})", sx(base), sx(index)),
-        ExprKind::TupleElement { base, index } => format!("(. {} {index})", sx(base)),
+        ExprKind::Index {
+            base,
+            index,
+            null_safe,
+        } => format!(
+            "({} {} {})",
+            if *null_safe { "?[]" } else { "[]" },
+            sx(base),
+            sx(index)
+        ),
+        ExprKind::TupleElement {
+            base,
+            index,
+            null_safe,
+        } => format!(
+            "({} {} {index})",
+            if *null_safe { "?." } else { "." },
+            sx(base)
+        ),
         ExprKind::Call {
             name,
             params,

@@ -11,11 +11,12 @@ impl Planner<'_> {
                 "`*` is only allowed in the select list and in count(*)",
                 e.span,
             ),
-            ExprKind::Index { base, index } => {
+            // `?.` reads the same: ClickHouse gives NULL for a NULL base either way.
+            ExprKind::Index { base, index, .. } => {
                 // properties['a']['b'] and properties.a['b']: one JSON path.
                 let mut keys = Vec::new();
                 let mut cur: &ast::Expr = e;
-                while let ExprKind::Index { base, index } = &cur.kind
+                while let ExprKind::Index { base, index, .. } = &cur.kind
                     && let ExprKind::Literal(Literal::String(key)) = &index.kind
                 {
                     keys.push(key.clone());
@@ -40,7 +41,7 @@ impl Planner<'_> {
                     e.span,
                 )
             }
-            ExprKind::TupleElement { base, index } => {
+            ExprKind::TupleElement { base, index, .. } => {
                 let b = self.expr(base, scope)?;
                 Ok(core_fn::get_field(
                     b,

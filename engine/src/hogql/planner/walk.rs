@@ -37,7 +37,7 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
     f(e);
     let mut go = |x: &'a ast::Expr| walk(x, f);
     match &e.kind {
-        ExprKind::Index { base, index } => {
+        ExprKind::Index { base, index, .. } => {
             go(base);
             go(index);
         }
