@@ -48,6 +48,7 @@ const RESERVED: &[&str] = &[
     "BY",
     "CASE",
     "CAST",
+    "CATCH",
     "CROSS",
     "DESC",
     "DESCENDING",
@@ -58,9 +59,12 @@ const RESERVED: &[&str] = &[
     "EXISTS",
     "FALSE",
     "FINAL",
+    "FINALLY",
+    "FN",
     "FORMAT",
     "FROM",
     "FULL",
+    "FUN",
     "GLOBAL",
     "GROUP",
     "HAVING",
@@ -73,8 +77,10 @@ const RESERVED: &[&str] = &[
     "IS",
     "JOIN",
     "LEFT",
+    "LET",
     "LIKE",
     "LIMIT",
+    "MATERIALIZED",
     "MOD",
     "NAN",
     "NOT",
@@ -94,14 +100,57 @@ const RESERVED: &[&str] = &[
     "SEMI",
     "SETTINGS",
     "THEN",
+    "THROW",
     "TRUE",
+    "TRY",
     "UNION",
     "USING",
     "WHEN",
     "WHERE",
+    "WHILE",
     "WINDOW",
     "WITH",
+    "WITHIN",
 ];
+
+/// Reserved words that PostHog's grammar never takes as a name, not even as a column or
+/// after a dot: Hog's statement words, WITHIN and MATERIALIZED, the set operators, and the
+/// literal words. Every other reserved word can name a column (`select a, where`), a CTE or
+/// a window where a name is expected and no clause can start.
+const NEVER_NAMES: &[&str] = &[
+    "CATCH",
+    "EXCEPT",
+    "FINALLY",
+    "FN",
+    "FUN",
+    "INF",
+    "INTERSECT",
+    "LET",
+    "MATERIALIZED",
+    "NAN",
+    "NULL",
+    "THROW",
+    "TRY",
+    "WHILE",
+    "WITHIN",
+];
+
+/// Whether `word` can never be a name (case-insensitive): see `NEVER_NAMES`.
+pub fn is_never_name(word: &str) -> bool {
+    NEVER_NAMES.iter().any(|r| r.eq_ignore_ascii_case(word))
+}
+
+/// Words PostHog refuses as an alias unless quoted (`SELECT 0 AS true`).
+const RESERVED_ALIASES: &[&str] = &["TRUE", "FALSE", "NULL", "TEAM_ID"];
+
+/// Whether `word`, unquoted, is refused as an alias: see `RESERVED_ALIASES` and
+/// `NEVER_NAMES`.
+pub fn is_reserved_alias(word: &str) -> bool {
+    RESERVED_ALIASES
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case(word))
+        || is_never_name(word)
+}
 
 /// Whether `word` is reserved (case-insensitive): see `RESERVED`.
 pub fn is_reserved(word: &str) -> bool {

@@ -19,7 +19,7 @@ impl Parser<'_> {
     pub(super) fn expr(&mut self) -> PResult<Expr> {
         let e = self.expr_no_alias()?;
         if self.eat_kw("AS") {
-            let name = self.any_name("an alias after AS", true)?;
+            let name = self.alias_name("an alias after AS", true)?;
             let span = self.span(e.span.start);
             return Ok(Expr::new(
                 ExprKind::Alias {
@@ -461,6 +461,15 @@ impl Parser<'_> {
                 ));
             }
             "CASE" => return self.case(start),
+            "TRIM"
+                if call_follows
+                    && ["LEADING", "TRAILING", "BOTH"]
+                        .iter()
+                        .any(|k| self.nth_kw(2, k))
+                    && !matches!(self.nth(3).kind, TokenKind::RParen | TokenKind::Comma) =>
+            {
+                return self.trim_from(start);
+            }
             "CAST" if call_follows => return self.cast(start),
             "INTERVAL" => return self.interval(start),
             "EXISTS" if call_follows && self.select_ahead(2) => {
@@ -472,12 +481,15 @@ impl Parser<'_> {
             }
             _ => {}
         }
+        // A keyword names a column where an expression is expected (`select a, where`), as
+        // in PostHog's grammar, except the words it never takes as names.
+        let set_op = ["UNION", "EXCEPT", "INTERSECT"].contains(&up.as_str());
+        if is_never_name(&w) || set_op {
+            return Err(self.expected_expr());
+        }
         if call_follows {
             self.bump();
             return self.call(w, start, false);
-        }
-        if is_reserved(&w) {
-            return Err(self.expected_expr());
         }
         self.bump();
         Ok(Expr::new(ExprKind::Field(vec![w]), self.span(start)))
@@ -542,7 +554,9 @@ impl Parser<'_> {
     pub(super) fn args_until_rparen(&mut self, name: &str) -> PResult<Vec<Expr>> {
         let mut args = Vec::new();
         while !self.is(&TokenKind::RParen) {
-            args.push(self.expr()?);
+            let e = self.expr()?;
+            self.refuse_from_then_name(&e)?;
+            args.push(e);
             if !self.eat(&TokenKind::Comma) {
                 break;
             }
@@ -583,8 +597,8 @@ impl Parser<'_> {
                 let spec = self.window_spec()?;
                 self.expect(&TokenKind::RParen, "')' to close the window")?;
                 Some(Over::Spec(spec))
-            } else if self.at_name(0) {
-                Some(Over::Named(self.name("a window name")?))
+            } else if self.at_keyword_name(0) {
+                Some(Over::Named(self.keyword_name("a window name")?))
             } else {
                 return Err(self.expected("a window name or '('"));
             }
@@ -604,6 +618,32 @@ impl Parser<'_> {
                 over,
             },
             span,
+        ))
+    }
+
+    /// `trim(LEADING|TRAILING|BOTH chars FROM s)`: `trimLeft(s, chars)`, `trimRight(s, chars)`,
+    /// `trim(s, chars)`, as PostHog reads it.
+    fn trim_from(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        self.bump();
+        let name = match self.bump().kind {
+            TokenKind::Word(w) if w.eq_ignore_ascii_case("LEADING") => "trimLeft",
+            TokenKind::Word(w) if w.eq_ignore_ascii_case("TRAILING") => "trimRight",
+            _ => "trim",
+        };
+        let chars = self.expr_no_alias()?;
+        self.expect_kw("FROM")?;
+        let s = self.expr_no_alias()?;
+        self.expect(&TokenKind::RParen, "')' to close trim")?;
+        Ok(Expr::new(
+            ExprKind::Call {
+                name: name.to_string(),
+                params: None,
+                args: vec![s, chars],
+                distinct: false,
+                over: None,
+            },
+            self.span(start),
         ))
     }
 

@@ -143,9 +143,25 @@ impl Parser<'_> {
         let mut out = Vec::new();
         loop {
             let start = self.tok().start;
-            if self.at_name(0) && self.nth_kw(1, "AS") && self.nth_is(2, &TokenKind::LParen) {
-                let name = self.name("a name")?;
+            // `name AS [NOT] MATERIALIZED (…)`: the hint changes how ClickHouse runs the CTE,
+            // not its answer, so it is read and dropped.
+            let hint = if self.nth_kw(2, "MATERIALIZED") {
+                1
+            } else if self.nth_kw(2, "NOT") && self.nth_kw(3, "MATERIALIZED") {
+                2
+            } else {
+                0
+            };
+            if self.at_keyword_name(0)
+                && self.nth_kw(1, "AS")
+                && self.nth_is(2 + hint, &TokenKind::LParen)
+            {
+                self.check_alias()?;
+                let name = self.keyword_name("a name")?;
                 self.bump();
+                for _ in 0..hint {
+                    self.bump();
+                }
                 if !self.select_ahead(0) {
                     self.bump();
                     return Err(self.expected("a subquery (SELECT …)"));
@@ -164,7 +180,7 @@ impl Parser<'_> {
                     return Err(self.expected("AS and a name for the WITH expression"));
                 }
                 self.bump();
-                let name = self.any_name("a name after AS", false)?;
+                let name = self.alias_name("a name after AS", false)?;
                 out.push(Cte::Expr {
                     name,
                     expr,
@@ -179,9 +195,16 @@ impl Parser<'_> {
 
     fn select_list(&mut self) -> PResult<Vec<Expr>> {
         let mut out = Vec::new();
+        let last_from = self.last_from();
         loop {
+            if out.is_empty() && self.is_kw("FROM") && self.at_name(1) {
+                // `SELECT FROM t`: no column named `from` aliased `t` (PostHog refuses it too).
+                return Err(self.expected("an expression"));
+            }
             let mut e = self.expr()?;
+            self.refuse_from_then_name(&e)?;
             if self.at_name(0) {
+                self.check_alias()?;
                 let name = self.name("an alias")?;
                 let span = self.span(e.span.start);
                 e = Expr::new(
@@ -196,12 +219,142 @@ impl Parser<'_> {
             if !self.eat(&TokenKind::Comma) {
                 return Ok(out);
             }
-            let trailing = self.is(&TokenKind::Eof)
-                || self.is(&TokenKind::RParen)
-                || CLAUSE_WORDS.iter().any(|w| self.is_kw(w));
-            if trailing {
+            if self.clause_after_comma(last_from) {
                 return Ok(out);
             }
+        }
+    }
+
+    /// `SELECT a + FROM t`, `count( FROM t`: a column `from` followed by a name is a clause
+    /// the expression before it left unfinished, not `from` aliased `t` (PostHog refuses it).
+    pub(super) fn refuse_from_then_name(&self, e: &Expr) -> PResult<()> {
+        let Some(at) = ends_with_from(e).filter(|_| self.at_name(0)) else {
+            return Ok(());
+        };
+        let i = self.toks.iter().position(|t| t.start == at).unwrap_or(0);
+        let prev = match i.checked_sub(1) {
+            Some(p) => format!(" after '{}'", self.token_text(&self.toks[p])),
+            None => String::new(),
+        };
+        let t = &self.toks[i];
+        let msg = format!("expected an expression{prev}, found {}", self.describe(t));
+        Err(self.err_at(t, msg))
+    }
+
+    /// After a comma in the select list: whether the list ends here (a trailing comma before
+    /// a clause, `)` or the end) rather than going on with a column named by a keyword.
+    /// A clause word opens its clause only when a body for it follows, as in PostHog's
+    /// grammar: `select a, where b` is one column and a WHERE clause, `select a, where` two
+    /// columns.
+    fn clause_after_comma(&self, last_from: Option<usize>) -> bool {
+        use TokenKind as T;
+        let TokenKind::Word(w) = &self.tok().kind else {
+            return matches!(self.tok().kind, T::Eof | T::RParen);
+        };
+        match w.to_ascii_uppercase().as_str() {
+            "UNION" | "EXCEPT" | "INTERSECT" => true,
+            "GROUP" | "ORDER" => self.nth_kw(1, "BY"),
+            "WINDOW" => {
+                self.at_keyword_name(1) && self.nth_kw(2, "AS") && self.nth_is(3, &T::LParen)
+            }
+            // Only the last FROM of the SELECT opens the clause; one before it is a column.
+            "FROM" if last_from != Some(self.pos) => false,
+            "FROM" => match &self.nth(1).kind {
+                T::Word(_) | T::QuotedIdent(_) | T::LBrace => true,
+                T::LParen => !self.nth_is(2, &T::RParen),
+                _ => false,
+            },
+            // `format('{}', x)` is the function.
+            "SETTINGS" | "FORMAT" => !self.nth_is(1, &T::LParen),
+            "PREWHERE" | "WHERE" | "HAVING" | "QUALIFY" | "LIMIT" | "OFFSET" => self.body_starts(1),
+            _ => false,
+        }
+    }
+
+    /// The token index of the last FROM of this SELECT (outside brackets, before a set
+    /// operator or the bracket that closes the SELECT). One scan per select list.
+    fn last_from(&self) -> Option<usize> {
+        use TokenKind as T;
+        let mut depth = 0usize;
+        let mut last = None;
+        for (i, t) in self.toks.iter().enumerate().skip(self.pos) {
+            match &t.kind {
+                T::LParen | T::LBracket | T::LBrace => depth += 1,
+                T::RParen | T::RBracket | T::RBrace if depth == 0 => break,
+                T::RParen | T::RBracket | T::RBrace => depth -= 1,
+                T::Word(w) if depth == 0 => {
+                    if w.eq_ignore_ascii_case("FROM") {
+                        last = Some(i);
+                    } else if ["UNION", "EXCEPT", "INTERSECT"]
+                        .iter()
+                        .any(|k| w.eq_ignore_ascii_case(k))
+                    {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        last
+    }
+
+    /// Whether token `n` can begin a clause's expression (not an operator continuing a
+    /// column named by the clause word).
+    fn body_starts(&self, n: usize) -> bool {
+        use TokenKind as T;
+        match &self.nth(n).kind {
+            // Not an operator word, nor a word that opens the next clause.
+            T::Word(w) => !matches!(
+                w.to_ascii_uppercase().as_str(),
+                "AND"
+                    | "OR"
+                    | "LIKE"
+                    | "ILIKE"
+                    | "IN"
+                    | "IS"
+                    | "BETWEEN"
+                    | "MOD"
+                    | "AS"
+                    | "FROM"
+                    | "ARRAY"
+                    | "PREWHERE"
+                    | "WHERE"
+                    | "GROUP"
+                    | "HAVING"
+                    | "WINDOW"
+                    | "QUALIFY"
+                    | "ORDER"
+                    | "LIMIT"
+                    | "OFFSET"
+                    | "UNION"
+                    | "EXCEPT"
+                    | "INTERSECT"
+                    | "SETTINGS"
+                    | "FORMAT"
+            ),
+            T::Number(_)
+            | T::String(_)
+            | T::QuotedIdent(_)
+            | T::LBracket
+            | T::LBrace
+            | T::Minus
+            | T::Plus => true,
+            // `where ()` calls `where`; `where () -> 1` is a clause with a lambda.
+            T::LParen => !self.nth_is(n + 1, &T::RParen) || self.nth_is(n + 2, &T::Arrow),
+            // `where * r` multiplies `where`; `where * columns(…)`, `where * ?. x` are clauses.
+            T::Star => match &self.nth(n + 1).kind {
+                T::Word(w) => w.eq_ignore_ascii_case("COLUMNS"),
+                T::Number(_)
+                | T::String(_)
+                | T::QuotedIdent(_)
+                | T::LParen
+                | T::LBracket
+                | T::LBrace
+                | T::Minus
+                | T::Plus => false,
+                _ => true,
+            },
+            _ => false,
         }
     }
 
@@ -346,8 +499,9 @@ impl Parser<'_> {
                 self.expect(&TokenKind::RParen, "')' to close the subquery")?;
                 TableSource::Subquery(Box::new(q))
             }
-            _ if self.at_name(0) => {
-                let name = self.name("a table name")?;
+            // Where a table must stand, a keyword names one (`FROM final`), as in PostHog.
+            _ if self.at_keyword_name(0) => {
+                let name = self.keyword_name("a table name")?;
                 if self.is(&TokenKind::LParen) {
                     self.bump();
                     let args = self.args_until_rparen(&name)?;
@@ -363,8 +517,9 @@ impl Parser<'_> {
             _ => return Err(self.expected("a table name, subquery or table function")),
         };
         let alias = if self.eat_kw("AS") {
-            Some(self.any_name("an alias after AS", false)?)
+            Some(self.alias_name("an alias after AS", false)?)
         } else if self.at_name(0) {
+            self.check_alias()?;
             Some(self.name("an alias")?)
         } else {
             None
@@ -462,7 +617,7 @@ impl Parser<'_> {
     fn window_clause(&mut self) -> PResult<Vec<(String, WindowSpec)>> {
         let mut out = Vec::new();
         loop {
-            let name = self.name("a window name")?;
+            let name = self.keyword_name("a window name")?;
             self.expect_kw("AS")?;
             self.expect(&TokenKind::LParen, "'('")?;
             let spec = self.window_spec()?;
@@ -641,5 +796,17 @@ impl Parser<'_> {
             s.offset = Some(self.expr()?);
         }
         Ok(())
+    }
+}
+
+/// Where the rightmost operand of `e` starts, if it is a bare `from` column.
+fn ends_with_from(e: &Expr) -> Option<usize> {
+    match &e.kind {
+        ExprKind::Field(parts) if parts.len() == 1 && parts[0].eq_ignore_ascii_case("FROM") => {
+            Some(e.span.start)
+        }
+        ExprKind::Binary { right, .. } => ends_with_from(right),
+        ExprKind::Unary { expr, .. } => ends_with_from(expr),
+        _ => None,
     }
 }
