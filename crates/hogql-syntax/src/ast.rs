@@ -359,6 +359,12 @@ pub enum ExprKind {
         distinct: bool,
         over: Option<Over>,
     },
+    /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,
+    /// `a['b'](1)` (PostHog's grammar reads them; ClickHouse has no such call).
+    ExprCall {
+        callee: Box<Expr>,
+        args: Vec<Expr>,
+    },
     /// `x -> body`, `(x, y) -> body`
     Lambda {
         params: Vec<String>,

@@ -148,7 +148,9 @@ fn precedence(e: &Expr) -> u8 {
         ExprKind::IsNull { .. } => prec::IS_NULL,
         ExprKind::Between { .. } => prec::BETWEEN,
         ExprKind::In { .. } => prec::COMPARE,
-        ExprKind::Index { .. } | ExprKind::TupleElement { .. } => prec::POSTFIX,
+        ExprKind::Index { .. } | ExprKind::TupleElement { .. } | ExprKind::ExprCall { .. } => {
+            prec::POSTFIX
+        }
         _ => prec::PRIMARY,
     }
 }
@@ -784,6 +786,24 @@ impl Printer {
             ExprKind::Exists(q) => {
                 self.s("EXISTS ");
                 self.subquery(q);
+            }
+            ExprKind::ExprCall { callee, args } => {
+                // A name or a call before `(` would read back as a (parametric) call.
+                let wrap = match &callee.kind {
+                    ExprKind::Field(parts) => parts.len() == 1,
+                    ExprKind::Call { .. } | ExprKind::Tuple(_) => true,
+                    _ => false,
+                };
+                if wrap {
+                    self.s("(");
+                    self.bare(callee);
+                    self.s(")");
+                } else {
+                    self.postfix_base(callee);
+                }
+                self.s("(");
+                self.exprs(args);
+                self.s(")");
             }
         }
     }

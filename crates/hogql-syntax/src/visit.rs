@@ -153,6 +153,10 @@ impl Walker<'_> {
                 }
             }
             ExprKind::Lambda { body, .. } => w.expr(body),
+            ExprKind::ExprCall { callee, args } => {
+                w.expr(callee);
+                w.exprs(args);
+            }
             ExprKind::Binary { left, right, .. } => {
                 w.expr(left);
                 w.expr(right);

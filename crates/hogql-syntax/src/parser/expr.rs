@@ -115,6 +115,7 @@ impl Parser<'_> {
             T::LBracket => (prec::POSTFIX, Infix::Index),
             T::DoubleColon => (prec::POSTFIX, Infix::Cast),
             T::Dot => (prec::POSTFIX, Infix::Dot(false)),
+            T::LParen => (prec::POSTFIX, Infix::Call),
             T::NullDot => (prec::POSTFIX, Infix::Dot(true)),
             T::Word(w) => {
                 let w = w.to_ascii_uppercase();
@@ -262,6 +263,16 @@ impl Parser<'_> {
                         base: Box::new(left),
                         index: Box::new(index),
                         null_safe: true,
+                    };
+                    (kind, h)
+                }
+                Infix::Call => {
+                    // `(x -> x * 2)(3)`, `a.b(1)`: a call on an expression.
+                    self.bump();
+                    let (args, h) = self.measured(|p| p.args_until_rparen("the call"))?;
+                    let kind = ExprKind::ExprCall {
+                        callee: Box::new(left),
+                        args,
                     };
                     (kind, h)
                 }
@@ -554,6 +565,21 @@ impl Parser<'_> {
     pub(super) fn args_until_rparen(&mut self, name: &str) -> PResult<Vec<Expr>> {
         let mut args = Vec::new();
         while !self.is(&TokenKind::RParen) {
+            let query = (self.is_kw("SELECT") || self.is_kw("WITH"))
+                && !matches!(
+                    self.nth(1).kind,
+                    TokenKind::Dot | TokenKind::RParen | TokenKind::Comma | TokenKind::LParen
+                );
+            if query {
+                // `sql(SELECT 1)`: a query as an argument, as PostHog reads it.
+                let start = self.tok().start;
+                let q = self.query()?;
+                args.push(Expr::new(ExprKind::Subquery(Box::new(q)), self.span(start)));
+                if !self.eat(&TokenKind::Comma) {
+                    break;
+                }
+                continue;
+            }
             let e = self.expr()?;
             self.refuse_from_then_name(&e)?;
             args.push(e);

@@ -72,6 +72,8 @@ enum Infix {
     Cast,
     /// `.`, or `?.` (null-safe) when true.
     Dot(bool),
+    /// `(` after an expression: a call on it.
+    Call,
 }
 
 const UNITS: &[(&str, IntervalUnit)] = &[

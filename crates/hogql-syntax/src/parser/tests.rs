@@ -126,6 +126,7 @@ fn sx(e: &Expr) -> String {
         ExprKind::Placeholder(n) => format!("{{{n}}}"),
         ExprKind::Subquery(_) => "(subquery)".into(),
         ExprKind::Exists(_) => "(exists)".into(),
+        ExprKind::ExprCall { callee, args } => format!("(call {} [{}])", sx(callee), list(args)),
     }
 }
 

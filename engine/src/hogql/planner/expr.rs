@@ -245,6 +245,11 @@ impl Planner<'_> {
                 let plan = self.value_subquery(q, scope.ctes, e.span)?;
                 Ok(datafusion::logical_expr::expr_fn::exists(Arc::new(plan)))
             }
+            ExprKind::ExprCall { .. } => err(
+                "Calling an expression (such as `(x -> x * 2)(3)` or `a.b(1)`) is not supported: \
+                 ClickHouse can only call functions by name",
+                e.span,
+            ),
         }
     }
 

@@ -107,6 +107,10 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
             go(else_);
         }
         ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().for_each(go),
+        ExprKind::ExprCall { callee, args } => {
+            go(callee);
+            args.iter().for_each(go);
+        }
         ExprKind::Literal(_)
         | ExprKind::Field(_)
         | ExprKind::Star(_)
