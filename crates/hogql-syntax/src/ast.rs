@@ -328,6 +328,26 @@ pub enum InList {
     Cohort(Box<Expr>),
 }
 
+/// The columns of [`ExprKind::Columns`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Columns {
+    pub source: ColumnsSource,
+    /// `EXCLUDE (names)`: names left out (ClickHouse's `* EXCEPT`).
+    pub exclude: Vec<String>,
+    /// `REPLACE (expr AS name, …)`: a column's value replaced, its name kept.
+    pub replace: Vec<(Expr, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnsSource {
+    /// `*` (None) or `t.*`.
+    Star(Option<Vec<String>>),
+    /// `COLUMNS('regex')`: the columns whose names match.
+    Regex(String),
+    /// `COLUMNS(a, b)`
+    List(Vec<Expr>),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExprKind {
     Literal(Literal),
@@ -359,6 +379,10 @@ pub enum ExprKind {
         distinct: bool,
         over: Option<Over>,
     },
+    /// `* EXCLUDE (a)`, `t.* EXCLUDE (a)`, `COLUMNS('regex')`, `COLUMNS(a, b)`,
+    /// `COLUMNS(* EXCLUDE (a) REPLACE (x + 1 AS x))`, `(* REPLACE (…))`: several columns of the
+    /// select list at once.
+    Columns(Box<Columns>),
     /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,
     /// `a['b'](1)` (PostHog's grammar reads them; ClickHouse has no such call).
     ExprCall {

@@ -787,6 +787,41 @@ impl Printer {
                 self.s("EXISTS ");
                 self.subquery(q);
             }
+            ExprKind::Columns(c) => {
+                self.s("COLUMNS(");
+                match &c.source {
+                    ColumnsSource::Star(None) => self.s("*"),
+                    ColumnsSource::Star(Some(parts)) => {
+                        self.dotted(parts);
+                        self.s(".*");
+                    }
+                    ColumnsSource::Regex(re) => self.s(&string(re)),
+                    ColumnsSource::List(list) => self.exprs(list),
+                }
+                if !c.exclude.is_empty() {
+                    self.s(" EXCLUDE (");
+                    for (i, n) in c.exclude.iter().enumerate() {
+                        if i > 0 {
+                            self.s(", ");
+                        }
+                        self.s(&ident(n));
+                    }
+                    self.s(")");
+                }
+                if !c.replace.is_empty() {
+                    self.s(" REPLACE (");
+                    for (i, (e, n)) in c.replace.iter().enumerate() {
+                        if i > 0 {
+                            self.s(", ");
+                        }
+                        self.expr(e, prec::LAMBDA);
+                        self.s(" AS ");
+                        self.s(&ident(n));
+                    }
+                    self.s(")");
+                }
+                self.s(")");
+            }
             ExprKind::ExprCall { callee, args } => {
                 // A name or a call before `(` would read back as a (parametric) call.
                 let wrap = match &callee.kind {
@@ -1130,6 +1165,40 @@ mod tests {
                 unit: IntervalUnit::Day,
             },
             ExprKind::Literal(Literal::String("\u{1}\u{7f}\r\0`'\\".into())),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Star(Some(vec!["t".into(), "from".into()])),
+                exclude: vec!["a".into(), "where".into()],
+                replace: vec![(field("x"), "as".into()), (lit(1), "y".into())],
+            })),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Regex("^a.*'".into()),
+                exclude: vec![],
+                replace: vec![],
+            })),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::List(vec![field("a"), lit(2)]),
+                exclude: vec![],
+                replace: vec![],
+            })),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Star(None),
+                exclude: vec![],
+                replace: vec![],
+            })),
+            ExprKind::ExprCall {
+                callee: b(ExprKind::Field(vec!["f".into()])),
+                args: vec![lit(1)],
+            },
+            ExprKind::ExprCall {
+                callee: b(ExprKind::Call {
+                    name: "f".into(),
+                    params: None,
+                    args: vec![],
+                    distinct: false,
+                    over: None,
+                }),
+                args: vec![],
+            },
             ExprKind::Alias {
                 expr: Box::new(field("x")),
                 name: "a`b".into(),

@@ -157,6 +157,14 @@ impl Walker<'_> {
                 w.expr(callee);
                 w.exprs(args);
             }
+            ExprKind::Columns(c) => {
+                if let ColumnsSource::List(list) = &mut c.source {
+                    w.exprs(list);
+                }
+                for (e, _) in &mut c.replace {
+                    w.expr(e);
+                }
+            }
             ExprKind::Binary { left, right, .. } => {
                 w.expr(left);
                 w.expr(right);

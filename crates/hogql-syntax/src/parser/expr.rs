@@ -307,7 +307,7 @@ impl Parser<'_> {
                             }
                         }
                         (TokenKind::Star, ExprKind::Field(parts)) if !null_safe => {
-                            ExprKind::Star(Some(parts))
+                            self.star_modifiers(Some(parts), start, false)?.kind
                         }
                         (TokenKind::Star, _) => {
                             return Err(self.err_at(&op_tok, "'.*' must follow a table name"));
@@ -427,7 +427,7 @@ impl Parser<'_> {
             }
             TokenKind::Star => {
                 self.bump();
-                Ok(Expr::new(ExprKind::Star(None), self.span(start)))
+                self.star_modifiers(None, start, false)
             }
             TokenKind::QuotedIdent(name) => {
                 self.bump();
@@ -472,6 +472,9 @@ impl Parser<'_> {
                 ));
             }
             "CASE" => return self.case(start),
+            "COLUMNS" if call_follows && !self.nth_is(2, &TokenKind::RParen) => {
+                return self.columns(start);
+            }
             "TRIM"
                 if call_follows
                     && ["LEADING", "TRAILING", "BOTH"]
@@ -529,6 +532,16 @@ impl Parser<'_> {
     /// `( … )` in an expression: a subquery, a parenthesized expression or a tuple.
     fn paren_group(&mut self) -> PResult<Group> {
         self.expect(&TokenKind::LParen, "'('")?;
+        if self.star_ahead(0) {
+            // `(* EXCLUDE (a) REPLACE (x AS y))`: REPLACE is allowed in this wrapper.
+            // Else read again as an expression (see `columns`).
+            let save = self.pos;
+            let e = self.star_form()?;
+            if self.eat(&TokenKind::RParen) {
+                return Ok(Group::Exprs(vec![e], false));
+            }
+            self.pos = save;
+        }
         if self.is_kw("SELECT") || self.is_kw("WITH") {
             let q = self.query()?;
             self.expect(&TokenKind::RParen, "')' to close the subquery")?;
@@ -644,6 +657,144 @@ impl Parser<'_> {
                 over,
             },
             span,
+        ))
+    }
+
+    /// Whether a star form (`*`, `t.*`, `db.t.*`) starts at token `n`.
+    fn star_ahead(&self, n: usize) -> bool {
+        let mut i = n;
+        loop {
+            match &self.nth(i).kind {
+                TokenKind::Star => return true,
+                TokenKind::Word(_) | TokenKind::QuotedIdent(_)
+                    if self.nth_is(i + 1, &TokenKind::Dot) =>
+                {
+                    i += 2
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    /// A star form with EXCLUDE and REPLACE, inside `COLUMNS(…)` or `( … )`.
+    fn star_form(&mut self) -> PResult<Expr> {
+        let start = self.tok().start;
+        let mut parts = Vec::new();
+        while !self.is(&TokenKind::Star) {
+            parts.push(self.any_name("a table name", false)?);
+            self.expect(&TokenKind::Dot, "'.'")?;
+        }
+        self.bump();
+        self.star_modifiers((!parts.is_empty()).then_some(parts), start, true)
+    }
+
+    /// `EXCLUDE (names)` and (when `replace_ok`) `REPLACE (expr AS name, …)` after a star.
+    fn star_modifiers(
+        &mut self,
+        qual: Option<Vec<String>>,
+        start: usize,
+        replace_ok: bool,
+    ) -> PResult<Expr> {
+        let mut exclude = Vec::new();
+        let mut replace = Vec::new();
+        if self.eat_kw("EXCLUDE") {
+            if self.eat(&TokenKind::LParen) {
+                loop {
+                    exclude.push(self.keyword_name("a column name")?);
+                    if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
+                        break;
+                    }
+                }
+                self.expect(&TokenKind::RParen, "',' or ')' in EXCLUDE")?;
+            } else {
+                exclude.push(self.keyword_name("a column name or '(' after EXCLUDE")?);
+            }
+        }
+        if self.is_kw("REPLACE") && self.nth_is(1, &TokenKind::LParen) {
+            if !replace_ok {
+                return Err(self.err_here(
+                    "REPLACE after a star needs COLUMNS(* REPLACE (…)) or (* REPLACE (…))",
+                ));
+            }
+            self.bump();
+            self.bump();
+            loop {
+                let e = self.expr_no_alias()?;
+                self.expect_kw("AS")?;
+                let name = self.any_name("a column name after AS", false)?;
+                replace.push((e, name));
+                if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
+                    break;
+                }
+            }
+            self.expect(&TokenKind::RParen, "',' or ')' in REPLACE")?;
+        }
+        let kind = if exclude.is_empty() && replace.is_empty() {
+            ExprKind::Star(qual)
+        } else {
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Star(qual),
+                exclude,
+                replace,
+            }))
+        };
+        Ok(Expr::new(kind, self.span(start)))
+    }
+
+    /// `COLUMNS('regex')`, `COLUMNS(a, b)`, `COLUMNS(* EXCLUDE … REPLACE …)`.
+    fn columns(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        self.bump();
+        // `COLUMNS(t.*(x))`, `COLUMNS(a.* + 1)`: a list whose item continues the star; it is
+        // read again as a list, where a REPLACE is refused before its expressions are read,
+        // so no part of the text is read more than twice.
+        let save = self.pos;
+        let star = if self.star_ahead(0) {
+            let e = self.star_form()?;
+            if self.is(&TokenKind::RParen) {
+                Some(e)
+            } else {
+                self.pos = save;
+                None
+            }
+        } else {
+            None
+        };
+        let columns = if let Some(star) = star {
+            match star.kind {
+                ExprKind::Columns(c) => *c,
+                ExprKind::Star(q) => Columns {
+                    source: ColumnsSource::Star(q),
+                    exclude: Vec::new(),
+                    replace: Vec::new(),
+                },
+                _ => unreachable!("star_form builds a star"),
+            }
+        } else if let TokenKind::String(re) = &self.tok().kind
+            && self.nth_is(1, &TokenKind::RParen)
+        {
+            let re = re.clone();
+            self.bump();
+            Columns {
+                source: ColumnsSource::Regex(re),
+                exclude: Vec::new(),
+                replace: Vec::new(),
+            }
+        } else {
+            let mut list = vec![self.expr()?];
+            while self.eat(&TokenKind::Comma) && !self.is(&TokenKind::RParen) {
+                list.push(self.expr()?);
+            }
+            Columns {
+                source: ColumnsSource::List(list),
+                exclude: Vec::new(),
+                replace: Vec::new(),
+            }
+        };
+        self.expect(&TokenKind::RParen, "')' to close COLUMNS")?;
+        Ok(Expr::new(
+            ExprKind::Columns(Box::new(columns)),
+            self.span(start),
         ))
     }
 

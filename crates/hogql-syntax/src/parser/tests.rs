@@ -126,6 +126,12 @@ fn sx(e: &Expr) -> String {
         ExprKind::Placeholder(n) => format!("{{{n}}}"),
         ExprKind::Subquery(_) => "(subquery)".into(),
         ExprKind::Exists(_) => "(exists)".into(),
+        ExprKind::Columns(c) => format!(
+            "(columns {:?} -{:?} {})",
+            c.source,
+            c.exclude,
+            c.replace.len()
+        ),
         ExprKind::ExprCall { callee, args } => format!("(call {} [{}])", sx(callee), list(args)),
     }
 }

@@ -245,6 +245,11 @@ impl Planner<'_> {
                 let plan = self.value_subquery(q, scope.ctes, e.span)?;
                 Ok(datafusion::logical_expr::expr_fn::exists(Arc::new(plan)))
             }
+            ExprKind::Columns(_) => err(
+                "`COLUMNS(…)`, `* EXCLUDE (…)` and `* REPLACE (…)` are only allowed as items of \
+                 the select list",
+                e.span,
+            ),
             ExprKind::ExprCall { .. } => err(
                 "Calling an expression (such as `(x -> x * 2)(3)` or `a.b(1)`) is not supported: \
                  ClickHouse can only call functions by name",

@@ -111,6 +111,12 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
             go(callee);
             args.iter().for_each(go);
         }
+        ExprKind::Columns(c) => {
+            if let ast::ColumnsSource::List(list) = &c.source {
+                list.iter().for_each(&mut go);
+            }
+            c.replace.iter().for_each(|(e, _)| go(e));
+        }
         ExprKind::Literal(_)
         | ExprKind::Field(_)
         | ExprKind::Star(_)
