@@ -121,6 +121,22 @@ pub enum TableSource {
     },
     /// `{name}` in FROM.
     Placeholder(String),
+    /// `base PIVOT (…)` / `base UNPIVOT (…)` (DuckDB's and Snowflake's form, which PostHog's
+    /// grammar reads). Parsed so the error can be precise; ClickHouse has no PIVOT.
+    Pivot {
+        base: Box<TableExpr>,
+        pivot: Box<Pivot>,
+    },
+}
+
+/// The inside of `PIVOT (values FOR column IN (list))`; for UNPIVOT, `values` names the
+/// value column(s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pivot {
+    pub unpivot: bool,
+    pub values: Vec<Expr>,
+    pub column: Expr,
+    pub list: Vec<Expr>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

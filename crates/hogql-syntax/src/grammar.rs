@@ -92,6 +92,7 @@ const RESERVED: &[&str] = &[
     "ORDER",
     "OUTER",
     "OVER",
+    "PIVOT",
     "PREWHERE",
     "QUALIFY",
     "RIGHT",
@@ -104,6 +105,7 @@ const RESERVED: &[&str] = &[
     "TRUE",
     "TRY",
     "UNION",
+    "UNPIVOT",
     "USING",
     "WHEN",
     "WHERE",
@@ -161,9 +163,9 @@ pub fn is_reserved(word: &str) -> bool {
 pub const WINDOW_WORDS: &[&str] = &["PARTITION", "ORDER", "ROWS", "RANGE"];
 
 /// A name standing on its own (column, alias, table, CTE): backticks when it is not a plain
-/// identifier or is a reserved word.
+/// identifier, is a reserved word or is refused as a bare alias (`team_id`).
 pub fn ident(name: &str) -> String {
-    if is_plain_identifier(name) && !is_reserved(name) {
+    if is_plain_identifier(name) && !is_reserved(name) && !is_reserved_alias(name) {
         name.to_string()
     } else {
         quote(name)

@@ -369,6 +369,20 @@ impl Printer {
                 self.s(&placeholder(name));
                 self.s("}");
             }
+            TableSource::Pivot { base, pivot } => {
+                self.table(base);
+                self.s(if pivot.unpivot {
+                    " UNPIVOT ("
+                } else {
+                    " PIVOT ("
+                });
+                self.exprs(&pivot.values);
+                self.s(" FOR ");
+                self.expr(&pivot.column, prec::COMPARE + 1);
+                self.s(" IN (");
+                self.exprs(&pivot.list);
+                self.s("))");
+            }
         }
         if let Some(a) = &t.alias {
             self.s(" AS ");

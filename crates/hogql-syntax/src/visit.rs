@@ -82,6 +82,12 @@ impl Walker<'_> {
             TableSource::Subquery(q) => self.query(q),
             TableSource::Function { args, .. } => self.exprs(args),
             TableSource::Table(_) | TableSource::Placeholder(_) => {}
+            TableSource::Pivot { base, pivot } => {
+                self.table(base);
+                self.exprs(&mut pivot.values);
+                self.expr(&mut pivot.column);
+                self.exprs(&mut pivot.list);
+            }
         }
         if let Some(s) = &mut t.sample {
             self.expr(&mut s.ratio);

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The most PIVOT / UNPIVOT on one table (each nests the table one level deeper).
+const MAX_PIVOTS: usize = 16;
+
 impl Parser<'_> {
     // ---- queries ----
 
@@ -516,14 +519,28 @@ impl Parser<'_> {
             }
             _ => return Err(self.expected("a table name, subquery or table function")),
         };
-        let alias = if self.eat_kw("AS") {
-            Some(self.alias_name("an alias after AS", false)?)
-        } else if self.at_name(0) {
-            self.check_alias()?;
-            Some(self.name("an alias")?)
-        } else {
-            None
-        };
+        let mut alias = self.table_alias()?;
+        let mut source = source;
+        let mut pivots = 0;
+        while (self.is_kw("PIVOT") || self.is_kw("UNPIVOT")) && self.nth_is(1, &TokenKind::LParen) {
+            pivots += 1;
+            if pivots > MAX_PIVOTS {
+                return Err(self.err_here(format!("more than {MAX_PIVOTS} PIVOTs on one table")));
+            }
+            let pivot = self.pivot()?;
+            let base = TableExpr {
+                source,
+                alias,
+                sample: None,
+                is_final: false,
+                span: self.span(start),
+            };
+            source = TableSource::Pivot {
+                base: Box::new(base),
+                pivot: Box::new(pivot),
+            };
+            alias = self.table_alias()?;
+        }
         let is_final = self.eat_kw("FINAL");
         let sample = if self.eat_kw("SAMPLE") {
             let ratio = self.bp(0)?;
@@ -542,6 +559,40 @@ impl Parser<'_> {
             sample,
             is_final,
             span: self.span(start),
+        })
+    }
+
+    fn table_alias(&mut self) -> PResult<Option<String>> {
+        Ok(if self.eat_kw("AS") {
+            Some(self.alias_name("an alias after AS", false)?)
+        } else if self.at_name(0) {
+            self.check_alias()?;
+            Some(self.name("an alias")?)
+        } else {
+            None
+        })
+    }
+
+    /// `PIVOT (values FOR column IN (list))` or `UNPIVOT (…)`.
+    fn pivot(&mut self) -> PResult<Pivot> {
+        let unpivot = self.bump().is_word("UNPIVOT");
+        self.expect(&TokenKind::LParen, "'('")?;
+        let mut values = vec![self.expr()?];
+        while self.eat(&TokenKind::Comma) {
+            values.push(self.expr()?);
+        }
+        self.expect_kw("FOR")?;
+        // Above IN, which ends the column.
+        let column = self.bp(prec::COMPARE + 1)?;
+        self.expect_kw("IN")?;
+        self.expect(&TokenKind::LParen, "'(' after IN")?;
+        let list = self.args_until_rparen("the IN list")?;
+        self.expect(&TokenKind::RParen, "')' to close PIVOT")?;
+        Ok(Pivot {
+            unpivot,
+            values,
+            column,
+            list,
         })
     }
 
