@@ -71,6 +71,8 @@ pub struct Select {
     pub offset: Option<Expr>,
     /// `LIMIT n WITH TIES`
     pub with_ties: bool,
+    /// `LIMIT n %`: a percentage of the rows (PostHog's grammar).
+    pub limit_percent: bool,
     pub span: Span,
 }
 
@@ -399,6 +401,11 @@ pub enum ExprKind {
     /// `COLUMNS(* EXCLUDE (a) REPLACE (x + 1 AS x))`, `(* REPLACE (…))`: several columns of the
     /// select list at once.
     Columns(Box<Columns>),
+    /// `f(x) IGNORE NULLS` (`respect` false) / `f(x) RESPECT NULLS`, also written before OVER.
+    NullsAction {
+        expr: Box<Expr>,
+        respect: bool,
+    },
     /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,
     /// `a['b'](1)` (PostHog's grammar reads them; ClickHouse has no such call).
     ExprCall {

@@ -148,9 +148,10 @@ fn precedence(e: &Expr) -> u8 {
         ExprKind::IsNull { .. } => prec::IS_NULL,
         ExprKind::Between { .. } => prec::BETWEEN,
         ExprKind::In { .. } => prec::COMPARE,
-        ExprKind::Index { .. } | ExprKind::TupleElement { .. } | ExprKind::ExprCall { .. } => {
-            prec::POSTFIX
-        }
+        ExprKind::Index { .. }
+        | ExprKind::TupleElement { .. }
+        | ExprKind::ExprCall { .. }
+        | ExprKind::NullsAction { .. } => prec::POSTFIX,
         _ => prec::PRIMARY,
     }
 }
@@ -344,6 +345,9 @@ impl Printer {
         if let Some(l) = &s.limit {
             self.s(" LIMIT ");
             self.expr(l, prec::ALIAS);
+            if s.limit_percent {
+                self.s(" %");
+            }
             if s.with_ties {
                 self.s(" WITH TIES");
             }
@@ -835,6 +839,14 @@ impl Printer {
                     self.s(")");
                 }
                 self.s(")");
+            }
+            ExprKind::NullsAction { expr, respect } => {
+                self.postfix_base(expr);
+                self.s(if *respect {
+                    " RESPECT NULLS"
+                } else {
+                    " IGNORE NULLS"
+                });
             }
             ExprKind::ExprCall { callee, args } => {
                 // A name or a call before `(` would read back as a (parametric) call.

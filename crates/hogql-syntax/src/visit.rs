@@ -159,6 +159,7 @@ impl Walker<'_> {
                 }
             }
             ExprKind::Lambda { body, .. } => w.expr(body),
+            ExprKind::NullsAction { expr, .. } => w.expr(expr),
             ExprKind::ExprCall { callee, args } => {
                 w.expr(callee);
                 w.exprs(args);

@@ -111,11 +111,23 @@ impl Parser<'_> {
             T::Minus => (prec::ADD, Infix::Binary(BinaryOp::Sub, 1)),
             T::Star => (prec::MUL, Infix::Binary(BinaryOp::Mul, 1)),
             T::Slash => (prec::MUL, Infix::Binary(BinaryOp::Div, 1)),
+            // `LIMIT n % WITH TIES`: a `%` with no operand after it is LIMIT's percent mark.
+            T::Percent
+                if !self.body_starts(1) || self.nth_kw(1, "WITH") || self.nth_kw(1, "BY") =>
+            {
+                return None;
+            }
             T::Percent => (prec::MUL, Infix::Binary(BinaryOp::Mod, 1)),
             T::LBracket => (prec::POSTFIX, Infix::Index),
             T::DoubleColon => (prec::POSTFIX, Infix::Cast),
             T::Dot => (prec::POSTFIX, Infix::Dot(false)),
             T::LParen => (prec::POSTFIX, Infix::Call),
+            T::Word(w)
+                if (w.eq_ignore_ascii_case("IGNORE") || w.eq_ignore_ascii_case("RESPECT"))
+                    && self.nth_kw(1, "NULLS") =>
+            {
+                (prec::POSTFIX, Infix::Nulls)
+            }
             T::NullDot => (prec::POSTFIX, Infix::Dot(true)),
             T::Word(w) => {
                 let w = w.to_ascii_uppercase();
@@ -265,6 +277,15 @@ impl Parser<'_> {
                         null_safe: true,
                     };
                     (kind, h)
+                }
+                Infix::Nulls => {
+                    let respect = self.bump().is_word("RESPECT");
+                    self.bump();
+                    let kind = ExprKind::NullsAction {
+                        expr: Box::new(left),
+                        respect,
+                    };
+                    (kind, 0)
                 }
                 Infix::Call => {
                     // `(x -> x * 2)(3)`, `a.b(1)`: a call on an expression.
@@ -631,6 +652,14 @@ impl Parser<'_> {
         } else {
             (None, a1, d1)
         };
+        // `f(x) IGNORE NULLS OVER (…)`: the same tree as `f(x) OVER (…) IGNORE NULLS`.
+        let nulls = if (self.is_kw("IGNORE") || self.is_kw("RESPECT")) && self.nth_kw(1, "NULLS") {
+            let respect = self.bump().is_word("RESPECT");
+            self.bump();
+            Some(respect)
+        } else {
+            None
+        };
         let over = if self.eat_kw("OVER") {
             if self.eat(&TokenKind::LParen) {
                 let spec = self.window_spec()?;
@@ -645,19 +674,31 @@ impl Parser<'_> {
             None
         };
         let span = self.span(start);
-        if !quoted && name == "tuple" && params.is_none() && !distinct && over.is_none() {
-            return Ok(Expr::new(ExprKind::Tuple(args), span));
-        }
-        Ok(Expr::new(
-            ExprKind::Call {
-                name,
-                params,
-                args,
-                distinct,
-                over,
-            },
-            span,
-        ))
+        let call = if !quoted && name == "tuple" && params.is_none() && !distinct && over.is_none()
+        {
+            Expr::new(ExprKind::Tuple(args), span)
+        } else {
+            Expr::new(
+                ExprKind::Call {
+                    name,
+                    params,
+                    args,
+                    distinct,
+                    over,
+                },
+                span,
+            )
+        };
+        Ok(match nulls {
+            Some(respect) => Expr::new(
+                ExprKind::NullsAction {
+                    expr: Box::new(call),
+                    respect,
+                },
+                span,
+            ),
+            None => call,
+        })
     }
 
     /// Whether a star form (`*`, `t.*`, `db.t.*`) starts at token `n`.

@@ -74,6 +74,8 @@ enum Infix {
     Dot(bool),
     /// `(` after an expression: a call on it.
     Call,
+    /// `IGNORE NULLS` / `RESPECT NULLS`
+    Nulls,
 }
 
 const UNITS: &[(&str, IntervalUnit)] = &[

@@ -303,7 +303,7 @@ impl Parser<'_> {
 
     /// Whether token `n` can begin a clause's expression (not an operator continuing a
     /// column named by the clause word).
-    fn body_starts(&self, n: usize) -> bool {
+    pub(super) fn body_starts(&self, n: usize) -> bool {
         use TokenKind as T;
         match &self.nth(n).kind {
             // Not an operator word, nor a word that opens the next clause.
@@ -798,14 +798,17 @@ impl Parser<'_> {
         }
     }
 
-    /// After LIMIT: `n`, `m, n`, `n OFFSET m`, with an optional WITH TIES.
-    fn limit_body(&mut self) -> PResult<(Expr, Option<Expr>, bool)> {
+    /// After LIMIT: `n`, `m, n`, `n OFFSET m`, with an optional `%` (a percentage) and an
+    /// optional WITH TIES. The flags are (WITH TIES, %).
+    fn limit_body(&mut self) -> PResult<(Expr, Option<Expr>, (bool, bool))> {
         let a = self.expr()?;
         if self.eat(&TokenKind::Comma) {
             let b = self.expr()?;
+            let percent = self.eat(&TokenKind::Percent);
             let ties = self.eat_with_ties();
-            return Ok((b, Some(a), ties));
+            return Ok((b, Some(a), (ties, percent)));
         }
+        let percent = self.eat(&TokenKind::Percent);
         let mut ties = self.eat_with_ties();
         let offset = if self.eat_kw("OFFSET") {
             Some(self.expr()?)
@@ -815,32 +818,37 @@ impl Parser<'_> {
         if !ties {
             ties = self.eat_with_ties();
         }
-        Ok((a, offset, ties))
+        Ok((a, offset, (ties, percent)))
     }
 
     fn limits(&mut self, s: &mut Select) -> PResult<()> {
         if self.eat_kw("LIMIT") {
-            let (limit, offset, ties) = self.limit_body()?;
+            let (limit, offset, (ties, percent)) = self.limit_body()?;
             if self.is_kw("BY") {
                 if ties {
                     return Err(self.err_here("WITH TIES cannot be used with LIMIT … BY"));
+                }
+                if percent {
+                    return Err(self.err_here("LIMIT … % cannot be used with LIMIT … BY"));
                 }
                 self.bump();
                 let by = self.expr_list()?;
                 s.limit_by = Some(LimitBy { limit, offset, by });
                 if self.eat_kw("LIMIT") {
-                    let (limit, offset, ties) = self.limit_body()?;
+                    let (limit, offset, (ties, percent)) = self.limit_body()?;
                     if self.is_kw("BY") {
                         return Err(self.err_here("only one LIMIT … BY is supported"));
                     }
                     s.limit = Some(limit);
                     s.offset = offset;
                     s.with_ties = ties;
+                    s.limit_percent = percent;
                 }
             } else {
                 s.limit = Some(limit);
                 s.offset = offset;
                 s.with_ties = ties;
+                s.limit_percent = percent;
             }
         }
         if s.offset.is_none() && self.eat_kw("OFFSET") {

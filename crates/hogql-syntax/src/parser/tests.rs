@@ -132,6 +132,15 @@ fn sx(e: &Expr) -> String {
             c.exclude,
             c.replace.len()
         ),
+        ExprKind::NullsAction { expr, respect } => format!(
+            "({} {})",
+            if *respect {
+                "RespectNulls"
+            } else {
+                "IgnoreNulls"
+            },
+            sx(expr)
+        ),
         ExprKind::ExprCall { callee, args } => format!("(call {} [{}])", sx(callee), list(args)),
     }
 }

@@ -250,6 +250,21 @@ impl Planner<'_> {
                  the select list",
                 e.span,
             ),
+            // ClickHouse: IGNORE NULLS changes no function's answer (they skip NULLs already);
+            // RESPECT NULLS picks a function's `_respect_nulls` variant, which hedgerow lacks.
+            ExprKind::NullsAction {
+                expr,
+                respect: false,
+            } if matches!(expr.kind, ExprKind::Call { .. }) => self.expr(expr, scope),
+            ExprKind::NullsAction { respect: false, .. } => err(
+                "IGNORE NULLS must follow a function call, as in `first_value(x) IGNORE NULLS`",
+                e.span,
+            ),
+            ExprKind::NullsAction { respect: true, .. } => err(
+                "RESPECT NULLS is not supported: hedgerow has no `_respect_nulls` variants of \
+                 any, anyLast, first_value and last_value",
+                e.span,
+            ),
             ExprKind::ExprCall { .. } => err(
                 "Calling an expression (such as `(x -> x * 2)(3)` or `a.b(1)`) is not supported: \
                  ClickHouse can only call functions by name",

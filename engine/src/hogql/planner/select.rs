@@ -48,6 +48,13 @@ impl Clauses {
 
 impl Planner<'_> {
     pub(super) fn select(&self, s: &ast::Select, outer: &Ctes) -> PResult<LogicalPlan> {
+        if s.limit_percent {
+            return err(
+                "LIMIT … % (a percentage of the rows) is not supported: ClickHouse has no \
+                 percentage LIMIT",
+                s.span,
+            );
+        }
         let mut ctes = outer.clone();
         for cte in &s.with {
             match cte {

@@ -107,6 +107,7 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
             go(else_);
         }
         ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().for_each(go),
+        ExprKind::NullsAction { expr, .. } => go(expr),
         ExprKind::ExprCall { callee, args } => {
             go(callee);
             args.iter().for_each(go);
