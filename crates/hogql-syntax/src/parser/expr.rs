@@ -308,6 +308,13 @@ impl Parser<'_> {
                 }
                 Infix::Dot(null_safe) => {
                     self.bump();
+                    if let TokenKind::Word(w) = &self.tok().kind
+                        && is_never_name(w)
+                    {
+                        return Err(self.err_here(format!(
+                            "\"{w}\" cannot be an alias or identifier, as it's a reserved keyword"
+                        )));
+                    }
                     let t = self.bump();
                     let kind = match (t.kind, left.kind) {
                         (TokenKind::Number(n), kind) => {

@@ -472,7 +472,14 @@ impl Parser<'_> {
                 }
                 self.expect(&TokenKind::RParen, "',' or ')' in the USING list")?;
             } else {
-                names.push(self.name("a column name")?);
+                // `USING a, b`: a list, as ClickHouse and PostHog read it.
+                loop {
+                    names.push(self.name("a column name")?);
+                    if !(self.is(&TokenKind::Comma) && self.at_name(1)) {
+                        break;
+                    }
+                    self.bump();
+                }
             }
             Some(JoinConstraint::Using(names))
         } else {
