@@ -182,7 +182,7 @@ pub enum JoinConstraint {
     Using(Vec<String>),
 }
 
-/// `[LEFT] ARRAY JOIN expr [AS alias], …`
+/// `[LEFT] ARRAY JOIN expr AS alias, …` (PostHog requires the alias)
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArrayJoin {
     pub left: bool,

@@ -957,7 +957,7 @@ mod tests {
         "SELECT 1 FROM a ASOF JOIN k ON a.t >= k.t ALL INNER JOIN (SELECT 1) AS l ON 1",
         "SELECT x FROM t ARRAY JOIN arr AS x",
         "SELECT x, y FROM t LEFT ARRAY JOIN arr AS x, [1, 2] AS y",
-        "SELECT x FROM t INNER ARRAY JOIN arr",
+        "SELECT x FROM t INNER ARRAY JOIN arr AS x",
         // Grouping, windows, ordering, limits.
         "SELECT a FROM t PREWHERE a WHERE b",
         "SELECT a, count() FROM t GROUP BY a WITH TOTALS HAVING count() > 1",

@@ -105,6 +105,11 @@ impl Parser<'_> {
             s.from = Some(self.parse_from()?);
         }
         if self.array_join_ahead() {
+            if s.from.is_none() {
+                return Err(
+                    self.err_here("Using ARRAY JOIN without a FROM clause is not permitted")
+                );
+            }
             s.array_join = Some(self.array_join()?);
             if self.array_join_ahead() {
                 return Err(self.err_here("only one ARRAY JOIN clause is supported"));
@@ -619,6 +624,18 @@ impl Parser<'_> {
         self.expect_kw("ARRAY")?;
         self.expect_kw("JOIN")?;
         let exprs = self.expr_list()?;
+        // As PostHog: every array needs a name (`ARRAY JOIN arr AS a`).
+        if let Some(e) = exprs
+            .iter()
+            .find(|e| !matches!(e.kind, ExprKind::Alias { .. }))
+        {
+            return Err(SyntaxError::at(
+                self.text,
+                e.span.start,
+                e.span.end,
+                "ARRAY JOIN arrays must have an alias",
+            ));
+        }
         Ok(ArrayJoin {
             left,
             exprs,

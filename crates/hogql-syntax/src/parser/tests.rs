@@ -526,7 +526,7 @@ fn aliases_do_not_swallow_keywords() {
         "LEFT JOIN u ON 1",
         "FINAL",
         "SAMPLE 0.1",
-        "ARRAY JOIN a",
+        "ARRAY JOIN a AS b",
         "WHERE 1",
         "INNER JOIN u USING a",
     ] {
