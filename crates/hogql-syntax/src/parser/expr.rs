@@ -468,6 +468,7 @@ impl Parser<'_> {
                 ))
             }
             TokenKind::Word(w) => self.word(w.clone(), start),
+            TokenKind::TemplateOpen => self.template(start),
             _ => Err(self.expected_expr()),
         }
     }
@@ -844,6 +845,47 @@ impl Parser<'_> {
             ExprKind::Columns(Box::new(columns)),
             self.span(start),
         ))
+    }
+
+    /// `f'text {expr} text'`, as PostHog reads it: `concat('text ', expr, ' text')`; one
+    /// piece alone is that piece, none is `''`.
+    fn template(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        let mut pieces = Vec::new();
+        loop {
+            let t = self.bump();
+            match t.kind {
+                TokenKind::TemplateText(s) => pieces.push(Expr::new(
+                    ExprKind::Literal(Literal::String(s)),
+                    Span::new(t.start, t.end),
+                )),
+                TokenKind::TemplateExprOpen => {
+                    let e = self.deeper(|p| p.expr())?;
+                    self.expect(&TokenKind::TemplateExprClose, "'}' in the template string")?;
+                    pieces.push(e);
+                }
+                TokenKind::TemplateClose => break,
+                _ => {
+                    self.pos -= 1;
+                    return Err(self.expected("the rest of the template string"));
+                }
+            }
+        }
+        let span = self.span(start);
+        Ok(match pieces.len() {
+            0 => Expr::new(ExprKind::Literal(Literal::String(String::new())), span),
+            1 => pieces.remove(0),
+            _ => Expr::new(
+                ExprKind::Call {
+                    name: "concat".into(),
+                    params: None,
+                    args: pieces,
+                    distinct: false,
+                    over: None,
+                },
+                span,
+            ),
+        })
     }
 
     /// `trim(LEADING|TRAILING|BOTH chars FROM s)`: `trimLeft(s, chars)`, `trimRight(s, chars)`,

@@ -1039,3 +1039,20 @@ fn fuzz_never_panics() {
         "the fuzz test should also produce valid queries ({parsed})"
     );
 }
+
+#[test]
+fn template_strings() {
+    let e = |s: &str| parse_expr(s).map(|e| sx(&e));
+    assert_eq!(
+        e("f'hello {event}!'").unwrap(),
+        "(concat 'hello ' event '!')"
+    );
+    assert_eq!(e("f'{event}'").unwrap(), "event");
+    assert_eq!(e("f''").unwrap(), "''");
+    assert_eq!(e(r"f'a\{b\' {1}'").unwrap(), "(concat 'a{b' ' 1)");
+    assert_eq!(e("f'a{f'b{c}'}'").unwrap(), "(concat 'a' (concat 'b' c))");
+    assert_eq!(e("f'{ {a} }'").unwrap(), "{a}");
+    for bad in ["f'", "f'{'", "f'{}'", "f'{1'", "f'a{f'b'", "f'}'x"] {
+        assert!(parse_expr(bad).is_err(), "{bad}");
+    }
+}
