@@ -46,13 +46,38 @@ fn placeholder(name: &str) -> String {
 fn call_name(name: &str) -> String {
     // SELECT and WITH: a call of that name right after `(` would read back as a subquery
     // (found by fuzzing: `SELECT(1)[2] IN (…)` printed inside parentheses).
+    // A clause word before `(` after a comma in the select list opens its clause
+    // (`SELECT a, from(b)`); COLUMNS( is the columns form; the words PostHog never takes as
+    // names are refused bare.
     const SPECIAL: &[&str] = &[
-        "CAST", "CASE", "INTERVAL", "EXISTS", "NOT", "NULL", "TRUE", "FALSE", "INF", "NAN",
-        "SELECT", "WITH",
+        "CAST",
+        "CASE",
+        "INTERVAL",
+        "EXISTS",
+        "NOT",
+        "NULL",
+        "TRUE",
+        "FALSE",
+        "INF",
+        "NAN",
+        "SELECT",
+        "WITH",
+        "FROM",
+        "PREWHERE",
+        "WHERE",
+        "HAVING",
+        "QUALIFY",
+        "LIMIT",
+        "OFFSET",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "COLUMNS",
     ];
     if is_plain_identifier(name)
         && name != "tuple"
         && !SPECIAL.iter().any(|s| s.eq_ignore_ascii_case(name))
+        && !crate::grammar::is_never_name(name)
     {
         name.to_string()
     } else {

@@ -111,12 +111,8 @@ impl Parser<'_> {
             T::Minus => (prec::ADD, Infix::Binary(BinaryOp::Sub, 1)),
             T::Star => (prec::MUL, Infix::Binary(BinaryOp::Mul, 1)),
             T::Slash => (prec::MUL, Infix::Binary(BinaryOp::Div, 1)),
-            // `LIMIT n % WITH TIES`: a `%` with no operand after it is LIMIT's percent mark.
-            T::Percent
-                if !self.body_starts(1) || self.nth_kw(1, "WITH") || self.nth_kw(1, "BY") =>
-            {
-                return None;
-            }
+            // `LIMIT n % WITH TIES`: a `%` that ends the LIMIT is its percent mark.
+            T::Percent if self.percent_mark() => return None,
             T::Percent => (prec::MUL, Infix::Binary(BinaryOp::Mod, 1)),
             T::LBracket => (prec::POSTFIX, Infix::Index),
             T::DoubleColon => (prec::POSTFIX, Infix::Cast),
@@ -153,6 +149,20 @@ impl Parser<'_> {
             }
             _ => return None,
         })
+    }
+
+    /// Whether the `%` here ends a LIMIT (`LIMIT 10 %`, then the end, `)`, OFFSET, WITH
+    /// TIES or a set operator) rather than taking a right operand.
+    fn percent_mark(&self) -> bool {
+        match &self.nth(1).kind {
+            TokenKind::Eof | TokenKind::RParen | TokenKind::Semicolon => true,
+            TokenKind::Word(w) => match w.to_ascii_uppercase().as_str() {
+                "WITH" => self.nth_kw(2, "TIES"),
+                "OFFSET" | "UNION" | "EXCEPT" | "INTERSECT" | "SETTINGS" | "FORMAT" | "BY" => true,
+                _ => false,
+            },
+            _ => false,
+        }
     }
 
     /// Parse an operand at binding power `min`, measuring its height.

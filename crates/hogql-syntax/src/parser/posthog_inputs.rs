@@ -503,3 +503,16 @@ fn posthog_parser_inputs() {
         fixed.join("\n")
     );
 }
+
+/// Every prefix of every input (cut at a character boundary) and every input twice over
+/// either fails to parse or round-trips, as the fuzzer checks: no panic on half-written
+/// grammar forms.
+#[test]
+fn posthog_input_prefixes_fail_cleanly_or_round_trip() {
+    for &(_, _, input) in CASES {
+        for (i, _) in input.char_indices().skip(1) {
+            crate::fuzzing::check(&input.as_bytes()[..i]);
+        }
+        crate::fuzzing::check(format!("{input} {input}").as_bytes());
+    }
+}
