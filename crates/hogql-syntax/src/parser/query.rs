@@ -488,7 +488,9 @@ impl Parser<'_> {
             }
             Some(JoinConstraint::Using(names))
         } else {
-            return Err(self.expected("ON or USING after the joined table"));
+            // PostHog's grammar reads a JOIN without a constraint; the engine refuses it,
+            // as ClickHouse does.
+            None
         };
         Ok(Join {
             kind,
