@@ -506,11 +506,27 @@ impl Parser<'_> {
         let start = self.tok().start;
         let source = match self.tok().kind.clone() {
             TokenKind::LBrace => TableSource::Placeholder(self.placeholder()?),
-            TokenKind::LParen => {
-                if !self.select_ahead(0) {
-                    self.bump();
+            TokenKind::LParen if !self.select_ahead(0) => {
+                // `(t)`, `(t PIVOT (…) FINAL)`: a table in parentheses is that table.
+                self.bump();
+                if !(self.at_keyword_name(0)
+                    || self.is(&TokenKind::LBrace)
+                    || self.is(&TokenKind::LParen))
+                {
                     return Err(self.expected("a subquery (SELECT …)"));
                 }
+                let t = self.deeper(|p| p.table_expr())?;
+                self.expect(&TokenKind::RParen, "')' after the table")?;
+                let plain = t.alias.is_none()
+                    && !t.is_final
+                    && t.sample.is_none()
+                    && !matches!(t.source, TableSource::Pivot { .. });
+                if !plain {
+                    return Ok(t);
+                }
+                t.source
+            }
+            TokenKind::LParen => {
                 self.bump();
                 let q = self.query()?;
                 self.expect(&TokenKind::RParen, "')' to close the subquery")?;
@@ -596,11 +612,17 @@ impl Parser<'_> {
             values.push(self.expr()?);
         }
         self.expect_kw("FOR")?;
-        // Above IN, which ends the column.
-        let column = self.bp(prec::COMPARE + 1)?;
-        self.expect_kw("IN")?;
-        self.expect(&TokenKind::LParen, "'(' after IN")?;
-        let list = self.args_until_rparen("the IN list")?;
+        // `column IN (list)` reads as one IN expression; its last IN is PIVOT's (the column
+        // may hold an IN of its own: `FOR n IN p IN (r)`).
+        let e = self.expr_no_alias()?;
+        let (column, list) = match e.kind {
+            ExprKind::In {
+                expr,
+                list: InList::List(list),
+                negated: false,
+            } => (*expr, list),
+            _ => return Err(self.expected("IN (…) after the PIVOT column")),
+        };
         self.expect(&TokenKind::RParen, "')' to close PIVOT")?;
         Ok(Pivot {
             unpivot,
