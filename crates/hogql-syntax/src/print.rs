@@ -25,7 +25,7 @@ pub fn expr(e: &Expr) -> String {
 
 /// A name after a `.`: any plain identifier is fine there, keywords included.
 fn part(name: &str) -> String {
-    if is_plain_identifier(name) {
+    if is_plain_identifier(name) && !crate::grammar::is_never_name(name) {
         name.to_string()
     } else {
         quote(name)

@@ -1059,3 +1059,15 @@ fn join_without_constraint_parses() {
     assert_eq!(from.joins.len(), 1);
     assert_eq!(from.joins[0].constraint, None);
 }
+
+#[test]
+fn never_names_quoted_round_trip() {
+    for text in [
+        "SELECT properties.`let`, e.`within`.`try`, `fn`.* FROM events AS `fn`",
+        "SELECT `materialized`(1), `catch`, COLUMNS(`finally`.*)",
+    ] {
+        let q = parse_query(text).unwrap();
+        let printed = crate::print::query(&q);
+        assert_eq!(parse_query(&printed).unwrap(), q, "{printed}");
+    }
+}
