@@ -71,6 +71,8 @@ pub struct Select {
     pub offset: Option<Expr>,
     /// `LIMIT n WITH TIES`
     pub with_ties: bool,
+    /// `LIMIT n %`: a percentage of the rows (PostHog's grammar).
+    pub limit_percent: bool,
     pub span: Span,
 }
 
@@ -121,6 +123,22 @@ pub enum TableSource {
     },
     /// `{name}` in FROM.
     Placeholder(String),
+    /// `base PIVOT (…)` / `base UNPIVOT (…)` (DuckDB's and Snowflake's form, which PostHog's
+    /// grammar reads). Parsed so the error can be precise; ClickHouse has no PIVOT.
+    Pivot {
+        base: Box<TableExpr>,
+        pivot: Box<Pivot>,
+    },
+}
+
+/// The inside of `PIVOT (values FOR column IN (list))`; for UNPIVOT, `values` names the
+/// value column(s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pivot {
+    pub unpivot: bool,
+    pub values: Vec<Expr>,
+    pub column: Expr,
+    pub list: Vec<Expr>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -164,7 +182,7 @@ pub enum JoinConstraint {
     Using(Vec<String>),
 }
 
-/// `[LEFT] ARRAY JOIN expr [AS alias], …`
+/// `[LEFT] ARRAY JOIN expr AS alias, …` (PostHog requires the alias)
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArrayJoin {
     pub left: bool,
@@ -328,6 +346,26 @@ pub enum InList {
     Cohort(Box<Expr>),
 }
 
+/// The columns of [`ExprKind::Columns`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Columns {
+    pub source: ColumnsSource,
+    /// `EXCLUDE (names)`: names left out (ClickHouse's `* EXCEPT`).
+    pub exclude: Vec<String>,
+    /// `REPLACE (expr AS name, …)`: a column's value replaced, its name kept.
+    pub replace: Vec<(Expr, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnsSource {
+    /// `*` (None) or `t.*`.
+    Star(Option<Vec<String>>),
+    /// `COLUMNS('regex')`: the columns whose names match.
+    Regex(String),
+    /// `COLUMNS(a, b)`
+    List(Vec<Expr>),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExprKind {
     Literal(Literal),
@@ -336,15 +374,19 @@ pub enum ExprKind {
     Field(Vec<String>),
     /// `*` (None) or `t.*` (Some(["t"])).
     Star(Option<Vec<String>>),
-    /// `base[index]`, including `properties['$browser']`.
+    /// `base[index]`, including `properties['$browser']`; `base?.[index]` and `base?.name`
+    /// when `null_safe` (PostHog's null-safe access: NULL when `base` is NULL, as ClickHouse's
+    /// `base[index]` already is).
     Index {
         base: Box<Expr>,
         index: Box<Expr>,
+        null_safe: bool,
     },
-    /// `t.1`: 1-based tuple element.
+    /// `t.1`: 1-based tuple element; `t?.1` when `null_safe`.
     TupleElement {
         base: Box<Expr>,
         index: u64,
+        null_safe: bool,
     },
     /// `name(args)`, `name(params)(args)` (parametric aggregates such as `quantile(0.9)(x)`),
     /// `count(DISTINCT x)`, `count(*)` (args = [Star(None)]), optionally `OVER …`.
@@ -354,6 +396,21 @@ pub enum ExprKind {
         args: Vec<Expr>,
         distinct: bool,
         over: Option<Over>,
+    },
+    /// `* EXCLUDE (a)`, `t.* EXCLUDE (a)`, `COLUMNS('regex')`, `COLUMNS(a, b)`,
+    /// `COLUMNS(* EXCLUDE (a) REPLACE (x + 1 AS x))`, `(* REPLACE (…))`: several columns of the
+    /// select list at once.
+    Columns(Box<Columns>),
+    /// `f(x) IGNORE NULLS` (`respect` false) / `f(x) RESPECT NULLS`, also written before OVER.
+    NullsAction {
+        expr: Box<Expr>,
+        respect: bool,
+    },
+    /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,
+    /// `a['b'](1)` (PostHog's grammar reads them; ClickHouse has no such call).
+    ExprCall {
+        callee: Box<Expr>,
+        args: Vec<Expr>,
     },
     /// `x -> body`, `(x, y) -> body`
     Lambda {

@@ -48,6 +48,7 @@ const RESERVED: &[&str] = &[
     "BY",
     "CASE",
     "CAST",
+    "CATCH",
     "CROSS",
     "DESC",
     "DESCENDING",
@@ -58,9 +59,12 @@ const RESERVED: &[&str] = &[
     "EXISTS",
     "FALSE",
     "FINAL",
+    "FINALLY",
+    "FN",
     "FORMAT",
     "FROM",
     "FULL",
+    "FUN",
     "GLOBAL",
     "GROUP",
     "HAVING",
@@ -73,8 +77,10 @@ const RESERVED: &[&str] = &[
     "IS",
     "JOIN",
     "LEFT",
+    "LET",
     "LIKE",
     "LIMIT",
+    "MATERIALIZED",
     "MOD",
     "NAN",
     "NOT",
@@ -86,6 +92,7 @@ const RESERVED: &[&str] = &[
     "ORDER",
     "OUTER",
     "OVER",
+    "PIVOT",
     "PREWHERE",
     "QUALIFY",
     "RIGHT",
@@ -94,14 +101,58 @@ const RESERVED: &[&str] = &[
     "SEMI",
     "SETTINGS",
     "THEN",
+    "THROW",
     "TRUE",
+    "TRY",
     "UNION",
+    "UNPIVOT",
     "USING",
     "WHEN",
     "WHERE",
+    "WHILE",
     "WINDOW",
     "WITH",
+    "WITHIN",
 ];
+
+/// Reserved words that PostHog's grammar never takes as a name, not even as a column or
+/// after a dot: Hog's statement words, WITHIN and MATERIALIZED, the set operators, and the
+/// literal words. Every other reserved word can name a column (`select a, where`), a CTE or
+/// a window where a name is expected and no clause can start.
+const NEVER_NAMES: &[&str] = &[
+    "CATCH",
+    "EXCEPT",
+    "FINALLY",
+    "FN",
+    "FUN",
+    "INF",
+    "INTERSECT",
+    "LET",
+    "MATERIALIZED",
+    "NAN",
+    "NULL",
+    "THROW",
+    "TRY",
+    "WHILE",
+    "WITHIN",
+];
+
+/// Whether `word` can never be a name (case-insensitive): see `NEVER_NAMES`.
+pub fn is_never_name(word: &str) -> bool {
+    NEVER_NAMES.iter().any(|r| r.eq_ignore_ascii_case(word))
+}
+
+/// Words PostHog refuses as an alias unless quoted (`SELECT 0 AS true`).
+const RESERVED_ALIASES: &[&str] = &["TRUE", "FALSE", "NULL", "TEAM_ID"];
+
+/// Whether `word`, unquoted, is refused as an alias: see `RESERVED_ALIASES` and
+/// `NEVER_NAMES`.
+pub fn is_reserved_alias(word: &str) -> bool {
+    RESERVED_ALIASES
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case(word))
+        || is_never_name(word)
+}
 
 /// Whether `word` is reserved (case-insensitive): see `RESERVED`.
 pub fn is_reserved(word: &str) -> bool {
@@ -112,9 +163,9 @@ pub fn is_reserved(word: &str) -> bool {
 pub const WINDOW_WORDS: &[&str] = &["PARTITION", "ORDER", "ROWS", "RANGE"];
 
 /// A name standing on its own (column, alias, table, CTE): backticks when it is not a plain
-/// identifier or is a reserved word.
+/// identifier, is a reserved word or is refused as a bare alias (`team_id`).
 pub fn ident(name: &str) -> String {
-    if is_plain_identifier(name) && !is_reserved(name) {
+    if is_plain_identifier(name) && !is_reserved(name) && !is_reserved_alias(name) {
         name.to_string()
     } else {
         quote(name)

@@ -89,6 +89,8 @@ pub enum TokenKind {
     Question,
     /// `??`
     Coalesce,
+    /// `?.` (PostHog's null-safe access)
+    NullDot,
     /// `:`
     Colon,
     /// `::`
@@ -109,7 +111,24 @@ pub enum TokenKind {
     IRegex,
     /// `!~*`
     NotIRegex,
+    /// `f'` opening a template string (`f'hello {event}'`).
+    TemplateOpen,
+    /// A piece of a template string's text, escapes decoded.
+    TemplateText(String),
+    /// `{` opening an expression inside a template string.
+    TemplateExprOpen,
+    /// `}` closing it.
+    TemplateExprClose,
+    /// `'` closing a template string.
+    TemplateClose,
     Eof,
+}
+
+/// Where the lexer is inside template strings: their text, or an expression in one (with
+/// the depth of `{` opened inside it).
+enum Mode {
+    Text,
+    Expr(usize),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +166,7 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, SyntaxError> {
         bytes: text.as_bytes(),
         pos: 0,
         tokens: Vec::new(),
+        modes: Vec::new(),
     }
     .run()
 }
@@ -156,6 +176,8 @@ struct Lexer<'a> {
     bytes: &'a [u8],
     pos: usize,
     tokens: Vec<Token>,
+    /// Open template strings, innermost last (a stack, not recursion).
+    modes: Vec<Mode>,
 }
 
 impl Lexer<'_> {
@@ -192,17 +214,63 @@ impl Lexer<'_> {
         }
     }
 
+    /// A piece of template text from `self.pos`, up to a `{` (an expression follows) or the
+    /// closing `'`.
+    fn template_text(&mut self) -> Result<(), SyntaxError> {
+        let start = self.pos;
+        let (text, end, brace) = self.quoted_body(start, start, b'\'', "template string", true)?;
+        if !text.is_empty() {
+            self.pos = end;
+            self.push(TokenKind::TemplateText(text), start);
+        }
+        self.pos = end + 1;
+        if brace {
+            self.push(TokenKind::TemplateExprOpen, end);
+            self.modes.push(Mode::Expr(0));
+        } else {
+            self.push(TokenKind::TemplateClose, end);
+            self.modes.pop();
+        }
+        Ok(())
+    }
+
     fn run(mut self) -> Result<Vec<Token>, SyntaxError> {
         loop {
+            if matches!(self.modes.last(), Some(Mode::Text)) {
+                self.template_text()?;
+                continue;
+            }
             self.skip_trivia()?;
             let start = self.pos;
             if start >= self.bytes.len() {
+                if !self.modes.is_empty() {
+                    return Err(self.err(start, start, "unterminated template string"));
+                }
                 self.push(TokenKind::Eof, start);
                 return Ok(self.tokens);
             }
             let b = self.bytes[start];
             let c1 = self.at(start + 1);
             let c2 = self.at(start + 2);
+            if b == b'f' && c1 == b'\'' {
+                self.pos = start + 2;
+                self.push(TokenKind::TemplateOpen, start);
+                self.modes.push(Mode::Text);
+                continue;
+            }
+            if let Some(Mode::Expr(depth)) = self.modes.last_mut() {
+                match b {
+                    b'{' => *depth += 1,
+                    b'}' if *depth == 0 => {
+                        self.modes.pop();
+                        self.pos = start + 1;
+                        self.push(TokenKind::TemplateExprClose, start);
+                        continue;
+                    }
+                    b'}' => *depth -= 1,
+                    _ => {}
+                }
+            }
             let (kind, len) = match b {
                 b'(' => (TokenKind::LParen, 1),
                 b')' => (TokenKind::RParen, 1),
@@ -220,6 +288,7 @@ impl Lexer<'_> {
                 b'-' => (TokenKind::Minus, 1),
                 b'|' if c1 == b'|' => (TokenKind::Concat, 2),
                 b'?' if c1 == b'?' => (TokenKind::Coalesce, 2),
+                b'?' if c1 == b'.' => (TokenKind::NullDot, 2),
                 b'?' => (TokenKind::Question, 1),
                 b':' if c1 == b':' => (TokenKind::DoubleColon, 2),
                 b':' => (TokenKind::Colon, 1),
@@ -245,7 +314,8 @@ impl Lexer<'_> {
                 b'0'..=b'9' => {
                     let after_dot = matches!(
                         self.tokens.last(),
-                        Some(Token { kind: TokenKind::Dot, end, .. }) if *end == start
+                        Some(Token { kind: TokenKind::Dot | TokenKind::NullDot, end, .. })
+                            if *end == start
                     );
                     self.number(after_dot)?;
                     continue;
@@ -290,7 +360,9 @@ impl Lexer<'_> {
                 && matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
             {
                 self.pos += 1;
-            } else if b == b'-' && self.at(self.pos + 1) == b'-' {
+            } else if (b == b'-' && self.at(self.pos + 1) == b'-')
+                || (b == b'/' && self.at(self.pos + 1) == b'/')
+            {
                 while self.pos < self.bytes.len() && self.bytes[self.pos] != b'\n' {
                     self.pos += 1;
                 }
@@ -366,21 +438,46 @@ impl Lexer<'_> {
     /// quote and ClickHouse's backslash escapes are understood.
     fn quoted(&mut self, q: u8, what: &str) -> Result<String, SyntaxError> {
         let start = self.pos;
+        let (out, end, _) = self.quoted_body(start, start + 1, q, what, false)?;
+        self.pos = end + 1;
+        Ok(out)
+    }
+
+    /// The text from byte `from` up to the closing quote `q` (or, in a template, a `{`),
+    /// escapes decoded; with the offset of that quote (or brace) and whether it was a brace.
+    /// `start` is where the literal began, for errors.
+    fn quoted_body(
+        &self,
+        start: usize,
+        from: usize,
+        q: u8,
+        what: &str,
+        template: bool,
+    ) -> Result<(String, usize, bool), SyntaxError> {
         let b = self.bytes;
         let mut out: Vec<u8> = Vec::new();
-        let mut i = start + 1;
+        let mut i = from;
+        let mut brace = false;
         loop {
             if i >= b.len() {
                 return Err(self.err(start, b.len(), format!("unterminated {what}")));
             }
             let c = b[i];
+            if template && c == b'{' {
+                brace = true;
+                break;
+            }
+            if template && c == b'\\' && self.at(i + 1) == b'{' {
+                out.push(b'{');
+                i += 2;
+                continue;
+            }
             if c == q {
                 if self.at(i + 1) == q {
                     out.push(q);
                     i += 2;
                     continue;
                 }
-                i += 1;
                 break;
             }
             if c == b'\\' {
@@ -428,8 +525,9 @@ impl Lexer<'_> {
             out.push(c);
             i += 1;
         }
-        self.pos = i;
-        String::from_utf8(out).map_err(|_| self.err(start, i, format!("{what} is not valid UTF-8")))
+        let text = String::from_utf8(out)
+            .map_err(|_| self.err(start, i, format!("{what} is not valid UTF-8")))?;
+        Ok((text, i, brace))
     }
 }
 

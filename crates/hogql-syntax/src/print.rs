@@ -25,7 +25,7 @@ pub fn expr(e: &Expr) -> String {
 
 /// A name after a `.`: any plain identifier is fine there, keywords included.
 fn part(name: &str) -> String {
-    if is_plain_identifier(name) {
+    if is_plain_identifier(name) && !crate::grammar::is_never_name(name) {
         name.to_string()
     } else {
         quote(name)
@@ -46,13 +46,38 @@ fn placeholder(name: &str) -> String {
 fn call_name(name: &str) -> String {
     // SELECT and WITH: a call of that name right after `(` would read back as a subquery
     // (found by fuzzing: `SELECT(1)[2] IN (…)` printed inside parentheses).
+    // A clause word before `(` after a comma in the select list opens its clause
+    // (`SELECT a, from(b)`); COLUMNS( is the columns form; the words PostHog never takes as
+    // names are refused bare.
     const SPECIAL: &[&str] = &[
-        "CAST", "CASE", "INTERVAL", "EXISTS", "NOT", "NULL", "TRUE", "FALSE", "INF", "NAN",
-        "SELECT", "WITH",
+        "CAST",
+        "CASE",
+        "INTERVAL",
+        "EXISTS",
+        "NOT",
+        "NULL",
+        "TRUE",
+        "FALSE",
+        "INF",
+        "NAN",
+        "SELECT",
+        "WITH",
+        "FROM",
+        "PREWHERE",
+        "WHERE",
+        "HAVING",
+        "QUALIFY",
+        "LIMIT",
+        "OFFSET",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "COLUMNS",
     ];
     if is_plain_identifier(name)
         && name != "tuple"
         && !SPECIAL.iter().any(|s| s.eq_ignore_ascii_case(name))
+        && !crate::grammar::is_never_name(name)
     {
         name.to_string()
     } else {
@@ -148,7 +173,10 @@ fn precedence(e: &Expr) -> u8 {
         ExprKind::IsNull { .. } => prec::IS_NULL,
         ExprKind::Between { .. } => prec::BETWEEN,
         ExprKind::In { .. } => prec::COMPARE,
-        ExprKind::Index { .. } | ExprKind::TupleElement { .. } => prec::POSTFIX,
+        ExprKind::Index { .. }
+        | ExprKind::TupleElement { .. }
+        | ExprKind::ExprCall { .. }
+        | ExprKind::NullsAction { .. } => prec::POSTFIX,
         _ => prec::PRIMARY,
     }
 }
@@ -342,6 +370,9 @@ impl Printer {
         if let Some(l) = &s.limit {
             self.s(" LIMIT ");
             self.expr(l, prec::ALIAS);
+            if s.limit_percent {
+                self.s(" %");
+            }
             if s.with_ties {
                 self.s(" WITH TIES");
             }
@@ -366,6 +397,20 @@ impl Printer {
                 self.s("{");
                 self.s(&placeholder(name));
                 self.s("}");
+            }
+            TableSource::Pivot { base, pivot } => {
+                self.table(base);
+                self.s(if pivot.unpivot {
+                    " UNPIVOT ("
+                } else {
+                    " PIVOT ("
+                });
+                self.exprs(&pivot.values);
+                self.s(" FOR ");
+                self.expr(&pivot.column, prec::COMPARE + 1);
+                self.s(" IN (");
+                self.exprs(&pivot.list);
+                self.s("))");
             }
         }
         if let Some(a) = &t.alias {
@@ -531,15 +576,24 @@ impl Printer {
                 self.dotted(parts);
                 self.s(".*");
             }
-            ExprKind::Index { base, index } => {
+            ExprKind::Index {
+                base,
+                index,
+                null_safe,
+            } => {
                 self.postfix_base(base);
-                self.s("[");
+                self.s(if *null_safe { "?.[" } else { "[" });
                 self.expr(index, prec::ALIAS);
                 self.s("]");
             }
-            ExprKind::TupleElement { base, index } => {
+            ExprKind::TupleElement {
+                base,
+                index,
+                null_safe,
+            } => {
                 self.postfix_base(base);
-                self.s(&format!(".{index}"));
+                self.s(if *null_safe { "?." } else { "." });
+                self.s(&index.to_string());
             }
             ExprKind::Call {
                 name,
@@ -776,6 +830,67 @@ impl Printer {
                 self.s("EXISTS ");
                 self.subquery(q);
             }
+            ExprKind::Columns(c) => {
+                self.s("COLUMNS(");
+                match &c.source {
+                    ColumnsSource::Star(None) => self.s("*"),
+                    ColumnsSource::Star(Some(parts)) => {
+                        self.dotted(parts);
+                        self.s(".*");
+                    }
+                    ColumnsSource::Regex(re) => self.s(&string(re)),
+                    ColumnsSource::List(list) => self.exprs(list),
+                }
+                if !c.exclude.is_empty() {
+                    self.s(" EXCLUDE (");
+                    for (i, n) in c.exclude.iter().enumerate() {
+                        if i > 0 {
+                            self.s(", ");
+                        }
+                        self.s(&ident(n));
+                    }
+                    self.s(")");
+                }
+                if !c.replace.is_empty() {
+                    self.s(" REPLACE (");
+                    for (i, (e, n)) in c.replace.iter().enumerate() {
+                        if i > 0 {
+                            self.s(", ");
+                        }
+                        self.expr(e, prec::LAMBDA);
+                        self.s(" AS ");
+                        self.s(&ident(n));
+                    }
+                    self.s(")");
+                }
+                self.s(")");
+            }
+            ExprKind::NullsAction { expr, respect } => {
+                self.postfix_base(expr);
+                self.s(if *respect {
+                    " RESPECT NULLS"
+                } else {
+                    " IGNORE NULLS"
+                });
+            }
+            ExprKind::ExprCall { callee, args } => {
+                // A name or a call before `(` would read back as a (parametric) call.
+                let wrap = match &callee.kind {
+                    ExprKind::Field(parts) => parts.len() == 1,
+                    ExprKind::Call { .. } | ExprKind::Tuple(_) => true,
+                    _ => false,
+                };
+                if wrap {
+                    self.s("(");
+                    self.bare(callee);
+                    self.s(")");
+                } else {
+                    self.postfix_base(callee);
+                }
+                self.s("(");
+                self.exprs(args);
+                self.s(")");
+            }
         }
     }
 
@@ -867,7 +982,7 @@ mod tests {
         "SELECT 1 FROM a ASOF JOIN k ON a.t >= k.t ALL INNER JOIN (SELECT 1) AS l ON 1",
         "SELECT x FROM t ARRAY JOIN arr AS x",
         "SELECT x, y FROM t LEFT ARRAY JOIN arr AS x, [1, 2] AS y",
-        "SELECT x FROM t INNER ARRAY JOIN arr",
+        "SELECT x FROM t INNER ARRAY JOIN arr AS x",
         // Grouping, windows, ordering, limits.
         "SELECT a FROM t PREWHERE a WHERE b",
         "SELECT a, count() FROM t GROUP BY a WITH TOTALS HAVING count() > 1",
@@ -1051,10 +1166,22 @@ mod tests {
             ExprKind::TupleElement {
                 base: Box::new(lit(-3)),
                 index: 2,
+                null_safe: false,
+            },
+            ExprKind::TupleElement {
+                base: Box::new(lit(-3)),
+                index: 2,
+                null_safe: true,
             },
             ExprKind::Index {
                 base: Box::new(lit(1)),
                 index: Box::new(lit(1)),
+                null_safe: false,
+            },
+            ExprKind::Index {
+                base: Box::new(field("a")),
+                index: Box::new(lit(1)),
+                null_safe: true,
             },
             ExprKind::Call {
                 name: "CAST".into(),
@@ -1089,6 +1216,40 @@ mod tests {
                 unit: IntervalUnit::Day,
             },
             ExprKind::Literal(Literal::String("\u{1}\u{7f}\r\0`'\\".into())),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Star(Some(vec!["t".into(), "from".into()])),
+                exclude: vec!["a".into(), "where".into()],
+                replace: vec![(field("x"), "as".into()), (lit(1), "y".into())],
+            })),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Regex("^a.*'".into()),
+                exclude: vec![],
+                replace: vec![],
+            })),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::List(vec![field("a"), lit(2)]),
+                exclude: vec![],
+                replace: vec![],
+            })),
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Star(None),
+                exclude: vec![],
+                replace: vec![],
+            })),
+            ExprKind::ExprCall {
+                callee: b(ExprKind::Field(vec!["f".into()])),
+                args: vec![lit(1)],
+            },
+            ExprKind::ExprCall {
+                callee: b(ExprKind::Call {
+                    name: "f".into(),
+                    params: None,
+                    args: vec![],
+                    distinct: false,
+                    over: None,
+                }),
+                args: vec![],
+            },
             ExprKind::Alias {
                 expr: Box::new(field("x")),
                 name: "a`b".into(),

@@ -107,7 +107,7 @@ fn expr(r: &mut Rng, depth: u32) -> Expr {
         };
     }
     let d = depth + 1;
-    e(match r.below(18) {
+    e(match r.below(19) {
         0 => ExprKind::Literal(literal(r)),
         1 => ExprKind::Field(
             (0..1 + r.below(3))
@@ -179,6 +179,11 @@ fn expr(r: &mut Rng, depth: u32) -> Expr {
         15 => ExprKind::Index {
             base: b(expr(r, d)),
             index: b(expr(r, d)),
+            null_safe: r.below(2) == 0,
+        },
+        17 => ExprKind::ExprCall {
+            callee: b(expr(r, d)),
+            args: list(r, depth, 0),
         },
         16 => ExprKind::Cast {
             expr: b(expr(r, d)),

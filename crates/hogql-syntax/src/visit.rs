@@ -82,6 +82,12 @@ impl Walker<'_> {
             TableSource::Subquery(q) => self.query(q),
             TableSource::Function { args, .. } => self.exprs(args),
             TableSource::Table(_) | TableSource::Placeholder(_) => {}
+            TableSource::Pivot { base, pivot } => {
+                self.table(base);
+                self.exprs(&mut pivot.values);
+                self.expr(&mut pivot.column);
+                self.exprs(&mut pivot.list);
+            }
         }
         if let Some(s) = &mut t.sample {
             self.expr(&mut s.ratio);
@@ -136,7 +142,7 @@ impl Walker<'_> {
             | ExprKind::Field(_)
             | ExprKind::Star(_)
             | ExprKind::Placeholder(_) => {}
-            ExprKind::Index { base, index } => {
+            ExprKind::Index { base, index, .. } => {
                 w.expr(base);
                 w.expr(index);
             }
@@ -153,6 +159,19 @@ impl Walker<'_> {
                 }
             }
             ExprKind::Lambda { body, .. } => w.expr(body),
+            ExprKind::NullsAction { expr, .. } => w.expr(expr),
+            ExprKind::ExprCall { callee, args } => {
+                w.expr(callee);
+                w.exprs(args);
+            }
+            ExprKind::Columns(c) => {
+                if let ColumnsSource::List(list) = &mut c.source {
+                    w.exprs(list);
+                }
+                for (e, _) in &mut c.replace {
+                    w.expr(e);
+                }
+            }
             ExprKind::Binary { left, right, .. } => {
                 w.expr(left);
                 w.expr(right);

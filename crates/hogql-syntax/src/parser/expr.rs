@@ -19,7 +19,7 @@ impl Parser<'_> {
     pub(super) fn expr(&mut self) -> PResult<Expr> {
         let e = self.expr_no_alias()?;
         if self.eat_kw("AS") {
-            let name = self.any_name("an alias after AS", true)?;
+            let name = self.alias_name("an alias after AS", true)?;
             let span = self.span(e.span.start);
             return Ok(Expr::new(
                 ExprKind::Alias {
@@ -111,10 +111,20 @@ impl Parser<'_> {
             T::Minus => (prec::ADD, Infix::Binary(BinaryOp::Sub, 1)),
             T::Star => (prec::MUL, Infix::Binary(BinaryOp::Mul, 1)),
             T::Slash => (prec::MUL, Infix::Binary(BinaryOp::Div, 1)),
+            // `LIMIT n % WITH TIES`: a `%` that ends the LIMIT is its percent mark.
+            T::Percent if self.percent_mark() => return None,
             T::Percent => (prec::MUL, Infix::Binary(BinaryOp::Mod, 1)),
             T::LBracket => (prec::POSTFIX, Infix::Index),
             T::DoubleColon => (prec::POSTFIX, Infix::Cast),
-            T::Dot => (prec::POSTFIX, Infix::Dot),
+            T::Dot => (prec::POSTFIX, Infix::Dot(false)),
+            T::LParen => (prec::POSTFIX, Infix::Call),
+            T::Word(w)
+                if (w.eq_ignore_ascii_case("IGNORE") || w.eq_ignore_ascii_case("RESPECT"))
+                    && self.nth_kw(1, "NULLS") =>
+            {
+                (prec::POSTFIX, Infix::Nulls)
+            }
+            T::NullDot => (prec::POSTFIX, Infix::Dot(true)),
             T::Word(w) => {
                 let w = w.to_ascii_uppercase();
                 let next = |kw: &str| self.nth_kw(1, kw);
@@ -139,6 +149,20 @@ impl Parser<'_> {
             }
             _ => return None,
         })
+    }
+
+    /// Whether the `%` here ends a LIMIT (`LIMIT 10 %`, then the end, `)`, OFFSET, WITH
+    /// TIES or a set operator) rather than taking a right operand.
+    fn percent_mark(&self) -> bool {
+        match &self.nth(1).kind {
+            TokenKind::Eof | TokenKind::RParen | TokenKind::Semicolon => true,
+            TokenKind::Word(w) => match w.to_ascii_uppercase().as_str() {
+                "WITH" => self.nth_kw(2, "TIES"),
+                "OFFSET" | "UNION" | "EXCEPT" | "INTERSECT" | "SETTINGS" | "FORMAT" | "BY" => true,
+                _ => false,
+            },
+            _ => false,
+        }
     }
 
     /// Parse an operand at binding power `min`, measuring its height.
@@ -247,6 +271,39 @@ impl Parser<'_> {
                     let kind = ExprKind::Index {
                         base: Box::new(left),
                         index: Box::new(index),
+                        null_safe: false,
+                    };
+                    (kind, h)
+                }
+                Infix::Dot(true) if self.nth_is(1, &TokenKind::LBracket) => {
+                    // `base?.[index]`
+                    self.bump();
+                    self.bump();
+                    let (index, h) = self.measured(|p| p.expr())?;
+                    self.expect(&TokenKind::RBracket, "']'")?;
+                    let kind = ExprKind::Index {
+                        base: Box::new(left),
+                        index: Box::new(index),
+                        null_safe: true,
+                    };
+                    (kind, h)
+                }
+                Infix::Nulls => {
+                    let respect = self.bump().is_word("RESPECT");
+                    self.bump();
+                    let kind = ExprKind::NullsAction {
+                        expr: Box::new(left),
+                        respect,
+                    };
+                    (kind, 0)
+                }
+                Infix::Call => {
+                    // `(x -> x * 2)(3)`, `a.b(1)`: a call on an expression.
+                    self.bump();
+                    let (args, h) = self.measured(|p| p.args_until_rparen("the call"))?;
+                    let kind = ExprKind::ExprCall {
+                        callee: Box::new(left),
+                        args,
                     };
                     (kind, h)
                 }
@@ -259,25 +316,44 @@ impl Parser<'_> {
                     };
                     (kind, h)
                 }
-                Infix::Dot => {
+                Infix::Dot(null_safe) => {
                     self.bump();
+                    if let TokenKind::Word(w) = &self.tok().kind
+                        && is_never_name(w)
+                    {
+                        return Err(self.err_here(format!(
+                            "\"{w}\" cannot be an alias or identifier, as it's a reserved keyword"
+                        )));
+                    }
                     let t = self.bump();
                     let kind = match (t.kind, left.kind) {
                         (TokenKind::Number(n), kind) => {
-                            let Ok(index) = n.parse::<u64>() else {
-                                return Err(self.err_at(&op_tok, "invalid tuple index"));
+                            // A decimal index; a leading zero reads as octal in PostHog's
+                            // grammar, which has no octal tuple index (`a.08` is fine).
+                            let octal = n.len() > 1
+                                && n.starts_with('0')
+                                && n.bytes().all(|b| (b'0'..=b'7').contains(&b));
+                            let index = match n.parse::<u64>() {
+                                Ok(i) if !octal => i,
+                                _ => return Err(self.err_at(&op_tok, "invalid tuple index")),
                             };
                             let base = Box::new(Expr::new(kind, left.span));
-                            ExprKind::TupleElement { base, index }
+                            ExprKind::TupleElement {
+                                base,
+                                index,
+                                null_safe,
+                            }
                         }
-                        (TokenKind::Star, ExprKind::Field(parts)) => ExprKind::Star(Some(parts)),
+                        (TokenKind::Star, ExprKind::Field(parts)) if !null_safe => {
+                            self.star_modifiers(Some(parts), start, false)?.kind
+                        }
                         (TokenKind::Star, _) => {
                             return Err(self.err_at(&op_tok, "'.*' must follow a table name"));
                         }
                         (
                             TokenKind::Word(name) | TokenKind::QuotedIdent(name),
                             ExprKind::Field(mut parts),
-                        ) => {
+                        ) if !null_safe => {
                             parts.push(name);
                             left = Expr::new(ExprKind::Field(parts), self.span(start));
                             continue;
@@ -288,7 +364,11 @@ impl Parser<'_> {
                                 ExprKind::Literal(Literal::String(name)),
                                 Span::new(t.start, t.end),
                             ));
-                            ExprKind::Index { base, index }
+                            ExprKind::Index {
+                                base,
+                                index,
+                                null_safe,
+                            }
                         }
                         _ => {
                             self.pos -= 1;
@@ -385,7 +465,7 @@ impl Parser<'_> {
             }
             TokenKind::Star => {
                 self.bump();
-                Ok(Expr::new(ExprKind::Star(None), self.span(start)))
+                self.star_modifiers(None, start, false)
             }
             TokenKind::QuotedIdent(name) => {
                 self.bump();
@@ -398,6 +478,7 @@ impl Parser<'_> {
                 ))
             }
             TokenKind::Word(w) => self.word(w.clone(), start),
+            TokenKind::TemplateOpen => self.template(start),
             _ => Err(self.expected_expr()),
         }
     }
@@ -430,6 +511,18 @@ impl Parser<'_> {
                 ));
             }
             "CASE" => return self.case(start),
+            "COLUMNS" if call_follows && !self.nth_is(2, &TokenKind::RParen) => {
+                return self.columns(start);
+            }
+            "TRIM"
+                if call_follows
+                    && ["LEADING", "TRAILING", "BOTH"]
+                        .iter()
+                        .any(|k| self.nth_kw(2, k))
+                    && !matches!(self.nth(3).kind, TokenKind::RParen | TokenKind::Comma) =>
+            {
+                return self.trim_from(start);
+            }
             "CAST" if call_follows => return self.cast(start),
             "INTERVAL" => return self.interval(start),
             "EXISTS" if call_follows && self.select_ahead(2) => {
@@ -441,12 +534,15 @@ impl Parser<'_> {
             }
             _ => {}
         }
+        // A keyword names a column where an expression is expected (`select a, where`), as
+        // in PostHog's grammar, except the words it never takes as names.
+        let set_op = ["UNION", "EXCEPT", "INTERSECT"].contains(&up.as_str());
+        if is_never_name(&w) || set_op {
+            return Err(self.expected_expr());
+        }
         if call_follows {
             self.bump();
             return self.call(w, start, false);
-        }
-        if is_reserved(&w) {
-            return Err(self.expected_expr());
         }
         self.bump();
         Ok(Expr::new(ExprKind::Field(vec![w]), self.span(start)))
@@ -475,6 +571,16 @@ impl Parser<'_> {
     /// `( … )` in an expression: a subquery, a parenthesized expression or a tuple.
     fn paren_group(&mut self) -> PResult<Group> {
         self.expect(&TokenKind::LParen, "'('")?;
+        if self.star_ahead(0) {
+            // `(* EXCLUDE (a) REPLACE (x AS y))`: REPLACE is allowed in this wrapper.
+            // Else read again as an expression (see `columns`).
+            let save = self.pos;
+            let e = self.star_form()?;
+            if self.eat(&TokenKind::RParen) {
+                return Ok(Group::Exprs(vec![e], false));
+            }
+            self.pos = save;
+        }
         if self.is_kw("SELECT") || self.is_kw("WITH") {
             let q = self.query()?;
             self.expect(&TokenKind::RParen, "')' to close the subquery")?;
@@ -511,7 +617,24 @@ impl Parser<'_> {
     pub(super) fn args_until_rparen(&mut self, name: &str) -> PResult<Vec<Expr>> {
         let mut args = Vec::new();
         while !self.is(&TokenKind::RParen) {
-            args.push(self.expr()?);
+            let query = (self.is_kw("SELECT") || self.is_kw("WITH"))
+                && !matches!(
+                    self.nth(1).kind,
+                    TokenKind::Dot | TokenKind::RParen | TokenKind::Comma | TokenKind::LParen
+                );
+            if query {
+                // `sql(SELECT 1)`: a query as an argument, as PostHog reads it.
+                let start = self.tok().start;
+                let q = self.query()?;
+                args.push(Expr::new(ExprKind::Subquery(Box::new(q)), self.span(start)));
+                if !self.eat(&TokenKind::Comma) {
+                    break;
+                }
+                continue;
+            }
+            let e = self.expr()?;
+            self.refuse_from_then_name(&e)?;
+            args.push(e);
             if !self.eat(&TokenKind::Comma) {
                 break;
             }
@@ -547,13 +670,21 @@ impl Parser<'_> {
         } else {
             (None, a1, d1)
         };
+        // `f(x) IGNORE NULLS OVER (…)`: the same tree as `f(x) OVER (…) IGNORE NULLS`.
+        let nulls = if (self.is_kw("IGNORE") || self.is_kw("RESPECT")) && self.nth_kw(1, "NULLS") {
+            let respect = self.bump().is_word("RESPECT");
+            self.bump();
+            Some(respect)
+        } else {
+            None
+        };
         let over = if self.eat_kw("OVER") {
             if self.eat(&TokenKind::LParen) {
                 let spec = self.window_spec()?;
                 self.expect(&TokenKind::RParen, "')' to close the window")?;
                 Some(Over::Spec(spec))
-            } else if self.at_name(0) {
-                Some(Over::Named(self.name("a window name")?))
+            } else if self.at_keyword_name(0) {
+                Some(Over::Named(self.keyword_name("a window name")?))
             } else {
                 return Err(self.expected("a window name or '('"));
             }
@@ -561,18 +692,235 @@ impl Parser<'_> {
             None
         };
         let span = self.span(start);
-        if !quoted && name == "tuple" && params.is_none() && !distinct && over.is_none() {
-            return Ok(Expr::new(ExprKind::Tuple(args), span));
+        let call = if !quoted && name == "tuple" && params.is_none() && !distinct && over.is_none()
+        {
+            Expr::new(ExprKind::Tuple(args), span)
+        } else {
+            Expr::new(
+                ExprKind::Call {
+                    name,
+                    params,
+                    args,
+                    distinct,
+                    over,
+                },
+                span,
+            )
+        };
+        Ok(match nulls {
+            Some(respect) => Expr::new(
+                ExprKind::NullsAction {
+                    expr: Box::new(call),
+                    respect,
+                },
+                span,
+            ),
+            None => call,
+        })
+    }
+
+    /// Whether a star form (`*`, `t.*`, `db.t.*`) starts at token `n`.
+    fn star_ahead(&self, n: usize) -> bool {
+        let mut i = n;
+        loop {
+            match &self.nth(i).kind {
+                TokenKind::Star => return true,
+                TokenKind::Word(_) | TokenKind::QuotedIdent(_)
+                    if self.nth_is(i + 1, &TokenKind::Dot) =>
+                {
+                    i += 2
+                }
+                _ => return false,
+            }
         }
+    }
+
+    /// A star form with EXCLUDE and REPLACE, inside `COLUMNS(…)` or `( … )`.
+    fn star_form(&mut self) -> PResult<Expr> {
+        let start = self.tok().start;
+        let mut parts = Vec::new();
+        while !self.is(&TokenKind::Star) {
+            parts.push(self.any_name("a table name", false)?);
+            self.expect(&TokenKind::Dot, "'.'")?;
+        }
+        self.bump();
+        self.star_modifiers((!parts.is_empty()).then_some(parts), start, true)
+    }
+
+    /// `EXCLUDE (names)` and (when `replace_ok`) `REPLACE (expr AS name, …)` after a star.
+    fn star_modifiers(
+        &mut self,
+        qual: Option<Vec<String>>,
+        start: usize,
+        replace_ok: bool,
+    ) -> PResult<Expr> {
+        let mut exclude = Vec::new();
+        let mut replace = Vec::new();
+        if self.eat_kw("EXCLUDE") {
+            if self.eat(&TokenKind::LParen) {
+                loop {
+                    exclude.push(self.keyword_name("a column name")?);
+                    if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
+                        break;
+                    }
+                }
+                self.expect(&TokenKind::RParen, "',' or ')' in EXCLUDE")?;
+            } else {
+                exclude.push(self.keyword_name("a column name or '(' after EXCLUDE")?);
+            }
+        }
+        if self.is_kw("REPLACE") && self.nth_is(1, &TokenKind::LParen) {
+            if !replace_ok {
+                return Err(self.err_here(
+                    "REPLACE after a star needs COLUMNS(* REPLACE (…)) or (* REPLACE (…))",
+                ));
+            }
+            self.bump();
+            self.bump();
+            loop {
+                let e = self.expr_no_alias()?;
+                self.expect_kw("AS")?;
+                let name = self.any_name("a column name after AS", false)?;
+                replace.push((e, name));
+                if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
+                    break;
+                }
+            }
+            self.expect(&TokenKind::RParen, "',' or ')' in REPLACE")?;
+        }
+        let kind = if exclude.is_empty() && replace.is_empty() {
+            ExprKind::Star(qual)
+        } else {
+            ExprKind::Columns(Box::new(Columns {
+                source: ColumnsSource::Star(qual),
+                exclude,
+                replace,
+            }))
+        };
+        Ok(Expr::new(kind, self.span(start)))
+    }
+
+    /// `COLUMNS('regex')`, `COLUMNS(a, b)`, `COLUMNS(* EXCLUDE … REPLACE …)`.
+    fn columns(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        self.bump();
+        // `COLUMNS(t.*(x))`, `COLUMNS(a.* + 1)`: a list whose item continues the star; it is
+        // read again as a list, where a REPLACE is refused before its expressions are read,
+        // so no part of the text is read more than twice.
+        let save = self.pos;
+        let star = if self.star_ahead(0) {
+            let e = self.star_form()?;
+            if self.is(&TokenKind::RParen) {
+                Some(e)
+            } else {
+                self.pos = save;
+                None
+            }
+        } else {
+            None
+        };
+        let columns = if let Some(star) = star {
+            match star.kind {
+                ExprKind::Columns(c) => *c,
+                ExprKind::Star(q) => Columns {
+                    source: ColumnsSource::Star(q),
+                    exclude: Vec::new(),
+                    replace: Vec::new(),
+                },
+                _ => unreachable!("star_form builds a star"),
+            }
+        } else if let TokenKind::String(re) = &self.tok().kind
+            && self.nth_is(1, &TokenKind::RParen)
+        {
+            let re = re.clone();
+            self.bump();
+            Columns {
+                source: ColumnsSource::Regex(re),
+                exclude: Vec::new(),
+                replace: Vec::new(),
+            }
+        } else {
+            let mut list = vec![self.expr()?];
+            while self.eat(&TokenKind::Comma) && !self.is(&TokenKind::RParen) {
+                list.push(self.expr()?);
+            }
+            Columns {
+                source: ColumnsSource::List(list),
+                exclude: Vec::new(),
+                replace: Vec::new(),
+            }
+        };
+        self.expect(&TokenKind::RParen, "')' to close COLUMNS")?;
+        Ok(Expr::new(
+            ExprKind::Columns(Box::new(columns)),
+            self.span(start),
+        ))
+    }
+
+    /// `f'text {expr} text'`, as PostHog reads it: `concat('text ', expr, ' text')`; one
+    /// piece alone is that piece, none is `''`.
+    fn template(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        let mut pieces = Vec::new();
+        loop {
+            let t = self.bump();
+            match t.kind {
+                TokenKind::TemplateText(s) => pieces.push(Expr::new(
+                    ExprKind::Literal(Literal::String(s)),
+                    Span::new(t.start, t.end),
+                )),
+                TokenKind::TemplateExprOpen => {
+                    let e = self.deeper(|p| p.expr())?;
+                    self.expect(&TokenKind::TemplateExprClose, "'}' in the template string")?;
+                    pieces.push(e);
+                }
+                TokenKind::TemplateClose => break,
+                _ => {
+                    self.pos -= 1;
+                    return Err(self.expected("the rest of the template string"));
+                }
+            }
+        }
+        let span = self.span(start);
+        Ok(match pieces.len() {
+            0 => Expr::new(ExprKind::Literal(Literal::String(String::new())), span),
+            1 => pieces.remove(0),
+            _ => Expr::new(
+                ExprKind::Call {
+                    name: "concat".into(),
+                    params: None,
+                    args: pieces,
+                    distinct: false,
+                    over: None,
+                },
+                span,
+            ),
+        })
+    }
+
+    /// `trim(LEADING|TRAILING|BOTH chars FROM s)`: `trimLeft(s, chars)`, `trimRight(s, chars)`,
+    /// `trim(s, chars)`, as PostHog reads it.
+    fn trim_from(&mut self, start: usize) -> PResult<Expr> {
+        self.bump();
+        self.bump();
+        let name = match self.bump().kind {
+            TokenKind::Word(w) if w.eq_ignore_ascii_case("LEADING") => "trimLeft",
+            TokenKind::Word(w) if w.eq_ignore_ascii_case("TRAILING") => "trimRight",
+            _ => "trim",
+        };
+        let chars = self.expr_no_alias()?;
+        self.expect_kw("FROM")?;
+        let s = self.expr_no_alias()?;
+        self.expect(&TokenKind::RParen, "')' to close trim")?;
         Ok(Expr::new(
             ExprKind::Call {
-                name,
-                params,
-                args,
-                distinct,
-                over,
+                name: name.to_string(),
+                params: None,
+                args: vec![s, chars],
+                distinct: false,
+                over: None,
             },
-            span,
+            self.span(start),
         ))
     }
 

@@ -8,31 +8,15 @@
 //! neither parsing nor later recursion over the tree can overflow the stack.
 
 use crate::ast::*;
-pub use crate::grammar::{MAX_DEPTH, MAX_SUBQUERY_DEPTH, WINDOW_WORDS, is_reserved, prec};
+pub use crate::grammar::{
+    MAX_DEPTH, MAX_SUBQUERY_DEPTH, WINDOW_WORDS, is_never_name, is_reserved, is_reserved_alias,
+    prec,
+};
 use crate::grammar::{ident, string};
 use crate::lexer::{Token, TokenKind, tokenize};
 use crate::nesting::{Nested, Nesting, deeper};
 
 pub use crate::lexer::SyntaxError;
-
-/// Words that may end a SELECT list after a trailing comma.
-const CLAUSE_WORDS: &[&str] = &[
-    "FROM",
-    "PREWHERE",
-    "WHERE",
-    "GROUP",
-    "HAVING",
-    "WINDOW",
-    "QUALIFY",
-    "ORDER",
-    "LIMIT",
-    "OFFSET",
-    "UNION",
-    "EXCEPT",
-    "INTERSECT",
-    "SETTINGS",
-    "FORMAT",
-];
 
 /// Parse a whole query: one SELECT or a set operation; one trailing `;` is allowed.
 pub fn parse_query(text: &str) -> Result<Query, SyntaxError> {
@@ -86,7 +70,12 @@ enum Infix {
     In,
     Index,
     Cast,
-    Dot,
+    /// `.`, or `?.` (null-safe) when true.
+    Dot(bool),
+    /// `(` after an expression: a call on it.
+    Call,
+    /// `IGNORE NULLS` / `RESPECT NULLS`
+    Nulls,
 }
 
 const UNITS: &[(&str, IntervalUnit)] = &[
@@ -140,6 +129,8 @@ fn number_value(text: &str, negative: bool) -> Option<Literal> {
 }
 
 mod expr;
+#[cfg(test)]
+mod posthog_inputs;
 mod query;
 #[cfg(test)]
 mod tests;
@@ -349,9 +340,52 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// A word that may name a column, CTE or window where no clause can start: any word
+    /// but those PostHog never takes as a name, or a quoted identifier.
+    fn at_keyword_name(&self, n: usize) -> bool {
+        match &self.nth(n).kind {
+            TokenKind::Word(w) => !is_never_name(w),
+            TokenKind::QuotedIdent(_) => true,
+            _ => false,
+        }
+    }
+
+    /// A name that may be a keyword (see [`Self::at_keyword_name`]).
+    fn keyword_name(&mut self, what: &str) -> PResult<String> {
+        if self.at_keyword_name(0) {
+            match self.bump().kind {
+                TokenKind::Word(w) | TokenKind::QuotedIdent(w) => Ok(w),
+                _ => unreachable!("at_keyword_name checked the token"),
+            }
+        } else {
+            Err(self.expected(what))
+        }
+    }
+
+    /// PostHog's refusal of an unquoted reserved word as an alias (`SELECT 0 AS true`).
+    fn check_alias(&self) -> PResult<()> {
+        match &self.tok().kind {
+            TokenKind::Word(w) if is_reserved_alias(w) => Err(self.err_here(format!(
+                "\"{w}\" cannot be an alias or identifier, as it's a reserved keyword"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// An alias after `AS`: a name, a keyword other than the refused ones, or (when
+    /// `strings`) a string literal.
+    fn alias_name(&mut self, what: &str, strings: bool) -> PResult<String> {
+        self.check_alias()?;
+        self.any_name(what, strings)
+    }
+
     /// A name where any word is fine (after `.` or `AS`); string literals too after AS.
+    /// The words PostHog never takes as names are refused.
     fn any_name(&mut self, what: &str, strings: bool) -> PResult<String> {
         match &self.tok().kind {
+            TokenKind::Word(w) if is_never_name(w) => Err(self.err_here(format!(
+                "\"{w}\" cannot be an alias or identifier, as it's a reserved keyword"
+            ))),
             TokenKind::Word(w) | TokenKind::QuotedIdent(w) => {
                 let w = w.clone();
                 self.bump();

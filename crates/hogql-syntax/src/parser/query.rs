@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The most PIVOT / UNPIVOT on one table (each nests the table one level deeper).
+const MAX_PIVOTS: usize = 16;
+
 impl Parser<'_> {
     // ---- queries ----
 
@@ -102,6 +105,11 @@ impl Parser<'_> {
             s.from = Some(self.parse_from()?);
         }
         if self.array_join_ahead() {
+            if s.from.is_none() {
+                return Err(
+                    self.err_here("Using ARRAY JOIN without a FROM clause is not permitted")
+                );
+            }
             s.array_join = Some(self.array_join()?);
             if self.array_join_ahead() {
                 return Err(self.err_here("only one ARRAY JOIN clause is supported"));
@@ -143,9 +151,25 @@ impl Parser<'_> {
         let mut out = Vec::new();
         loop {
             let start = self.tok().start;
-            if self.at_name(0) && self.nth_kw(1, "AS") && self.nth_is(2, &TokenKind::LParen) {
-                let name = self.name("a name")?;
+            // `name AS [NOT] MATERIALIZED (…)`: the hint changes how ClickHouse runs the CTE,
+            // not its answer, so it is read and dropped.
+            let hint = if self.nth_kw(2, "MATERIALIZED") {
+                1
+            } else if self.nth_kw(2, "NOT") && self.nth_kw(3, "MATERIALIZED") {
+                2
+            } else {
+                0
+            };
+            if self.at_keyword_name(0)
+                && self.nth_kw(1, "AS")
+                && self.nth_is(2 + hint, &TokenKind::LParen)
+            {
+                self.check_alias()?;
+                let name = self.keyword_name("a name")?;
                 self.bump();
+                for _ in 0..hint {
+                    self.bump();
+                }
                 if !self.select_ahead(0) {
                     self.bump();
                     return Err(self.expected("a subquery (SELECT …)"));
@@ -164,7 +188,7 @@ impl Parser<'_> {
                     return Err(self.expected("AS and a name for the WITH expression"));
                 }
                 self.bump();
-                let name = self.any_name("a name after AS", false)?;
+                let name = self.alias_name("a name after AS", false)?;
                 out.push(Cte::Expr {
                     name,
                     expr,
@@ -179,9 +203,16 @@ impl Parser<'_> {
 
     fn select_list(&mut self) -> PResult<Vec<Expr>> {
         let mut out = Vec::new();
+        let last_from = self.last_from();
         loop {
+            if out.is_empty() && self.is_kw("FROM") && self.at_name(1) {
+                // `SELECT FROM t`: no column named `from` aliased `t` (PostHog refuses it too).
+                return Err(self.expected("an expression"));
+            }
             let mut e = self.expr()?;
+            self.refuse_from_then_name(&e)?;
             if self.at_name(0) {
+                self.check_alias()?;
                 let name = self.name("an alias")?;
                 let span = self.span(e.span.start);
                 e = Expr::new(
@@ -196,12 +227,142 @@ impl Parser<'_> {
             if !self.eat(&TokenKind::Comma) {
                 return Ok(out);
             }
-            let trailing = self.is(&TokenKind::Eof)
-                || self.is(&TokenKind::RParen)
-                || CLAUSE_WORDS.iter().any(|w| self.is_kw(w));
-            if trailing {
+            if self.clause_after_comma(last_from) {
                 return Ok(out);
             }
+        }
+    }
+
+    /// `SELECT a + FROM t`, `count( FROM t`: a column `from` followed by a name is a clause
+    /// the expression before it left unfinished, not `from` aliased `t` (PostHog refuses it).
+    pub(super) fn refuse_from_then_name(&self, e: &Expr) -> PResult<()> {
+        let Some(at) = ends_with_from(e).filter(|_| self.at_name(0)) else {
+            return Ok(());
+        };
+        let i = self.toks.iter().position(|t| t.start == at).unwrap_or(0);
+        let prev = match i.checked_sub(1) {
+            Some(p) => format!(" after '{}'", self.token_text(&self.toks[p])),
+            None => String::new(),
+        };
+        let t = &self.toks[i];
+        let msg = format!("expected an expression{prev}, found {}", self.describe(t));
+        Err(self.err_at(t, msg))
+    }
+
+    /// After a comma in the select list: whether the list ends here (a trailing comma before
+    /// a clause, `)` or the end) rather than going on with a column named by a keyword.
+    /// A clause word opens its clause only when a body for it follows, as in PostHog's
+    /// grammar: `select a, where b` is one column and a WHERE clause, `select a, where` two
+    /// columns.
+    fn clause_after_comma(&self, last_from: Option<usize>) -> bool {
+        use TokenKind as T;
+        let TokenKind::Word(w) = &self.tok().kind else {
+            return matches!(self.tok().kind, T::Eof | T::RParen);
+        };
+        match w.to_ascii_uppercase().as_str() {
+            "UNION" | "EXCEPT" | "INTERSECT" => true,
+            "GROUP" | "ORDER" => self.nth_kw(1, "BY"),
+            "WINDOW" => {
+                self.at_keyword_name(1) && self.nth_kw(2, "AS") && self.nth_is(3, &T::LParen)
+            }
+            // Only the last FROM of the SELECT opens the clause; one before it is a column.
+            "FROM" if last_from != Some(self.pos) => false,
+            "FROM" => match &self.nth(1).kind {
+                T::Word(_) | T::QuotedIdent(_) | T::LBrace => true,
+                T::LParen => !self.nth_is(2, &T::RParen),
+                _ => false,
+            },
+            // `format('{}', x)` is the function.
+            "SETTINGS" | "FORMAT" => !self.nth_is(1, &T::LParen),
+            "PREWHERE" | "WHERE" | "HAVING" | "QUALIFY" | "LIMIT" | "OFFSET" => self.body_starts(1),
+            _ => false,
+        }
+    }
+
+    /// The token index of the last FROM of this SELECT (outside brackets, before a set
+    /// operator or the bracket that closes the SELECT). One scan per select list.
+    fn last_from(&self) -> Option<usize> {
+        use TokenKind as T;
+        let mut depth = 0usize;
+        let mut last = None;
+        for (i, t) in self.toks.iter().enumerate().skip(self.pos) {
+            match &t.kind {
+                T::LParen | T::LBracket | T::LBrace => depth += 1,
+                T::RParen | T::RBracket | T::RBrace if depth == 0 => break,
+                T::RParen | T::RBracket | T::RBrace => depth -= 1,
+                T::Word(w) if depth == 0 => {
+                    if w.eq_ignore_ascii_case("FROM") {
+                        last = Some(i);
+                    } else if ["UNION", "EXCEPT", "INTERSECT"]
+                        .iter()
+                        .any(|k| w.eq_ignore_ascii_case(k))
+                    {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        last
+    }
+
+    /// Whether token `n` can begin a clause's expression (not an operator continuing a
+    /// column named by the clause word).
+    pub(super) fn body_starts(&self, n: usize) -> bool {
+        use TokenKind as T;
+        match &self.nth(n).kind {
+            // Not an operator word, nor a word that opens the next clause.
+            T::Word(w) => !matches!(
+                w.to_ascii_uppercase().as_str(),
+                "AND"
+                    | "OR"
+                    | "LIKE"
+                    | "ILIKE"
+                    | "IN"
+                    | "IS"
+                    | "BETWEEN"
+                    | "MOD"
+                    | "AS"
+                    | "FROM"
+                    | "ARRAY"
+                    | "PREWHERE"
+                    | "WHERE"
+                    | "GROUP"
+                    | "HAVING"
+                    | "WINDOW"
+                    | "QUALIFY"
+                    | "ORDER"
+                    | "LIMIT"
+                    | "OFFSET"
+                    | "UNION"
+                    | "EXCEPT"
+                    | "INTERSECT"
+                    | "SETTINGS"
+                    | "FORMAT"
+            ),
+            T::Number(_)
+            | T::String(_)
+            | T::QuotedIdent(_)
+            | T::LBracket
+            | T::LBrace
+            | T::Minus
+            | T::Plus => true,
+            // `where ()` calls `where`; `where () -> 1` is a clause with a lambda.
+            T::LParen => !self.nth_is(n + 1, &T::RParen) || self.nth_is(n + 2, &T::Arrow),
+            // `where * r` multiplies `where`; `where * columns(…)`, `where * ?. x` are clauses.
+            T::Star => match &self.nth(n + 1).kind {
+                T::Word(w) => w.eq_ignore_ascii_case("COLUMNS"),
+                T::Number(_)
+                | T::String(_)
+                | T::QuotedIdent(_)
+                | T::LParen
+                | T::LBracket
+                | T::LBrace
+                | T::Minus
+                | T::Plus => false,
+                _ => true,
+            },
+            _ => false,
         }
     }
 
@@ -316,11 +477,20 @@ impl Parser<'_> {
                 }
                 self.expect(&TokenKind::RParen, "',' or ')' in the USING list")?;
             } else {
-                names.push(self.name("a column name")?);
+                // `USING a, b`: a list, as ClickHouse and PostHog read it.
+                loop {
+                    names.push(self.name("a column name")?);
+                    if !(self.is(&TokenKind::Comma) && self.at_name(1)) {
+                        break;
+                    }
+                    self.bump();
+                }
             }
             Some(JoinConstraint::Using(names))
         } else {
-            return Err(self.expected("ON or USING after the joined table"));
+            // PostHog's grammar reads a JOIN without a constraint; the engine refuses it,
+            // as ClickHouse does.
+            None
         };
         Ok(Join {
             kind,
@@ -336,18 +506,35 @@ impl Parser<'_> {
         let start = self.tok().start;
         let source = match self.tok().kind.clone() {
             TokenKind::LBrace => TableSource::Placeholder(self.placeholder()?),
-            TokenKind::LParen => {
-                if !self.select_ahead(0) {
-                    self.bump();
+            TokenKind::LParen if !self.select_ahead(0) => {
+                // `(t)`, `(t PIVOT (…) FINAL)`: a table in parentheses is that table.
+                self.bump();
+                if !(self.at_keyword_name(0)
+                    || self.is(&TokenKind::LBrace)
+                    || self.is(&TokenKind::LParen))
+                {
                     return Err(self.expected("a subquery (SELECT …)"));
                 }
+                let t = self.deeper(|p| p.table_expr())?;
+                self.expect(&TokenKind::RParen, "')' after the table")?;
+                let plain = t.alias.is_none()
+                    && !t.is_final
+                    && t.sample.is_none()
+                    && !matches!(t.source, TableSource::Pivot { .. });
+                if !plain {
+                    return Ok(t);
+                }
+                t.source
+            }
+            TokenKind::LParen => {
                 self.bump();
                 let q = self.query()?;
                 self.expect(&TokenKind::RParen, "')' to close the subquery")?;
                 TableSource::Subquery(Box::new(q))
             }
-            _ if self.at_name(0) => {
-                let name = self.name("a table name")?;
+            // Where a table must stand, a keyword names one (`FROM final`), as in PostHog.
+            _ if self.at_keyword_name(0) => {
+                let name = self.keyword_name("a table name")?;
                 if self.is(&TokenKind::LParen) {
                     self.bump();
                     let args = self.args_until_rparen(&name)?;
@@ -362,13 +549,28 @@ impl Parser<'_> {
             }
             _ => return Err(self.expected("a table name, subquery or table function")),
         };
-        let alias = if self.eat_kw("AS") {
-            Some(self.any_name("an alias after AS", false)?)
-        } else if self.at_name(0) {
-            Some(self.name("an alias")?)
-        } else {
-            None
-        };
+        let mut alias = self.table_alias()?;
+        let mut source = source;
+        let mut pivots = 0;
+        while (self.is_kw("PIVOT") || self.is_kw("UNPIVOT")) && self.nth_is(1, &TokenKind::LParen) {
+            pivots += 1;
+            if pivots > MAX_PIVOTS {
+                return Err(self.err_here(format!("more than {MAX_PIVOTS} PIVOTs on one table")));
+            }
+            let pivot = self.pivot()?;
+            let base = TableExpr {
+                source,
+                alias,
+                sample: None,
+                is_final: false,
+                span: self.span(start),
+            };
+            source = TableSource::Pivot {
+                base: Box::new(base),
+                pivot: Box::new(pivot),
+            };
+            alias = self.table_alias()?;
+        }
         let is_final = self.eat_kw("FINAL");
         let sample = if self.eat_kw("SAMPLE") {
             let ratio = self.bp(0)?;
@@ -390,6 +592,46 @@ impl Parser<'_> {
         })
     }
 
+    fn table_alias(&mut self) -> PResult<Option<String>> {
+        Ok(if self.eat_kw("AS") {
+            Some(self.alias_name("an alias after AS", false)?)
+        } else if self.at_name(0) {
+            self.check_alias()?;
+            Some(self.name("an alias")?)
+        } else {
+            None
+        })
+    }
+
+    /// `PIVOT (values FOR column IN (list))` or `UNPIVOT (…)`.
+    fn pivot(&mut self) -> PResult<Pivot> {
+        let unpivot = self.bump().is_word("UNPIVOT");
+        self.expect(&TokenKind::LParen, "'('")?;
+        let mut values = vec![self.expr()?];
+        while self.eat(&TokenKind::Comma) {
+            values.push(self.expr()?);
+        }
+        self.expect_kw("FOR")?;
+        // `column IN (list)` reads as one IN expression; its last IN is PIVOT's (the column
+        // may hold an IN of its own: `FOR n IN p IN (r)`).
+        let e = self.expr_no_alias()?;
+        let (column, list) = match e.kind {
+            ExprKind::In {
+                expr,
+                list: InList::List(list),
+                negated: false,
+            } => (*expr, list),
+            _ => return Err(self.expected("IN (…) after the PIVOT column")),
+        };
+        self.expect(&TokenKind::RParen, "')' to close PIVOT")?;
+        Ok(Pivot {
+            unpivot,
+            values,
+            column,
+            list,
+        })
+    }
+
     fn array_join_ahead(&self) -> bool {
         (self.is_kw("ARRAY") && self.nth_kw(1, "JOIN"))
             || ((self.is_kw("LEFT") || self.is_kw("INNER"))
@@ -406,6 +648,18 @@ impl Parser<'_> {
         self.expect_kw("ARRAY")?;
         self.expect_kw("JOIN")?;
         let exprs = self.expr_list()?;
+        // As PostHog: every array needs a name (`ARRAY JOIN arr AS a`).
+        if let Some(e) = exprs
+            .iter()
+            .find(|e| !matches!(e.kind, ExprKind::Alias { .. }))
+        {
+            return Err(SyntaxError::at(
+                self.text,
+                e.span.start,
+                e.span.end,
+                "ARRAY JOIN arrays must have an alias",
+            ));
+        }
         Ok(ArrayJoin {
             left,
             exprs,
@@ -462,7 +716,7 @@ impl Parser<'_> {
     fn window_clause(&mut self) -> PResult<Vec<(String, WindowSpec)>> {
         let mut out = Vec::new();
         loop {
-            let name = self.name("a window name")?;
+            let name = self.keyword_name("a window name")?;
             self.expect_kw("AS")?;
             self.expect(&TokenKind::LParen, "'('")?;
             let spec = self.window_spec()?;
@@ -592,14 +846,17 @@ impl Parser<'_> {
         }
     }
 
-    /// After LIMIT: `n`, `m, n`, `n OFFSET m`, with an optional WITH TIES.
-    fn limit_body(&mut self) -> PResult<(Expr, Option<Expr>, bool)> {
+    /// After LIMIT: `n`, `m, n`, `n OFFSET m`, with an optional `%` (a percentage) and an
+    /// optional WITH TIES. The flags are (WITH TIES, %).
+    fn limit_body(&mut self) -> PResult<(Expr, Option<Expr>, (bool, bool))> {
         let a = self.expr()?;
         if self.eat(&TokenKind::Comma) {
             let b = self.expr()?;
+            let percent = self.eat(&TokenKind::Percent);
             let ties = self.eat_with_ties();
-            return Ok((b, Some(a), ties));
+            return Ok((b, Some(a), (ties, percent)));
         }
+        let percent = self.eat(&TokenKind::Percent);
         let mut ties = self.eat_with_ties();
         let offset = if self.eat_kw("OFFSET") {
             Some(self.expr()?)
@@ -609,37 +866,54 @@ impl Parser<'_> {
         if !ties {
             ties = self.eat_with_ties();
         }
-        Ok((a, offset, ties))
+        Ok((a, offset, (ties, percent)))
     }
 
     fn limits(&mut self, s: &mut Select) -> PResult<()> {
         if self.eat_kw("LIMIT") {
-            let (limit, offset, ties) = self.limit_body()?;
+            let (limit, offset, (ties, percent)) = self.limit_body()?;
             if self.is_kw("BY") {
                 if ties {
                     return Err(self.err_here("WITH TIES cannot be used with LIMIT … BY"));
+                }
+                if percent {
+                    return Err(self.err_here("LIMIT … % cannot be used with LIMIT … BY"));
                 }
                 self.bump();
                 let by = self.expr_list()?;
                 s.limit_by = Some(LimitBy { limit, offset, by });
                 if self.eat_kw("LIMIT") {
-                    let (limit, offset, ties) = self.limit_body()?;
+                    let (limit, offset, (ties, percent)) = self.limit_body()?;
                     if self.is_kw("BY") {
                         return Err(self.err_here("only one LIMIT … BY is supported"));
                     }
                     s.limit = Some(limit);
                     s.offset = offset;
                     s.with_ties = ties;
+                    s.limit_percent = percent;
                 }
             } else {
                 s.limit = Some(limit);
                 s.offset = offset;
                 s.with_ties = ties;
+                s.limit_percent = percent;
             }
         }
         if s.offset.is_none() && self.eat_kw("OFFSET") {
             s.offset = Some(self.expr()?);
         }
         Ok(())
+    }
+}
+
+/// Where the rightmost operand of `e` starts, if it is a bare `from` column.
+fn ends_with_from(e: &Expr) -> Option<usize> {
+    match &e.kind {
+        ExprKind::Field(parts) if parts.len() == 1 && parts[0].eq_ignore_ascii_case("FROM") => {
+            Some(e.span.start)
+        }
+        ExprKind::Binary { right, .. } => ends_with_from(right),
+        ExprKind::Unary { expr, .. } => ends_with_from(expr),
+        _ => None,
     }
 }

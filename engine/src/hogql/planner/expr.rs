@@ -11,11 +11,12 @@ impl Planner<'_> {
                 "`*` is only allowed in the select list and in count(*)",
                 e.span,
             ),
-            ExprKind::Index { base, index } => {
+            // `?.` reads the same: ClickHouse gives NULL for a NULL base either way.
+            ExprKind::Index { base, index, .. } => {
                 // properties['a']['b'] and properties.a['b']: one JSON path.
                 let mut keys = Vec::new();
                 let mut cur: &ast::Expr = e;
-                while let ExprKind::Index { base, index } = &cur.kind
+                while let ExprKind::Index { base, index, .. } = &cur.kind
                     && let ExprKind::Literal(Literal::String(key)) = &index.kind
                 {
                     keys.push(key.clone());
@@ -40,7 +41,7 @@ impl Planner<'_> {
                     e.span,
                 )
             }
-            ExprKind::TupleElement { base, index } => {
+            ExprKind::TupleElement { base, index, .. } => {
                 let b = self.expr(base, scope)?;
                 Ok(core_fn::get_field(
                     b,
@@ -244,6 +245,31 @@ impl Planner<'_> {
                 let plan = self.value_subquery(q, scope.ctes, e.span)?;
                 Ok(datafusion::logical_expr::expr_fn::exists(Arc::new(plan)))
             }
+            ExprKind::Columns(_) => err(
+                "`COLUMNS(…)`, `* EXCLUDE (…)` and `* REPLACE (…)` are only allowed as items of \
+                 the select list",
+                e.span,
+            ),
+            // ClickHouse: IGNORE NULLS changes no function's answer (they skip NULLs already);
+            // RESPECT NULLS picks a function's `_respect_nulls` variant, which hedgerow lacks.
+            ExprKind::NullsAction {
+                expr,
+                respect: false,
+            } if matches!(expr.kind, ExprKind::Call { .. }) => self.expr(expr, scope),
+            ExprKind::NullsAction { respect: false, .. } => err(
+                "IGNORE NULLS must follow a function call, as in `first_value(x) IGNORE NULLS`",
+                e.span,
+            ),
+            ExprKind::NullsAction { respect: true, .. } => err(
+                "RESPECT NULLS is not supported: hedgerow has no `_respect_nulls` variants of \
+                 any, anyLast, first_value and last_value",
+                e.span,
+            ),
+            ExprKind::ExprCall { .. } => err(
+                "Calling an expression (such as `(x -> x * 2)(3)` or `a.b(1)`) is not supported: \
+                 ClickHouse can only call functions by name",
+                e.span,
+            ),
         }
     }
 

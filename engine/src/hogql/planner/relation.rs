@@ -66,6 +66,16 @@ impl Planner<'_> {
                     t.span,
                 );
             }
+            ast::TableSource::Pivot { pivot, .. } => {
+                let word = if pivot.unpivot { "UNPIVOT" } else { "PIVOT" };
+                return err(
+                    format!(
+                        "{word} is not supported: ClickHouse has no {word}; aggregate with \
+                         GROUP BY and sumIf/countIf (or ARRAY JOIN for UNPIVOT) instead"
+                    ),
+                    t.span,
+                );
+            }
             ast::TableSource::Placeholder(name) => {
                 return err(
                     format!("Placeholders cannot name tables: {{{name}}}"),

@@ -48,6 +48,13 @@ impl Clauses {
 
 impl Planner<'_> {
     pub(super) fn select(&self, s: &ast::Select, outer: &Ctes) -> PResult<LogicalPlan> {
+        if s.limit_percent {
+            return err(
+                "LIMIT … % (a percentage of the rows) is not supported: ClickHouse has no \
+                 percentage LIMIT",
+                s.span,
+            );
+        }
         let mut ctes = outer.clone();
         for cte in &s.with {
             match cte {
@@ -162,29 +169,49 @@ impl Planner<'_> {
         for c in &s.columns {
             match &c.kind {
                 ExprKind::Star(qual) => {
-                    for r in &scope.relations {
-                        if let Some(q) = qual
-                            && q.join(".") != r.alias
-                        {
-                            continue;
-                        }
-                        for col in &r.visible {
-                            let e = Expr::Column(Column::new(
-                                Some(TableReference::bare(r.alias.clone())),
-                                col,
-                            ));
-                            items.push((self.whole_properties(e, scope), col.clone()));
-                        }
-                    }
-                    if let Some(q) = qual
-                        && !scope.relations.iter().any(|r| r.alias == q.join("."))
-                    {
-                        return err(
-                            format!("Unknown table `{}` in `{}.*`", q.join("."), q.join(".")),
-                            c.span,
-                        );
-                    }
+                    self.star_items(qual, &[], &[], c.span, scope, &mut items)?
                 }
+                ExprKind::Columns(cols) => match &cols.source {
+                    // `* EXCLUDE (…) REPLACE (…)`: as ClickHouse's `* EXCEPT … REPLACE …`, a name
+                    // that is not a column is ignored.
+                    ast::ColumnsSource::Star(qual) => self.star_items(
+                        qual,
+                        &cols.exclude,
+                        &cols.replace,
+                        c.span,
+                        scope,
+                        &mut items,
+                    )?,
+                    ast::ColumnsSource::Regex(re) => {
+                        let rx = match regex::Regex::new(re) {
+                            Ok(rx) => rx,
+                            Err(e) => {
+                                return err(
+                                    format!("Invalid regular expression in COLUMNS: {e}"),
+                                    c.span,
+                                );
+                            }
+                        };
+                        let before = items.len();
+                        for r in &scope.relations {
+                            for col in r.visible.iter().filter(|col| rx.is_match(col)) {
+                                let e = Expr::Column(Column::new(
+                                    Some(TableReference::bare(r.alias.clone())),
+                                    col,
+                                ));
+                                items.push((self.whole_properties(e, scope), col.clone()));
+                            }
+                        }
+                        if items.len() == before {
+                            return err(format!("COLUMNS('{re}') matches no column"), c.span);
+                        }
+                    }
+                    ast::ColumnsSource::List(list) => {
+                        for e in list {
+                            items.push((self.expr(e, scope)?, column_name(e, self.ctx.print)));
+                        }
+                    }
+                },
                 _ => {
                     let e = self.expr(c, scope)?;
                     items.push((e, column_name(c, self.ctx.print)));
@@ -195,6 +222,48 @@ impl Planner<'_> {
             return err("SELECT needs at least one column", s.span);
         }
         Ok(items)
+    }
+
+    /// The columns of `*` / `t.*`, less `exclude`, with `replace`'s values under their names.
+    fn star_items(
+        &self,
+        qual: &Option<Vec<String>>,
+        exclude: &[String],
+        replace: &[(ast::Expr, String)],
+        span: Span,
+        scope: &Scope<'_>,
+        items: &mut Vec<(Expr, String)>,
+    ) -> PResult<()> {
+        for r in &scope.relations {
+            if let Some(q) = qual
+                && q.join(".") != r.alias
+            {
+                continue;
+            }
+            for col in &r.visible {
+                if exclude.contains(col) {
+                    continue;
+                }
+                if let Some((e, _)) = replace.iter().find(|(_, n)| n == col) {
+                    items.push((self.expr(e, scope)?, col.clone()));
+                    continue;
+                }
+                let e = Expr::Column(Column::new(
+                    Some(TableReference::bare(r.alias.clone())),
+                    col,
+                ));
+                items.push((self.whole_properties(e, scope), col.clone()));
+            }
+        }
+        if let Some(q) = qual
+            && !scope.relations.iter().any(|r| r.alias == q.join("."))
+        {
+            return err(
+                format!("Unknown table `{}` in `{}.*`", q.join("."), q.join(".")),
+                span,
+            );
+        }
+        Ok(())
     }
 
     /// GROUP BY's keys and the other clauses' expressions (positions `1`, `2`… in GROUP BY

@@ -37,7 +37,7 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
     f(e);
     let mut go = |x: &'a ast::Expr| walk(x, f);
     match &e.kind {
-        ExprKind::Index { base, index } => {
+        ExprKind::Index { base, index, .. } => {
             go(base);
             go(index);
         }
@@ -107,6 +107,17 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
             go(else_);
         }
         ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().for_each(go),
+        ExprKind::NullsAction { expr, .. } => go(expr),
+        ExprKind::ExprCall { callee, args } => {
+            go(callee);
+            args.iter().for_each(go);
+        }
+        ExprKind::Columns(c) => {
+            if let ast::ColumnsSource::List(list) = &c.source {
+                list.iter().for_each(&mut go);
+            }
+            c.replace.iter().for_each(|(e, _)| go(e));
+        }
         ExprKind::Literal(_)
         | ExprKind::Field(_)
         | ExprKind::Star(_)

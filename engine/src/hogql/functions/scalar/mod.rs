@@ -177,6 +177,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("ucase", 1, Some(1), true, Strings),
     ("upperUTF8", 1, Some(1), false, Strings),
     ("concat", 2, None, true, Strings),
+    ("format", 2, None, false, Strings),
     ("length", 1, Some(1), true, Strings),
     ("lengthUTF8", 1, Some(1), false, Strings),
     ("char_length", 1, Some(1), true, Strings),

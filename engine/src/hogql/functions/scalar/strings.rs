@@ -456,6 +456,65 @@ fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
     )
 }
 
+/// `format(pattern, …)` as a chain of `||` (NULL in, NULL out) over the pattern's pieces.
+fn format_pattern(pattern: &str, values: Vec<Expr>) -> Result<Expr, FunctionError> {
+    use datafusion::logical_expr::{Operator, binary_expr, lit};
+    let mut parts: Vec<Expr> = Vec::new();
+    let mut text = String::new();
+    let mut next = 0usize;
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                text.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                text.push('}');
+            }
+            '{' => {
+                let mut index = String::new();
+                loop {
+                    match chars.next() {
+                        Some('}') => break,
+                        Some(d) if d.is_ascii_digit() => index.push(d),
+                        _ => {
+                            return Err(invalid("format: invalid pattern, expected '{}' or '{n}'"));
+                        }
+                    }
+                }
+                let i = if index.is_empty() {
+                    next += 1;
+                    next - 1
+                } else {
+                    index
+                        .parse::<usize>()
+                        .map_err(|_| invalid("format: invalid argument index"))?
+                };
+                let Some(v) = values.get(i) else {
+                    return Err(invalid(format!(
+                        "format: the pattern refers to argument {i}, but only {} are given",
+                        values.len()
+                    )));
+                };
+                if !text.is_empty() {
+                    parts.push(lit(std::mem::take(&mut text)));
+                }
+                parts.push(v.clone());
+            }
+            '}' => return Err(invalid("format: unmatched '}' in the pattern")),
+            c => text.push(c),
+        }
+    }
+    if !text.is_empty() || parts.is_empty() {
+        parts.push(lit(text));
+    }
+    let mut it = parts.into_iter();
+    let first = it.next().unwrap_or_else(|| lit(""));
+    Ok(it.fold(first, |acc, p| binary_expr(acc, Operator::StringConcat, p)))
+}
+
 pub(super) fn translate(
     name: &str,
     mut args: Vec<Expr>,
@@ -491,6 +550,18 @@ pub(super) fn translate(
                 |v| v.iter().map(|s| s.len()).sum(),
                 |v| v.concat(),
             )
+        }
+        "format" => {
+            // ClickHouse's format(pattern, s0, s1, …): `{}` takes the next argument, `{n}`
+            // the n-th (0-based), `{{` and `}}` are braces. A NULL argument makes it NULL.
+            let pattern = super::lit_str(&args[0])
+                .ok_or_else(|| invalid("format: the pattern must be a constant string"))?;
+            let values = args
+                .split_off(1)
+                .into_iter()
+                .map(|a| super::convert::to_string_expr(a, None, ctx))
+                .collect::<Result<Vec<_>, _>>()?;
+            format_pattern(&pattern, values)?
         }
         "concatWithSeparator" | "concat_ws" => {
             let args = args
