@@ -852,6 +852,43 @@ async fn trends_series_match_a_reference() {
     .map(|((a, b), n)| ((a.to_owned(), b.to_owned()), n))
     .collect();
     assert_eq!(edges, want, "{v}");
+    // Cleaned (/b and /c become /bc, then folded) and grouped (/b* holds /b).
+    let paths = |filter: Value| {
+        let srv = &srv;
+        async move {
+            let v = trends(srv, json!({"kind": "PathsQuery", "pathsFilter": filter})).await;
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (
+                        format!(
+                            "{} -> {}",
+                            e["source"].as_str().unwrap(),
+                            e["target"].as_str().unwrap()
+                        ),
+                        e["value"].as_i64().unwrap(),
+                    )
+                })
+                .collect::<BTreeMap<String, i64>>()
+        }
+    };
+    let edges = |list: &[(&str, i64)]| -> BTreeMap<String, i64> {
+        list.iter().map(|(e, n)| (e.to_string(), *n)).collect()
+    };
+    assert_eq!(
+        paths(json!({"localPathCleaningFilters": [{"regex": "^/(b|c)$", "alias": "/bc"}]})).await,
+        edges(&[("1_/a -> 2_/bc", 3)])
+    );
+    assert_eq!(
+        paths(json!({"pathGroupings": ["/b*"], "pathReplacements": true})).await,
+        edges(&[
+            ("1_/a -> 2_/b*", 2),
+            ("2_/b* -> 3_/c", 1),
+            ("1_/a -> 2_/c", 1)
+        ])
+    );
 
     // The run is in the query log under its kind.
     let (_, log) = {

@@ -17,6 +17,18 @@ fn bad(m: impl Into<String>) -> FilterError {
     FilterError(m.into())
 }
 
+/// `text` with every regular-expression metacharacter escaped.
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A gap this long (seconds) starts a new path, as PostHog's sessions.
 const SESSION_GAP: i64 = 30 * 60;
 
@@ -31,6 +43,11 @@ pub struct Paths {
     pub start: Option<String>,
     pub end: Option<String>,
     pub exclude: Vec<String>,
+    /// `localPathCleaningFilters`: `(regex, alias)`, each applied to every step in turn.
+    pub cleaning: Vec<(String, String)>,
+    /// `pathGroupings`: a step matching one of these patterns (`*` any text) becomes the
+    /// pattern itself.
+    pub groupings: Vec<String>,
 }
 
 impl Paths {
@@ -55,12 +72,35 @@ impl Paths {
                 )));
             }
         }
-        for k in [
-            "pathGroupings",
-            "pathReplacements",
-            "localPathCleaningFilters",
-            "funnelPaths",
-        ] {
+        // `pathReplacements` applies the project's path cleaning rules: hedgerow's projects
+        // have none, so there is nothing to apply.
+        let mut cleaning = Vec::new();
+        match f.get("localPathCleaningFilters") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(list)) => {
+                for c in list {
+                    let regex = c.get("regex").and_then(Value::as_str);
+                    let alias = c.get("alias").and_then(Value::as_str);
+                    match (regex, alias) {
+                        (Some(r), Some(a)) if !r.is_empty() => {
+                            cleaning.push((r.to_owned(), a.to_owned()))
+                        }
+                        _ => {
+                            return Err(bad(
+                                "each of pathsFilter.localPathCleaningFilters needs regex and alias",
+                            ));
+                        }
+                    }
+                }
+            }
+            Some(_) => {
+                return Err(bad(
+                    "pathsFilter.localPathCleaningFilters must be a list of {regex, alias}",
+                ));
+            }
+        }
+        let groupings = strings("pathGroupings")?;
+        for k in ["funnelPaths"] {
             if f.get(k)
                 .is_some_and(|v| !v.is_null() && v != &json!(false) && v != &json!([]))
             {
@@ -95,6 +135,8 @@ impl Paths {
             start: text("startPoint"),
             end: text("endPoint"),
             exclude: strings("excludeEvents")?,
+            cleaning,
+            groupings,
         })
     }
 
@@ -125,10 +167,33 @@ impl Paths {
                 _ => which.push("NOT startsWith(event, '$')".to_string()),
             }
         }
-        let step = match step.is_empty() {
+        let mut step = match step.is_empty() {
             true => "event".to_string(),
             false => format!("multiIf({}, event)", step.join(", ")),
         };
+        for (regex, alias) in &self.cleaning {
+            step = format!(
+                "replaceRegexpAll({step}, {}, {})",
+                quote(regex),
+                quote(alias)
+            );
+        }
+        if !self.groupings.is_empty() {
+            let mut arms = Vec::new();
+            for g in &self.groupings {
+                let pattern: String = g
+                    .split('*')
+                    .map(regex_escape)
+                    .collect::<Vec<_>>()
+                    .join(".*");
+                arms.push(format!(
+                    "match({step}, {}), {}",
+                    quote(&format!("^{pattern}$")),
+                    quote(g)
+                ));
+            }
+            step = format!("multiIf({}, {step})", arms.join(", "));
+        }
         let mut conds = vec![
             format!("timestamp >= {}", lit(p.from)),
             format!("timestamp <= {}", lit(p.to)),
@@ -253,6 +318,23 @@ mod tests {
         assert!(
             Paths::from_value(&json!({"pathsFilter": {"includeEventTypes": ["hogql"]}})).is_err()
         );
-        assert!(Paths::from_value(&json!({"pathsFilter": {"pathGroupings": ["/a/*"]}})).is_err());
+        let cleaned = Paths::from_value(&json!({"pathsFilter": {
+            "localPathCleaningFilters": [{"regex": "/item/\\d+", "alias": "/item/:id"}],
+            "pathGroupings": ["/docs/*", "/a.b"]}}))
+        .unwrap();
+        let p = cleaned.period(&cx()).unwrap();
+        let q = cleaned.query(&p, &cx()).unwrap();
+        crate::hogql::parser::parse_query(&q).unwrap();
+        assert!(q.contains("replaceRegexpAll("), "{q}");
+        assert!(
+            q.contains(r"'^/docs/.*$'") && q.contains(r"'^/a\\.b$'"),
+            "{q}"
+        );
+        assert!(
+            Paths::from_value(
+                &json!({"pathsFilter": {"localPathCleaningFilters": [{"regex": "x"}]}})
+            )
+            .is_err()
+        );
     }
 }
