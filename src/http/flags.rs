@@ -188,7 +188,8 @@ pub(super) async fn definitions(
     }
     let flags = app.engine.flags(team)?;
     let groups = app.engine.group_type_mapping(team)?;
-    let body = wire::flags::definitions(&flags, &groups);
+    let cohorts = app.engine.local_cohorts(team, &flags)?;
+    let body = wire::flags::definitions(&flags, &groups, cohorts);
     let text = body.to_string();
     let etag = {
         use std::hash::{Hash, Hasher};

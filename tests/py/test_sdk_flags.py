@@ -221,3 +221,55 @@ def test_node_flags_agree_with_the_reference(server, tmp_path):
     assert result["pro_remote"] is True and result["pro_local"] is True
     assert result["group"] == {k: reference("org-half", k) for k in result["group"]}
     assert result["payload"] == {"color": "green"}
+
+
+def test_python_evaluates_cohort_conditions_locally(server_factory):
+    """A flag on a cohort of person properties is evaluated by posthog-python itself, from
+    the `cohorts` of the definitions; a flag on a static cohort is left to `/flags`."""
+    srv = server_factory("hedgerow-flag-cohorts").start()
+    r = requests.post(srv.url + "/batch/", timeout=30, json={"api_key": PROJECT_API_KEY, "batch": [
+        {"event": "$identify", "distinct_id": "picked", "properties": {"$set": {"plan": "free"}}},
+    ]})
+    assert r.status_code == 200, r.text
+
+    def create(path: str, doc: dict) -> dict:
+        r = requests.post(srv.url + path, json=doc, headers=AUTH, timeout=30)
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    pros = create("/api/projects/1/cohorts/", {"name": "Pros", "filters": {"properties": {
+        "type": "OR", "values": [{"type": "AND", "values": [
+            {"key": "plan", "value": ["pro", "team"], "operator": "exact", "type": "person"}]}]}}})
+    # A cohort of cohorts: Pros, or anyone in Germany.
+    wide = create("/api/projects/1/cohorts/", {"name": "Pros or DE", "filters": {"properties": {
+        "type": "OR", "values": [
+            {"key": "id", "value": pros["id"], "type": "cohort"},
+            {"key": "country", "value": "DE", "operator": "exact", "type": "person"}]}}})
+    picked = create("/api/projects/1/cohorts/", {"name": "Picked", "is_static": True,
+                                                 "distinct_ids": ["picked"]})
+    for key, cohort in (("for-pros", pros), ("for-wide", wide), ("for-picked", picked)):
+        create("/api/projects/1/feature_flags/", {"key": key, "filters": {"groups": [{
+            "properties": [{"key": "id", "value": cohort["id"], "type": "cohort"}],
+            "rollout_percentage": 100}]}})
+
+    ph = Posthog(PROJECT_API_KEY, host=srv.url, secret_key=PERSONAL_API_KEY, poll_interval=300,
+                 feature_flags_request_timeout_seconds=15)
+    try:
+        ph.load_feature_flags()
+        assert sorted(ph.cohorts) == sorted([str(pros["id"]), str(wide["id"])]), ph.cohorts
+
+        def local(key: str, props: dict):
+            return ph.get_feature_flag(key, "someone", person_properties=props,
+                                       only_evaluate_locally=True, send_feature_flag_events=False)
+
+        assert local("for-pros", {"plan": "pro"}) is True
+        assert local("for-pros", {"plan": "free"}) is False
+        assert local("for-wide", {"plan": "team"}) is True
+        assert local("for-wide", {"country": "DE"}) is True
+        assert local("for-wide", {"country": "FR", "plan": "free"}) is False
+        # A static cohort cannot be evaluated locally; the server knows its members.
+        assert local("for-picked", {}) is None
+        assert ph.get_feature_flag("for-picked", "picked", send_feature_flag_events=False) is True
+        assert ph.get_feature_flag("for-picked", "someone", send_feature_flag_events=False) is False
+    finally:
+        ph.shutdown()

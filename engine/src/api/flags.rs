@@ -407,6 +407,44 @@ impl Engine {
         Ok(self.meta.group_types_of(team)?)
     }
 
+    /// The cohorts `flags` name (and the cohorts those name) that an SDK can evaluate
+    /// itself, as the local-evaluation definitions carry them (PostHog's `cohorts`): id →
+    /// the cohort's property group. Only dynamic cohorts defined by person properties and
+    /// other cohorts qualify; a static, query or behavioural cohort is left out, so an SDK
+    /// asks `/flags` for the flags that name it.
+    pub fn local_cohorts(&self, team: TeamId, flags: &[FeatureFlag]) -> Result<Map<String, Value>> {
+        let mut out = Map::new();
+        let mut queue: Vec<i64> = flags
+            .iter()
+            .flat_map(|f| flags::cohorts_named(&f.filters))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = queue.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(c) = self.meta.cohort(team, id)? else {
+                continue;
+            };
+            let group = c
+                .filters
+                .as_ref()
+                .and_then(|f| f.get("properties"))
+                .filter(|g| !g.is_null());
+            let (Some(group), false, true, false) =
+                (group, c.is_static, c.query.is_none(), c.deleted)
+            else {
+                continue;
+            };
+            let mut named = Vec::new();
+            if locally_evaluable(group, &mut named) {
+                queue.extend(named);
+                out.insert(id.to_string(), group.clone());
+            }
+        }
+        Ok(out)
+    }
+
     /// Every active flag of the project (or the ones asked for) evaluated for the request's
     /// person and groups.
     pub fn evaluate_flags(&self, team: TeamId, req: &FlagsRequest) -> Result<Vec<FlagAnswer>> {
@@ -493,5 +531,25 @@ impl Engine {
                 evaluation: evaluate(f, &subject),
             })
             .collect())
+    }
+}
+
+/// Whether an SDK can evaluate a cohort's property group itself: groups of person-property
+/// filters and cohort references (whose ids go to `named`).
+fn locally_evaluable(group: &Value, named: &mut Vec<i64>) -> bool {
+    match group.get("values") {
+        Some(Value::Array(values)) => values.iter().all(|v| locally_evaluable(v, named)),
+        Some(_) => false,
+        None => match group.get("type").and_then(Value::as_str) {
+            Some("person") | None => group.get("key").is_some_and(Value::is_string),
+            Some("cohort") => match flags::cohort_id(group.get("value").unwrap_or(&Value::Null)) {
+                Some(id) => {
+                    named.push(id);
+                    true
+                }
+                None => false,
+            },
+            Some(_) => false,
+        },
     }
 }

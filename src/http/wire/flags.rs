@@ -75,7 +75,11 @@ fn definition(f: &FeatureFlag) -> Value {
 
 /// `/flags/definitions` (and `/api/feature_flag/local_evaluation`): every live flag, the
 /// group type mapping, and cohorts (none: hedgerow has no cohorts yet).
-pub(crate) fn definitions(flags: &[FeatureFlag], group_types: &[(String, u8)]) -> Value {
+pub(crate) fn definitions(
+    flags: &[FeatureFlag],
+    group_types: &[(String, u8)],
+    cohorts: Map<String, Value>,
+) -> Value {
     let mapping: Map<String, Value> = group_types
         .iter()
         .map(|(name, i)| (i.to_string(), Value::String(name.clone())))
@@ -83,7 +87,7 @@ pub(crate) fn definitions(flags: &[FeatureFlag], group_types: &[(String, u8)]) -
     json!({
         "flags": flags.iter().map(definition).collect::<Vec<_>>(),
         "group_type_mapping": mapping,
-        "cohorts": {},
+        "cohorts": cohorts,
     })
 }
 
