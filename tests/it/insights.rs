@@ -889,6 +889,38 @@ async fn trends_series_match_a_reference() {
             ("1_/a -> 2_/c", 1)
         ])
     );
+    // The persons behind an edge, a step reached and a drop-off.
+    let path_persons = |point: Value| {
+        let srv = &srv;
+        async move {
+            let mut source = json!({"kind": "InsightActorsQuery",
+                "source": {"kind": "PathsQuery", "pathsFilter": {"includeEventTypes": ["$pageview"]}}});
+            for (k, v) in point.as_object().unwrap() {
+                source[k] = v.clone();
+            }
+            let v = trends(srv, json!({"kind": "ActorsQuery", "source": source})).await;
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| r[0]["distinct_ids"].as_array().unwrap().clone())
+                .map(|d| d.as_str().unwrap().to_owned())
+                .collect::<BTreeSet<String>>()
+        }
+    };
+    let who = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        path_persons(json!({"pathStartKey": "1_/a", "pathEndKey": "2_/b"})).await,
+        who(&["p1", "p3"])
+    );
+    assert_eq!(
+        path_persons(json!({"pathEndKey": "3_/c"})).await,
+        who(&["p1"])
+    );
+    assert_eq!(
+        path_persons(json!({"pathDropoffKey": "2_/b"})).await,
+        who(&["p3"])
+    );
 
     // The run is in the query log under its kind.
     let (_, log) = {

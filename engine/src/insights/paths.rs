@@ -214,56 +214,109 @@ impl Paths {
         ))
     }
 
+    /// One person's paths from their row (`[person_id, [unix seconds…], [step…]]`): split
+    /// into sessions, repeats folded, cut at the start and end points and at `stepLimit`.
+    fn paths_of(&self, r: &Value) -> Vec<Vec<String>> {
+        let list = |i: usize| {
+            r.get(i)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut steps: Vec<(i64, String)> = list(1)
+            .iter()
+            .zip(list(2).iter())
+            .filter_map(|(t, s)| Some((t.as_i64()?, s.as_str()?.to_owned())))
+            .collect();
+        steps.sort();
+        let mut out = Vec::new();
+        let mut path: Vec<String> = Vec::new();
+        let mut last_at: Option<i64> = None;
+        let mut flush = |path: &mut Vec<String>| {
+            let mut p: &[String] = path;
+            if let Some(s) = &self.start {
+                match p.iter().position(|x| x == s) {
+                    Some(i) => p = &p[i..],
+                    None => p = &[],
+                }
+            }
+            if let Some(e) = &self.end {
+                match p.iter().position(|x| x == e) {
+                    Some(i) => p = &p[..=i],
+                    None => p = &[],
+                }
+            }
+            let p = &p[..p.len().min(self.step_limit)];
+            if !p.is_empty() {
+                out.push(p.to_vec());
+            }
+            path.clear();
+        };
+        for (at, s) in steps {
+            if last_at.is_some_and(|l| at - l > SESSION_GAP) {
+                flush(&mut path);
+            }
+            last_at = Some(at);
+            if path.last() != Some(&s) {
+                path.push(s);
+            }
+        }
+        flush(&mut path);
+        out
+    }
+
+    /// The persons (first column of the rows) behind a point of the paths, as PostHog's
+    /// paths actors ask: with `start` and `end` (`i_<step>` keys) those who went from one
+    /// to the other; with `end` alone those who reached it; with `dropoff` those whose path
+    /// ended there.
+    pub fn persons_on(
+        &self,
+        rows: &[Value],
+        start: Option<&str>,
+        end: Option<&str>,
+        dropoff: Option<&str>,
+    ) -> Result<Vec<String>, FilterError> {
+        if start.is_none() && end.is_none() && dropoff.is_none() {
+            return Err(bad(
+                "the persons of a path need pathStartKey and pathEndKey, pathEndKey or pathDropoffKey",
+            ));
+        }
+        let key = |i: usize, step: &str| format!("{}_{step}", i + 1);
+        let mut out = Vec::new();
+        for r in rows {
+            let hit = self.paths_of(r).iter().any(|p| {
+                let edge = |a: &str, b: &str| {
+                    p.windows(2)
+                        .enumerate()
+                        .any(|(i, w)| key(i, &w[0]) == a && key(i + 1, &w[1]) == b)
+                };
+                let reached = |k: &str| p.iter().enumerate().any(|(i, s)| key(i, s) == k);
+                let ended = |k: &str| p.last().is_some_and(|s| key(p.len() - 1, s) == k);
+                let at_point = match (start, end) {
+                    (Some(a), Some(b)) => edge(a, b),
+                    (None, Some(b)) => reached(b),
+                    (Some(a), None) => reached(a),
+                    (None, None) => true,
+                };
+                at_point && dropoff.is_none_or(ended)
+            });
+            if hit && let Some(id) = r.get(0).and_then(Value::as_str) {
+                out.push(id.to_owned());
+            }
+        }
+        Ok(out)
+    }
+
     /// The edges `{source, target, value}`, most travelled first, at most `edgeLimit`.
     pub fn shape(&self, rows: &[Value]) -> Vec<Value> {
         let mut edges: HashMap<(String, String), i64> = HashMap::new();
         for r in rows {
-            let list = |i: usize| {
-                r.get(i)
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            let mut steps: Vec<(i64, String)> = list(1)
-                .iter()
-                .zip(list(2).iter())
-                .filter_map(|(t, s)| Some((t.as_i64()?, s.as_str()?.to_owned())))
-                .collect();
-            steps.sort();
-            // Split into sessions, fold repeats, cut at the start and end points.
-            let mut path: Vec<String> = Vec::new();
-            let mut last_at: Option<i64> = None;
-            let mut flush = |path: &mut Vec<String>| {
-                let mut p: &[String] = path;
-                if let Some(s) = &self.start {
-                    match p.iter().position(|x| x == s) {
-                        Some(i) => p = &p[i..],
-                        None => p = &[],
-                    }
-                }
-                if let Some(e) = &self.end {
-                    match p.iter().position(|x| x == e) {
-                        Some(i) => p = &p[..=i],
-                        None => p = &[],
-                    }
-                }
-                let p = &p[..p.len().min(self.step_limit)];
+            for p in self.paths_of(r) {
                 for (i, w) in p.windows(2).enumerate() {
                     let key = (format!("{}_{}", i + 1, w[0]), format!("{}_{}", i + 2, w[1]));
                     *edges.entry(key).or_default() += 1;
                 }
-                path.clear();
-            };
-            for (at, s) in steps {
-                if last_at.is_some_and(|l| at - l > SESSION_GAP) {
-                    flush(&mut path);
-                }
-                last_at = Some(at);
-                if path.last() != Some(&s) {
-                    path.push(s);
-                }
             }
-            flush(&mut path);
         }
         let mut edges: Vec<((String, String), i64)> = edges.into_iter().collect();
         edges.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

@@ -538,9 +538,25 @@ impl QueryService {
                     .filter_map(|r| r.get(0).and_then(Value::as_str).map(str::to_owned))
                     .collect()
             }
+            Some("PathsQuery") => {
+                let paths = Paths::from_value(&a.insight).map_err(invalid)?;
+                let p = paths.period(&cx).map_err(invalid)?;
+                let (rows, _) = self
+                    .rows(project, paths.query(&p, &cx).map_err(invalid)?)
+                    .await?;
+                let key = |k: &str| a.text(k);
+                paths
+                    .persons_on(
+                        &rows,
+                        key("pathStartKey").as_deref(),
+                        key("pathEndKey").as_deref(),
+                        key("pathDropoffKey").as_deref(),
+                    )
+                    .map_err(|e| field("pathEndKey", e.0))?
+            }
             other => {
                 return Err(invalid(FilterError(format!(
-                    "the persons of a {} are not listed yet; trends, stickiness, funnels, retention and lifecycle are",
+                    "the persons of a {} are not listed yet; trends, stickiness, funnels, paths, retention and lifecycle are",
                     other.unwrap_or("node without a kind")
                 ))));
             }
