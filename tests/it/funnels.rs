@@ -229,6 +229,25 @@ async fn funnels_answer_the_hand_worked_cases() {
         values.contains(&("Safari".to_owned(), vec![3, 2, 0])),
         "{v}"
     );
+    // Step attribution to B: each person under the values of their B events (p7 did no A).
+    let v = query(
+        &srv,
+        funnel(
+            with(json!({"breakdownAttributionType": "step", "breakdownAttributionValue": 1})),
+            browser.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(
+        by_value(&v),
+        vec![
+            ("Chrome".to_owned(), vec![2, 2, 1]),
+            (null.to_owned(), vec![1, 1, 1]),
+            ("Firefox".to_owned(), vec![1, 1, 1]),
+            ("Safari".to_owned(), vec![3, 2, 0]),
+        ],
+        "{v}"
+    );
     // All events: p8 counts under both, only Safari's events converting.
     let v = query(
         &srv,

@@ -37,6 +37,9 @@ pub enum Attribution {
     LastTouch,
     /// Each value separately, over only the events that carry it.
     AllEvents,
+    /// Each value the person's events of this step (0-based) carry: that step counts only
+    /// events with the value (PostHog's step attribution).
+    Step(usize),
 }
 
 /// What the funnel answers.
@@ -220,9 +223,25 @@ impl Funnel {
             Some("last_touch") => Attribution::LastTouch,
             Some("all_events") => Attribution::AllEvents,
             Some("step") => {
-                return Err(bad(
-                    "breakdownAttributionType 'step' is not supported yet; first_touch, last_touch and all_events are",
-                ));
+                let k = match get("breakdownAttributionValue") {
+                    None => 0,
+                    Some(v) => v
+                        .as_u64()
+                        .map(|k| k as usize)
+                        .filter(|k| *k < n)
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "breakdownAttributionValue must be a step index, 0 to {}",
+                                n - 1
+                            ))
+                        })?,
+                };
+                if order == "unordered" && k != 0 {
+                    return Err(bad(
+                        "only the first step can be used for breakdown attribution in unordered funnels",
+                    ));
+                }
+                Attribution::Step(k)
             }
             Some(o) => {
                 return Err(bad(format!(
@@ -378,9 +397,28 @@ impl Funnel {
         let mut args = steps.clone();
         args[0] = format!("({} AND timestamp <= {})", steps[0], lit(p.to));
         args.extend(excluded);
+        let mut join = String::new();
         let (breakdown, group) = match (&self.breakdown, self.attribution) {
             (None, _) => ("''".to_string(), String::new()),
             (Some(b), Attribution::AllEvents) => (b.value.clone(), ", breakdown".to_string()),
+            (Some(b), Attribution::Step(k)) if k < used => {
+                // Each value the person's step-k events carry, and the funnel once per value
+                // with step k holding only that value's events.
+                join = format!(
+                    " INNER JOIN (SELECT DISTINCT {target} AS attributed_to, {v} AS attributed \
+                     FROM events WHERE {step} AND {conds}) AS attribution \
+                     ON {target} = attribution.attributed_to",
+                    target = self.target,
+                    v = b.value,
+                    step = args[k],
+                    conds = conds.join(" AND "),
+                );
+                args[k] = format!("({} AND {} = attribution.attributed)", args[k], b.value);
+                (
+                    "attribution.attributed".to_string(),
+                    ", breakdown".to_string(),
+                )
+            }
             (Some(b), a) => {
                 let pick = match a {
                     Attribution::LastTouch => "argMaxIf",
@@ -410,7 +448,7 @@ impl Funnel {
         };
         Ok(format!(
             "SELECT {target} AS target, {breakdown} AS breakdown, {call}{args}) AS f \
-             FROM events WHERE {conds} GROUP BY target{group}",
+             FROM events{join} WHERE {conds} GROUP BY target{group}",
             target = self.target,
             args = args.join(", "),
             conds = conds.join(" AND "),
@@ -786,8 +824,14 @@ mod tests {
                 "before its funnelToStep",
             ),
             (
-                json!({"series": [{}, {}], "funnelsFilter": {"breakdownAttributionType": "step"}}),
-                "'step' is not supported",
+                json!({"series": [{}, {}], "funnelsFilter": {"breakdownAttributionType": "step",
+                    "breakdownAttributionValue": 2}}),
+                "breakdownAttributionValue",
+            ),
+            (
+                json!({"series": [{}, {}], "funnelsFilter": {"funnelOrderType": "unordered",
+                    "breakdownAttributionType": "step", "breakdownAttributionValue": 1}}),
+                "only the first step",
             ),
             (
                 json!({"series": [{}, {"optionalInFunnel": true}]}),
