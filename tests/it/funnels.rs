@@ -229,6 +229,27 @@ async fn funnels_answer_the_hand_worked_cases() {
         values.contains(&("Safari".to_owned(), vec![3, 2, 0])),
         "{v}"
     );
+    // Two breakdowns at once: each value a list.
+    let v = query(
+        &srv,
+        funnel(
+            hour.clone(),
+            json!({"breakdowns": [{"property": "$browser", "type": "event"},
+                                  {"property": "event", "type": "hogql"}]}),
+        ),
+    )
+    .await;
+    let first = &v["results"][0];
+    assert_eq!(first[0]["breakdown_value"], json!(["Chrome", "A"]), "{v}");
+    assert_eq!(
+        first
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["count"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![3, 3, 1]
+    );
     // Step attribution to B: each person under the values of their B events (p7 did no A).
     let v = query(
         &srv,

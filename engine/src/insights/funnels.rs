@@ -210,14 +210,6 @@ impl Funnel {
         if breakdown.is_some() && matches!(viz, Viz::Trends { .. }) {
             return Err(bad("funnel trends with a breakdown are not supported yet"));
         }
-        if q.get("breakdownFilter")
-            .and_then(|b| b.get("breakdowns"))
-            .is_some_and(|b| b.as_array().is_some_and(|a| !a.is_empty()))
-        {
-            return Err(bad(
-                "breakdownFilter.breakdowns (several breakdowns) is not supported yet",
-            ));
-        }
         let attribution = match get("breakdownAttributionType").and_then(Value::as_str) {
             None | Some("first_touch") => Attribution::FirstTouch,
             Some("last_touch") => Attribution::LastTouch,
@@ -597,8 +589,9 @@ impl Funnel {
                         "average_conversion_time": avg,
                         "median_conversion_time": median,
                     });
-                    if self.breakdown.is_some() {
-                        let v = r.get(0).cloned().unwrap_or(Value::Null);
+                    if let Some(b) = &self.breakdown {
+                        let key = r.get(0).and_then(Value::as_str).unwrap_or("");
+                        let v = b.shown(key);
                         step["breakdown"] = v.clone();
                         step["breakdown_value"] = v;
                     }

@@ -673,16 +673,9 @@ impl QueryService {
         };
         let cx = self.filter_cx(project);
         let p = f.period(&cx).map_err(invalid)?;
-        let value = match breakdown {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(a)) if a.len() == 1 => Some(a[0].clone()),
-            Some(v) => Some(v),
-        };
-        if let (Some(v), Some(_)) = (value, &f.breakdown) {
-            let v = match v {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
+        let value = breakdown.filter(|v| !v.is_null());
+        if let (Some(v), Some(b)) = (value, &f.breakdown) {
+            let v = b.key_of(&v);
             condition = match v == BREAKDOWN_OTHER {
                 false => format!("{condition} AND breakdown = {}", quote(&v)),
                 true => {
