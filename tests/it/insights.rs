@@ -680,6 +680,56 @@ async fn trends_series_match_a_reference() {
             assert_eq!(got, want, "first_time {first_time}, row {i}: {row}");
         }
         assert!(cohorts > 0);
+
+        // Broken down by browser (the first view's for first-time retention, the person's
+        // for recurring): each value's table is the same count over that browser's users.
+        let breakdown = match first_time {
+            true => json!({"breakdown": "$browser", "breakdown_type": "event"}),
+            false => json!({"breakdown": "$browser", "breakdown_type": "person"}),
+        };
+        let v = trends(
+            &srv,
+            json!({"kind": "RetentionQuery", "breakdownFilter": breakdown, "retentionFilter": {
+                "period": "Day", "totalIntervals": n,
+                "retentionType": if first_time { "retention_first_time" } else { "retention_recurring" },
+                "targetEntity": {"id": "$pageview", "type": "events"},
+                "returningEntity": {"id": "buy", "type": "events"}}}),
+        )
+        .await;
+        let mut by_value: BTreeMap<String, Vec<Vec<i64>>> = BTreeMap::new();
+        for row in v["results"].as_array().unwrap() {
+            by_value
+                .entry(row["breakdown_value"].as_str().unwrap().to_owned())
+                .or_default()
+                .push(
+                    row["values"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x["count"].as_i64().unwrap())
+                        .collect(),
+                );
+        }
+        for (value, table) in &by_value {
+            assert_eq!(table.len() as i64, n, "{value}: {v}");
+            for (i, got) in table.iter().enumerate() {
+                let ago = n - 1 - i as i64;
+                let cohort: Vec<usize> = (0..6)
+                    .filter(|&u| {
+                        BROWSERS[u].unwrap_or("$$_posthog_breakdown_null_$$") == value
+                            && match first_time {
+                                true => first_view(u) == Some(ago),
+                                false => active(u, ago),
+                            }
+                    })
+                    .collect();
+                assert_eq!(got[0], cohort.len() as i64, "{value}, row {i}: {v}");
+            }
+        }
+        assert!(
+            by_value.contains_key("Chrome") && by_value.len() >= 3,
+            "{v}"
+        );
     }
 
     // Stickiness: persons by how many of the last 8 days they viewed a page.

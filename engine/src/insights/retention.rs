@@ -8,12 +8,13 @@
 
 use std::collections::HashMap;
 
-use chrono::NaiveDateTime;
 use serde_json::{Map, Value, json};
 
 use super::FilterError;
 use super::filters::{FilterContext, properties_expr, quote};
-use super::trends::{Interval, Period, resolve_period};
+use super::trends::{
+    BREAKDOWN_NULL, BREAKDOWN_OTHER, Breakdown, Interval, Period, breakdown_of, resolve_period,
+};
 
 fn bad(m: impl Into<String>) -> FilterError {
     FilterError(m.into())
@@ -32,6 +33,9 @@ pub struct Retention {
     pub target: Option<String>,
     pub returning: Option<String>,
     pub date_range: Option<Value>,
+    /// A breakdown: each person counts under the value of their first target event
+    /// (first-time retention) or their latest value of a person property (recurring).
+    pub breakdown: Option<Breakdown>,
 }
 
 fn entity_event(v: Option<&Value>) -> Result<Option<String>, FilterError> {
@@ -92,11 +96,29 @@ impl Retention {
                 )));
             }
         };
-        if q.get("breakdownFilter")
-            .and_then(|b| b.get("breakdown"))
-            .is_some_and(|b| !b.is_null())
-        {
-            return Err(bad("retention breakdowns are not supported yet"));
+        let breakdown = breakdown_of(q)?;
+        if breakdown.is_some() && !first_time {
+            let types: Vec<&str> = match q
+                .get("breakdownFilter")
+                .and_then(|b| b.get("breakdowns"))
+                .and_then(Value::as_array)
+            {
+                Some(list) => list
+                    .iter()
+                    .map(|b| b.get("type").and_then(Value::as_str).unwrap_or("event"))
+                    .collect(),
+                None => vec![
+                    q.get("breakdownFilter")
+                        .and_then(|b| b.get("breakdown_type"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("event"),
+                ],
+            };
+            if types.iter().any(|t| *t != "person") {
+                return Err(bad(
+                    "recurring retention breaks down by person properties only; an event property needs retention_first_time",
+                ));
+            }
         }
         Ok(Retention {
             node: q.clone(),
@@ -106,6 +128,7 @@ impl Retention {
             target: entity_event(f.get("targetEntity"))?,
             returning: entity_event(f.get("returningEntity"))?,
             date_range: q.get("dateRange").filter(|v| !v.is_null()).cloned(),
+            breakdown,
         })
     }
 
@@ -178,11 +201,23 @@ impl Retention {
         {
             conds.push(format!("({x})"));
         }
+        let value = match &self.breakdown {
+            None => "''".to_string(),
+            Some(b) => {
+                let pick = match self.first_time {
+                    true => format!("argMinIf({}, timestamp, {target})", b.value),
+                    false => format!("argMax({}, timestamp)", b.value),
+                };
+                let null = quote(BREAKDOWN_NULL);
+                format!("ifNull(nullIf({pick}, ''), {null})")
+            }
+        };
         Ok(format!(
             "SELECT person_id, \
              groupUniqArray(if(({target}) AND {in_range}, {b}, '')) AS targets, \
              groupUniqArray(if(({returning}) AND {in_range}, {b}, '')) AS returns, \
-             formatDateTime(minIf({bucket}, {target}), '%Y-%m-%d %H:%i:%S') AS first \
+             formatDateTime(minIf({bucket}, {target}), '%Y-%m-%d %H:%i:%S') AS first, \
+             {value} AS breakdown \
              FROM events WHERE {} GROUP BY person_id",
             conds.join(" AND ")
         ))
@@ -202,7 +237,7 @@ impl Retention {
             .map(|b| quote(&b.format(FORMAT).to_string()))
             .collect();
         Ok(format!(
-            "SELECT person_id, c, returns FROM ({}) ARRAY JOIN {cohorts} AS c WHERE c IN ({})",
+            "SELECT person_id, c, returns, breakdown FROM ({}) ARRAY JOIN {cohorts} AS c WHERE c IN ({})",
             self.query(p, cx)?,
             buckets.join(", ")
         ))
@@ -213,8 +248,8 @@ impl Retention {
     /// rows leave the engine). `returns` holds `''` for the person's other events.
     pub fn counts_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
         Ok(format!(
-            "SELECT c, r, count() FROM ({}) ARRAY JOIN arrayConcat(['*'], returns) AS r \
-             WHERE r = '*' OR r > c GROUP BY c, r",
+            "SELECT c, r, count(), breakdown FROM ({}) ARRAY JOIN arrayConcat(['*'], returns) AS r \
+             WHERE r = '*' OR r > c GROUP BY c, r, breakdown",
             self.cohorts_query(p, cx)?
         ))
     }
@@ -225,7 +260,21 @@ impl Retention {
         p: &Period,
         cx: &FilterContext,
         i: usize,
+        breakdown: Option<&Value>,
     ) -> Result<String, FilterError> {
+        let of_value = match (breakdown.filter(|v| !v.is_null()), &self.breakdown) {
+            (Some(v), Some(b)) => {
+                let key = b.key_of(v);
+                if key == BREAKDOWN_OTHER {
+                    return Err(bad(
+                        "the persons of the other breakdown values are not listed yet",
+                    ));
+                }
+                format!(" AND breakdown = {}", quote(&key))
+            }
+            (Some(_), None) => return Err(bad("the insight has no breakdown")),
+            (None, _) => String::new(),
+        };
         let start = p
             .buckets
             .get(i)
@@ -238,7 +287,7 @@ impl Retention {
             .format(FORMAT)
             .to_string();
         Ok(format!(
-            "SELECT DISTINCT person_id FROM ({}) WHERE c = {}",
+            "SELECT DISTINCT person_id FROM ({}) WHERE c = {}{of_value}",
             self.cohorts_query(p, cx)?,
             quote(&start)
         ))
@@ -246,7 +295,9 @@ impl Retention {
 
     /// PostHog's table: one row per cohort period, `values[k]` the persons of the cohort
     /// who returned `k` periods later (`k = 0`: the cohort itself), from the rows of
-    /// [`Retention::counts_query`].
+    /// [`Retention::counts_query`]; with a breakdown, the table of each value in turn (the
+    /// most persons first, past `breakdown_limit` summed as other: a person has one value,
+    /// so the sums are exact), each row with its `breakdown_value`.
     pub fn shape(&self, p: &Period, rows: &[Value], tz: chrono_tz::Tz) -> Vec<Value> {
         let position: HashMap<String, usize> = p
             .buckets
@@ -255,7 +306,7 @@ impl Retention {
             .map(|(i, b)| (b.format(FORMAT).to_string(), i))
             .collect();
         let n = p.buckets.len();
-        let mut table = vec![vec![0i64; n]; n];
+        let mut tables: Vec<(String, Vec<Vec<i64>>)> = Vec::new();
         for r in rows {
             let cell = |i: usize| r.get(i).and_then(Value::as_str);
             let (Some(c), Some(back)) = (cell(0).and_then(|c| position.get(c)), cell(1)) else {
@@ -268,7 +319,37 @@ impl Retention {
                     _ => continue,
                 },
             };
-            table[*c][k] += r.get(2).and_then(Value::as_i64).unwrap_or(0);
+            let value = cell(3).unwrap_or("").to_owned();
+            let at = match tables.iter().position(|(v, _)| *v == value) {
+                Some(i) => i,
+                None => {
+                    tables.push((value, vec![vec![0i64; n]; n]));
+                    tables.len() - 1
+                }
+            };
+            tables[at].1[*c][k] += r.get(2).and_then(Value::as_i64).unwrap_or(0);
+        }
+        if tables.is_empty() {
+            tables.push((String::new(), vec![vec![0i64; n]; n]));
+        }
+        if let Some(b) = &self.breakdown {
+            let size = |t: &Vec<Vec<i64>>| t.iter().map(|row| row[0]).sum::<i64>();
+            tables.retain(|(v, _)| !v.is_empty());
+            tables.sort_by(|a, b| size(&b.1).cmp(&size(&a.1)).then_with(|| a.0.cmp(&b.0)));
+            if tables.len() > b.limit {
+                let rest = tables.split_off(b.limit);
+                if !b.hide_other {
+                    let mut other = vec![vec![0i64; n]; n];
+                    for (_, t) in rest {
+                        for (i, row) in t.iter().enumerate() {
+                            for (k, x) in row.iter().enumerate() {
+                                other[i][k] += x;
+                            }
+                        }
+                    }
+                    tables.push((BREAKDOWN_OTHER.to_string(), other));
+                }
+            }
         }
         let unit = match self.interval {
             Interval::Hour => "Hour",
@@ -276,20 +357,24 @@ impl Retention {
             Interval::Week => "Week",
             Interval::Month => "Month",
         };
-        p.buckets
-            .iter()
-            .enumerate()
-            .map(|(i, start): (usize, &NaiveDateTime)| {
+        let mut out = Vec::new();
+        for (value, table) in tables {
+            for (i, start) in p.buckets.iter().enumerate() {
                 let date = crate::insights::trends::instant_of(*start, tz);
-                json!({
+                let mut row = json!({
                     "date": date.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                     "label": format!("{unit} {i}"),
                     "values": (0..n - i)
                         .map(|k| json!({"count": table[i][k], "label": format!("{unit} {k}")}))
                         .collect::<Vec<_>>(),
-                })
-            })
-            .collect()
+                });
+                if let Some(b) = &self.breakdown {
+                    row["breakdown_value"] = b.shown(&value);
+                }
+                out.push(row);
+            }
+        }
+        out
     }
 }
 
@@ -328,8 +413,8 @@ mod tests {
         assert_eq!(p.buckets.len(), 3);
         crate::hogql::parser::parse_query(&r.query(&p, &cx()).unwrap()).unwrap();
         crate::hogql::parser::parse_query(&r.counts_query(&p, &cx()).unwrap()).unwrap();
-        crate::hogql::parser::parse_query(&r.members_query(&p, &cx(), 1).unwrap()).unwrap();
-        assert!(r.members_query(&p, &cx(), 3).is_err());
+        crate::hogql::parser::parse_query(&r.members_query(&p, &cx(), 1, None).unwrap()).unwrap();
+        assert!(r.members_query(&p, &cx(), 3, None).is_err());
         let d = |day: u32| format!("2024-03-{day:02} 00:00:00");
         // Cohort of the 29th: a and b, a back on the 30th, both on the 31st; of the 30th: b,
         // back on the 31st; of the 31st: c. A return outside the table is ignored.
@@ -364,5 +449,48 @@ mod tests {
         let q = first.counts_query(&p, &cx()).unwrap();
         assert!(q.contains("ARRAY JOIN [first] AS c"), "{q}");
         assert!(Retention::from_value(&json!({"retentionFilter": {"period": "Year"}})).is_err());
+        // Breakdowns: a table per value, the largest first, then other.
+        let b = Retention::from_value(&json!({"retentionFilter": {"totalIntervals": 2,
+            "retentionType": "retention_first_time"},
+            "breakdownFilter": {"breakdown": "$browser", "breakdown_limit": 1}}))
+        .unwrap();
+        let p2 = b.period(&cx()).unwrap();
+        let (x, y) = (
+            p2.buckets[0].format(FORMAT).to_string(),
+            p2.buckets[1].format(FORMAT).to_string(),
+        );
+        let rows = vec![
+            json!([x, "*", 1, "Safari"]),
+            json!([x, "*", 2, "Chrome"]),
+            json!([x, y, 1, "Chrome"]),
+            json!([y, "*", 1, "Firefox"]),
+        ];
+        let t = b.shape(&p2, &rows, chrono_tz::UTC);
+        let row = |i: usize| {
+            (
+                t[i]["breakdown_value"].clone(),
+                t[i]["values"][0]["count"].clone(),
+            )
+        };
+        assert_eq!(t.len(), 4);
+        assert_eq!(row(0), (json!("Chrome"), json!(2)));
+        assert_eq!(t[0]["values"][1]["count"], 1);
+        assert_eq!(row(2), (json!(BREAKDOWN_OTHER), json!(1)));
+        assert_eq!(
+            row(3),
+            (json!(BREAKDOWN_OTHER), json!(1)),
+            "Safari's and Firefox's"
+        );
+        let q = b.counts_query(&p2, &cx()).unwrap();
+        crate::hogql::parser::parse_query(&q).unwrap();
+        let e = Retention::from_value(&json!({"breakdownFilter": {"breakdown": "$browser"}}))
+            .unwrap_err();
+        assert!(e.0.contains("person properties only"), "{e}");
+        assert!(
+            Retention::from_value(
+                &json!({"breakdownFilter": {"breakdown": "plan", "breakdown_type": "person"}})
+            )
+            .is_ok()
+        );
     }
 }

@@ -490,7 +490,7 @@ impl QueryService {
                 let r = Retention::from_value(&a.insight).map_err(invalid)?;
                 let p = r.period(&cx).map_err(invalid)?;
                 let text = r
-                    .members_query(&p, &cx, i as usize)
+                    .members_query(&p, &cx, i as usize, a.point.get("breakdown"))
                     .map_err(|e| field("interval", e.0))?;
                 let (rows, _) = self.rows(project, text).await?;
                 rows.iter()
