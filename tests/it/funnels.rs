@@ -333,6 +333,16 @@ async fn funnels_answer_the_hand_worked_cases() {
     let v = query(&srv, trend).await;
     assert_eq!(v["results"][0]["data"][at], 50.0, "{v}");
 
+    // Unordered funnel trends: p1, p3, p4 and p6 did all three within the hour; p2, p5, p7
+    // and p8 did not: 50%.
+    let mut trend = funnel(
+        with(json!({"funnelVizType": "trends", "funnelOrderType": "unordered"})),
+        Value::Null,
+    );
+    trend["interval"] = json!("day");
+    let v = query(&srv, trend).await;
+    assert_eq!(v["results"][0]["data"][at], 50.0, "{v}");
+
     // The persons behind a step of one breakdown value, and of other.
     let actors = |funnel: Value, point: Value| {
         let srv = &srv;

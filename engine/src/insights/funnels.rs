@@ -165,11 +165,6 @@ impl Funnel {
                 if from >= to {
                     return Err(bad("funnel trends need funnelFromStep before funnelToStep"));
                 }
-                if order == "unordered" {
-                    return Err(bad(
-                        "funnel trends of unordered funnels are not supported yet; ordered and strict are",
-                    ));
-                }
                 Viz::Trends { from, to }
             }
             Some(o) => {
@@ -792,11 +787,6 @@ mod tests {
             (
                 json!({"series": [{}, {}], "funnelsFilter": {"funnelOrderType": "any"}}),
                 "ordered, strict or unordered",
-            ),
-            (
-                json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "trends",
-                    "funnelOrderType": "unordered"}}),
-                "unordered funnels are not supported",
             ),
             (
                 json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "trends"},

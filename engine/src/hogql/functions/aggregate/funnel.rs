@@ -384,6 +384,62 @@ pub(super) fn evaluate_trends(
     results.into_iter().collect()
 }
 
+/// Funnel trends of an unordered funnel: the events in time order, each step's events
+/// within the window kept; each time the oldest kept event leaves (out of the window of a
+/// newer one, the funnel complete, or the events over), its bucket records how many
+/// distinct steps were kept then, the most for that bucket winning; an exclusion clears
+/// everything. A bucket that reached every step answers 1, one that reached step `from`
+/// (0-based) or further −1.
+pub(super) fn evaluate_unordered_trends(
+    events: &mut [Stored],
+    window: i64,
+    steps: usize,
+    from: usize,
+) -> Vec<(i64, i8)> {
+    events.sort_unstable();
+    let mut kept: Vec<VecDeque<(i64, i64)>> = vec![VecDeque::new(); steps];
+    let mut best: std::collections::BTreeMap<i64, usize> = Default::default();
+    let drain = |kept: &mut Vec<VecDeque<(i64, i64)>>,
+                 best: &mut std::collections::BTreeMap<i64, usize>,
+                 now: i64,
+                 all: bool| {
+        loop {
+            let oldest = kept
+                .iter()
+                .enumerate()
+                .filter_map(|(i, q)| q.front().map(|e| (e.0, i, e.1)))
+                .min();
+            let Some((t, i, bucket)) = oldest else { break };
+            let done = kept.iter().filter(|q| !q.is_empty()).count();
+            if !(all || done >= steps || t.saturating_add(window) < now) {
+                break;
+            }
+            let b = best.entry(bucket).or_insert(0);
+            *b = (*b).max(done);
+            kept[i].pop_front();
+        }
+    };
+    for &(t, matched, excluded, bucket) in events.iter() {
+        drain(&mut kept, &mut best, t, false);
+        if matched == 0 {
+            if excluded != 0 {
+                kept.iter_mut().for_each(VecDeque::clear);
+            }
+            continue;
+        }
+        let s = (0..steps)
+            .filter(|s| matched & (1 << s) != 0)
+            .min_by_key(|&s| kept[s].back().map_or(i64::MIN, |e| e.0))
+            .expect("an event with a step");
+        kept[s].push_back((t, bucket));
+    }
+    drain(&mut kept, &mut best, i64::MAX, true);
+    best.into_iter()
+        .filter(|(_, reached)| *reached > from)
+        .map(|(b, reached)| (b, if reached >= steps { 1 } else { -1 }))
+        .collect()
+}
+
 /// The aggregate: see the module's documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct Funnel {
@@ -637,7 +693,12 @@ impl Shape {
                 let strict = self.order == Order::Strict;
                 let answers = groups
                     .into_iter()
-                    .map(|mut g| evaluate_trends(&mut g, self.window, self.steps, from, strict))
+                    .map(|mut g| match self.order {
+                        Order::Unordered => {
+                            evaluate_unordered_trends(&mut g, self.window, self.steps, from)
+                        }
+                        _ => evaluate_trends(&mut g, self.window, self.steps, from, strict),
+                    })
                     .collect();
                 trends_array(bucket, answers)
             }
@@ -1057,6 +1118,37 @@ mod tests {
         ];
         assert_eq!(
             evaluate_trends(&mut broken.to_vec(), 10, 3, 0, true),
+            vec![(100, -1)]
+        );
+    }
+
+    #[test]
+    fn unordered_trends_count_the_steps_kept_with_each_buckets_oldest_event() {
+        let ev = |t: i64, s: u32, b: i64| (t, s, 0u32, b);
+        // Bucket 100: C then A then B within the window: converted. Bucket 200: B alone.
+        let events = [
+            ev(0, S2, 100),
+            ev(3, S0, 100),
+            ev(5, S1, 100),
+            ev(40, S1, 200),
+        ];
+        assert_eq!(
+            evaluate_unordered_trends(&mut events.to_vec(), 10, 3, 0),
+            vec![(100, 1), (200, -1)]
+        );
+        assert_eq!(
+            evaluate_unordered_trends(&mut events.to_vec(), 10, 3, 1),
+            vec![(100, 1)]
+        );
+        // An exclusion clears what was kept.
+        let cut = [
+            ev(0, S0, 100),
+            (1, 0, 2, 100),
+            ev(2, S1, 100),
+            ev(3, S2, 100),
+        ];
+        assert_eq!(
+            evaluate_unordered_trends(&mut cut.to_vec(), 10, 3, 0),
             vec![(100, -1)]
         );
     }
