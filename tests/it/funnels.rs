@@ -333,6 +333,32 @@ async fn funnels_answer_the_hand_worked_cases() {
     let v = query(&srv, trend).await;
     assert_eq!(v["results"][0]["data"][at], 50.0, "{v}");
 
+    // Funnel trends by browser (first touch): Chrome 1 of 3 (p1; not p2, p8), Safari 0 of
+    // 2, Firefox and none 1 of 1.
+    let mut trend = funnel(with(json!({"funnelVizType": "trends"})), browser.clone());
+    trend["interval"] = json!("day");
+    let v = query(&srv, trend).await;
+    let rates: BTreeSet<(String, String)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["breakdown_value"].as_str().unwrap().to_owned(),
+                s["data"][at].to_string(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<(String, String)> = [
+        ("Chrome", "33.33"),
+        ("Safari", "0.0"),
+        ("Firefox", "100.0"),
+        (null, "100.0"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(rates, want, "{v}");
     // Unordered funnel trends: p1, p3, p4 and p6 did all three within the hour; p2, p5, p7
     // and p8 did not: 50%.
     let mut trend = funnel(

@@ -202,9 +202,6 @@ impl Funnel {
             }
         }
         let breakdown = breakdown_of(q)?;
-        if breakdown.is_some() && matches!(viz, Viz::Trends { .. }) {
-            return Err(bad("funnel trends with a breakdown are not supported yet"));
-        }
         let attribution = match get("breakdownAttributionType").and_then(Value::as_str) {
             None | Some("first_touch") => Attribution::FirstTouch,
             Some("last_touch") => Attribution::LastTouch,
@@ -448,37 +445,99 @@ impl Funnel {
             return Err(bad("not a funnel trends query"));
         };
         Ok(format!(
-            "SELECT formatDateTime(r.1, '%Y-%m-%d %H:%i:%S') AS bucket, countIf(r.2 = 1), count() \
-             FROM ({}) ARRAY JOIN f AS r GROUP BY bucket",
+            "SELECT formatDateTime(r.1, '%Y-%m-%d %H:%i:%S') AS bucket, countIf(r.2 = 1), count(), \
+             breakdown FROM ({}) ARRAY JOIN f AS r GROUP BY bucket, breakdown",
             self.per_target(p, cx, Some((from, to)))?
         ))
     }
 
-    /// Funnel trends in PostHog's shape: one series, each interval's conversion rate in
-    /// percent (0 where nobody entered).
+    /// Funnel trends in PostHog's shape: a series (per breakdown value: the most entries
+    /// first, past `breakdown_limit` summed as other — exact, entries being counts), each
+    /// interval's conversion rate in percent (0 where nobody entered).
     pub fn trends_shape(&self, p: &Period, rows: &[Value]) -> Vec<Value> {
-        let mut data = Vec::new();
-        let (mut days, mut labels) = (Vec::new(), Vec::new());
-        for b in &p.buckets {
-            let key = b.format("%Y-%m-%d %H:%M:%S").to_string();
-            let row = rows
-                .iter()
-                .find(|r| r.get(0).and_then(Value::as_str) == Some(key.as_str()));
-            let n = |i: usize| {
-                row.and_then(|r| r.get(i))
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0)
+        let position: std::collections::HashMap<String, usize> = p
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.format("%Y-%m-%d %H:%M:%S").to_string(), i))
+            .collect();
+        let n = p.buckets.len();
+        // Per value: (converted, entered) per bucket.
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for r in rows {
+            let Some(&at) = r
+                .get(0)
+                .and_then(Value::as_str)
+                .and_then(|b| position.get(b))
+            else {
+                continue;
             };
-            let (converted, entered) = (n(1), n(2));
-            let rate = match entered > 0.0 {
-                true => (converted / entered * 10_000.0).round() / 100.0,
-                false => 0.0,
+            let num = |i: usize| r.get(i).and_then(Value::as_f64).unwrap_or(0.0);
+            let value = r.get(3).and_then(Value::as_str).unwrap_or("").to_owned();
+            let slot = match series.iter().position(|(v, _)| *v == value) {
+                Some(i) => i,
+                None => {
+                    series.push((value, vec![(0.0, 0.0); n]));
+                    series.len() - 1
+                }
             };
-            data.push(json!(rate));
-            days.push(json!(super::trends::day(*b, self.interval)));
-            labels.push(json!(super::trends::label(*b, self.interval)));
+            series[slot].1[at].0 += num(1);
+            series[slot].1[at].1 += num(2);
         }
-        vec![json!({"count": data.len(), "data": data, "days": days, "labels": labels})]
+        if series.is_empty() && self.breakdown.is_none() {
+            series.push((String::new(), vec![(0.0, 0.0); n]));
+        }
+        if let Some(b) = &self.breakdown {
+            let entered = |s: &Vec<(f64, f64)>| s.iter().map(|x| x.1).sum::<f64>();
+            series.sort_by(|x, y| {
+                entered(&y.1)
+                    .total_cmp(&entered(&x.1))
+                    .then_with(|| x.0.cmp(&y.0))
+            });
+            if series.len() > b.limit {
+                let rest = series.split_off(b.limit);
+                if !b.hide_other {
+                    let mut other = vec![(0.0, 0.0); n];
+                    for (_, s) in rest {
+                        for (o, x) in other.iter_mut().zip(s) {
+                            o.0 += x.0;
+                            o.1 += x.1;
+                        }
+                    }
+                    series.push((BREAKDOWN_OTHER.to_string(), other));
+                }
+            }
+        }
+        let days: Vec<Value> = p
+            .buckets
+            .iter()
+            .map(|b| json!(super::trends::day(*b, self.interval)))
+            .collect();
+        let labels: Vec<Value> = p
+            .buckets
+            .iter()
+            .map(|b| json!(super::trends::label(*b, self.interval)))
+            .collect();
+        series
+            .into_iter()
+            .map(|(value, counts)| {
+                let data: Vec<Value> = counts
+                    .iter()
+                    .map(|(converted, entered)| {
+                        json!(match *entered > 0.0 {
+                            true => (converted / entered * 10_000.0).round() / 100.0,
+                            false => 0.0,
+                        })
+                    })
+                    .collect();
+                let mut o =
+                    json!({"count": data.len(), "data": data, "days": days, "labels": labels});
+                if let Some(b) = &self.breakdown {
+                    o["breakdown_value"] = b.shown(&value);
+                }
+                o
+            })
+            .collect()
     }
 
     /// The steps view per breakdown value: `[breakdown, persons at step 0.., then per
@@ -787,11 +846,6 @@ mod tests {
             (
                 json!({"series": [{}, {}], "funnelsFilter": {"funnelOrderType": "any"}}),
                 "ordered, strict or unordered",
-            ),
-            (
-                json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "trends"},
-                    "breakdownFilter": {"breakdown": "$browser"}}),
-                "with a breakdown",
             ),
             (
                 json!({"series": [{}, {}], "funnelsFilter": {"funnelVizType": "pie"}}),
