@@ -333,6 +333,18 @@ async fn funnels_answer_the_hand_worked_cases() {
     let v = query(&srv, trend).await;
     assert_eq!(v["results"][0]["data"][at], 50.0, "{v}");
 
+    // Aggregated by a HogQL expression: by browser, Chrome's A, B and C came within the
+    // hour (p1), as did Firefox's (p4); Safari's B came after its C.
+    let v = query(
+        &srv,
+        funnel(
+            with(json!({"funnelAggregateByHogQL": "properties.$browser"})),
+            Value::Null,
+        ),
+    )
+    .await;
+    let counts: Vec<i64> = steps(&v["results"]).iter().map(|s| s.0).collect();
+    assert_eq!(counts, vec![3, 3, 2], "{v}");
     // Funnel trends by browser (first touch): Chrome 1 of 3 (p1; not p2, p8), Safari 0 of
     // 2, Firefox and none 1 of 1.
     let mut trend = funnel(with(json!({"funnelVizType": "trends"})), browser.clone());

@@ -256,14 +256,25 @@ impl Funnel {
                 )));
             }
         };
-        let target = match q.get("aggregation_group_type_index") {
-            None | Some(Value::Null) => "person_id".to_string(),
-            Some(v) => {
+        let by_hogql = get("funnelAggregateByHogQL")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && *s != "person_id");
+        let target = match (q.get("aggregation_group_type_index"), by_hogql) {
+            (None | Some(Value::Null), None) => "person_id".to_string(),
+            // What converts is any HogQL expression (a session, a device…).
+            (None | Some(Value::Null), Some(expr)) => format!("({expr})"),
+            (Some(v), None) => {
                 let i = v
                     .as_u64()
                     .filter(|i| *i < 5)
                     .ok_or_else(|| bad("aggregation_group_type_index must be 0 to 4"))?;
                 format!("`$group_{i}`")
+            }
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "aggregation_group_type_index and funnelAggregateByHogQL cannot both be set",
+                ));
             }
         };
         Ok(Funnel {
@@ -370,7 +381,8 @@ impl Funnel {
             ));
         }
         if self.target != "person_id" {
-            conds.push(format!("{} != ''", self.target));
+            // Events without a group (or without the expression's value) convert nothing.
+            conds.push(format!("ifNull(toString({}), '') != ''", self.target));
         }
         if let Some(props) = self.node.get("properties")
             && let Some(x) = properties_expr(props, cx)?
