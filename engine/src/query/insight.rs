@@ -365,7 +365,7 @@ impl QueryService {
         let c = Correlation::from_value(node).map_err(invalid)?;
         if c.funnel.target != "person_id" {
             return Err(invalid(FilterError(
-                "the groups behind a funnel aggregated by groups are not listed yet".into(),
+                "the groups or values behind a funnel aggregated by groups or by a HogQL expression are not listed yet".into(),
             )));
         }
         let cx = self.filter_cx(project);
@@ -655,7 +655,7 @@ impl QueryService {
         let f = Funnel::from_value(node).map_err(invalid)?;
         if f.target != "person_id" {
             return Err(invalid(crate::insights::FilterError(
-                "the groups behind a funnel aggregated by groups are not listed yet".into(),
+                "the groups or values behind a funnel aggregated by groups or by a HogQL expression are not listed yet".into(),
             )));
         }
         let n = f.steps.len() as i64;
