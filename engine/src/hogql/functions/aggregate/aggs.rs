@@ -213,6 +213,33 @@ pub(super) fn translate(
             };
             Ok(collect(kind, arg, filter))
         }
+        "quantileExact" | "quantilesExact" => {
+            let ps = if params.is_empty() {
+                vec![0.5]
+            } else {
+                params
+                    .iter()
+                    .map(|p| literal_f64(called, p))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            if let Some(p) = ps.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+                return Err(FunctionError::Invalid(format!(
+                    "Quantile level {p} of `{called}` is out of range [0..1]"
+                )));
+            }
+            let arg = bool_to_u8(args.into_iter().next().expect("arity"), ctx)?;
+            let t = type_of(&arg, ctx)?;
+            if !(t.is_numeric() || matches!(t, DataType::Timestamp(..) | DataType::Date32)) {
+                return Err(FunctionError::Invalid(format!(
+                    "Illegal type {t} of argument for aggregate function {called}"
+                )));
+            }
+            let kind = CollectKind::QuantilesExact {
+                levels: ps.iter().map(|p| p.to_bits()).collect(),
+                array: canon == "quantilesExact",
+            };
+            Ok(collect(kind, arg, filter))
+        }
         "groupArray" | "groupUniqArray" | "topK" => {
             let limit = match params.first() {
                 Some(p) => {

@@ -305,6 +305,8 @@ enum Want {
     Keys,
     Has,
     Length,
+    /// JSONType: the value's kind as ClickHouse names it (an Enum8 there, a string here).
+    Type,
     Array(Box<Want>),
     Nullable(Box<Want>),
     /// An integer type narrower than Int64 (cast after extraction).
@@ -314,7 +316,7 @@ enum Want {
 impl Want {
     fn ret(&self) -> DataType {
         match self {
-            Want::Str | Want::Raw => DataType::Utf8,
+            Want::Str | Want::Raw | Want::Type => DataType::Utf8,
             Want::Int => DataType::Int64,
             Want::UInt | Want::Length => DataType::UInt64,
             Want::Float => DataType::Float64,
@@ -394,6 +396,20 @@ fn extract(want: &Want, node: Option<&J>) -> V {
                 .unwrap_or(false),
         ),
         Want::Has => V::B(node.is_some()),
+        Want::Type => V::S(
+            match node {
+                None | Some(J::Null) => "Null",
+                Some(J::Bool(_)) => "Bool",
+                Some(J::Str(_)) => "String",
+                Some(J::Arr(_)) => "Array",
+                Some(J::Obj(_)) => "Object",
+                Some(J::Num(t)) if t.contains(['.', 'e', 'E']) => "Double",
+                Some(J::Num(t)) if t.parse::<i64>().is_ok() => "Int64",
+                Some(J::Num(t)) if t.parse::<u64>().is_ok() => "UInt64",
+                Some(J::Num(_)) => "Double",
+            }
+            .to_string(),
+        ),
         Want::Length => V::U(match node {
             Some(J::Arr(a)) => a.len() as u64,
             Some(J::Obj(m)) => m.len() as u64,
@@ -460,7 +476,7 @@ fn build(want: &Want, vals: Vec<Option<V>>) -> Result<ArrayRef> {
                 Some(valid.into()),
             )?)
         }
-        Want::Str | Want::Raw => Arc::new(
+        Want::Str | Want::Raw | Want::Type => Arc::new(
             vals.into_iter()
                 .map(|v| match v {
                     Some(V::S(s)) => Some(s),
@@ -544,8 +560,10 @@ pub(super) fn translate(
         "JSONExtractRaw" => Want::Raw,
         "JSONExtractArrayRaw" => Want::ArrayRaw,
         "JSONExtractKeys" => Want::Keys,
-        "JSONHas" => Want::Has,
+        // isValidJSON(s) is JSONHas(s) with no path: whether the document parses.
+        "JSONHas" | "isValidJSON" => Want::Has,
         "JSONLength" => Want::Length,
+        "JSONType" => Want::Type,
         "JSONExtract" => {
             let t = args.pop().expect("at least 2 args");
             let t = lit_str(&t).ok_or_else(|| {
@@ -574,6 +592,10 @@ pub(super) fn translate(
     };
     let key = format!("{want:?}/{path:?}");
     let ret = want.ret();
+    // The path goes along as (unread) arguments so that two calls on different paths have
+    // different names: `JSONHas(p, 'a')` and `JSONHas(p, 'b')` in one SELECT.
+    let mut call_args = vec![json];
+    call_args.extend(args);
     let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
         let s = cast(&a[0], &DataType::Utf8)?;
         let vals: Vec<Option<V>> = s
@@ -587,7 +609,7 @@ pub(super) fn translate(
             .collect();
         build(&want, vals)
     });
-    Ok(call(name, key, ret, nulls, vec![json], k))
+    Ok(call(name, key, ret, nulls, call_args, k))
 }
 
 #[cfg(test)]

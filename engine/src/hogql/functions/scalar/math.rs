@@ -2,7 +2,9 @@
 //! `round(2.675, 2)` is 2.68 and `round(2.5)` is 2, as ClickHouse) and integers half away
 //! from zero; `intDiv` truncates toward zero and fails on division by zero like ClickHouse,
 //! `intDivOrZero` gives 0 there; `modulo` takes the dividend's sign; `abs` of a signed
-//! integer is unsigned.
+//! integer is unsigned. `trunc` rounds toward zero and `roundBankers` half to even (integers
+//! too); `moduloOrZero` gives 0 for an integer divisor of 0 and `positiveModulo` adds |b| to
+//! a negative remainder.
 
 use std::sync::Arc;
 
@@ -62,8 +64,12 @@ fn pow10(n: i64) -> i128 {
 #[derive(Debug, Clone, Copy)]
 enum Rounding {
     Round,
+    /// `roundBankers`: half to even for integers too.
+    Bankers,
     Floor,
     Ceil,
+    /// `trunc`: toward zero.
+    Trunc,
 }
 
 fn round_int(x: i64, n: i64, mode: Rounding) -> i64 {
@@ -79,6 +85,16 @@ fn round_int(x: i64, n: i64, mode: Rounding) -> i64 {
         Rounding::Floor => down,
         Rounding::Ceil if r == 0 => down,
         Rounding::Ceil => down + p,
+        Rounding::Trunc if x < 0 && r != 0 => down + p,
+        Rounding::Trunc => down,
+        Rounding::Bankers => {
+            let twice = 2 * r;
+            if twice > p || (twice == p && q % 2 != 0) {
+                down + p
+            } else {
+                down
+            }
+        }
         Rounding::Round => {
             // Half away from zero.
             let twice = 2 * r;
@@ -94,14 +110,14 @@ fn round_int(x: i64, n: i64, mode: Rounding) -> i64 {
 
 fn round_float(x: f64, n: i64, mode: Rounding) -> f64 {
     match mode {
-        Rounding::Round => round_half_even(x, n),
-        Rounding::Floor | Rounding::Ceil => {
+        Rounding::Round | Rounding::Bankers => round_half_even(x, n),
+        Rounding::Floor | Rounding::Ceil | Rounding::Trunc => {
             let p = 10f64.powi(n.clamp(-300, 300) as i32);
             let y = x * p;
-            let y = if matches!(mode, Rounding::Floor) {
-                y.floor()
-            } else {
-                y.ceil()
+            let y = match mode {
+                Rounding::Floor => y.floor(),
+                Rounding::Ceil => y.ceil(),
+                _ => y.trunc(),
             };
             y / p
         }
@@ -231,6 +247,84 @@ fn int_div(
     ))
 }
 
+/// `moduloOrZero` (0 where an integer divisor is 0; a float divisor of 0 gives nan, as
+/// ClickHouse) and `positiveModulo` (the remainder made non-negative by adding |b|; an
+/// integer divisor of 0 fails like `modulo`).
+fn modulo_variant(
+    name: &str,
+    a: Expr,
+    b: Expr,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let (ta, tb) = (type_of(&a, ctx)?, type_of(&b, ctx)?);
+    for t in [&ta, &tb] {
+        if !t.is_numeric() && !matches!(t, DataType::Null) {
+            return Err(invalid(format!(
+                "Illegal type {t} of argument of function `{name}`"
+            )));
+        }
+    }
+    let floats = ta.is_floating() || tb.is_floating();
+    let or_zero = name == "moduloOrZero";
+    let k = kernel(move |arr, n| {
+        let out: ArrayRef = if floats {
+            let x = cast(&arr[0], &DataType::Float64)?;
+            let y = cast(&arr[1], &DataType::Float64)?;
+            let (x, y) = (
+                x.as_primitive::<Float64Type>(),
+                y.as_primitive::<Float64Type>(),
+            );
+            let v: Float64Array = x
+                .iter()
+                .zip(y.iter())
+                .map(|(x, y)| {
+                    let (x, y) = (x?, y?);
+                    let r = x % y;
+                    Some(if !or_zero && r < 0.0 { r + y.abs() } else { r })
+                })
+                .collect();
+            Arc::new(v)
+        } else {
+            let x = cast(&arr[0], &DataType::Int64)?;
+            let y = cast(&arr[1], &DataType::Int64)?;
+            let (x, y) = (x.as_primitive::<Int64Type>(), y.as_primitive::<Int64Type>());
+            let mut v = Vec::with_capacity(n);
+            for (x, y) in x.iter().zip(y.iter()) {
+                v.push(match (x, y) {
+                    (Some(_), Some(0)) if or_zero => Some(0),
+                    (Some(_), Some(0)) => {
+                        return Err(DataFusionError::Execution("Division by zero".into()));
+                    }
+                    (Some(x), Some(y)) => {
+                        let r = x.wrapping_rem(y);
+                        Some(if !or_zero && r < 0 {
+                            r.wrapping_add(y.wrapping_abs())
+                        } else {
+                            r
+                        })
+                    }
+                    _ => None,
+                });
+            }
+            Arc::new(v.into_iter().collect::<Int64Array>())
+        };
+        Ok(out)
+    });
+    let ret = if floats {
+        DataType::Float64
+    } else {
+        DataType::Int64
+    };
+    Ok(call(
+        name,
+        format!("{floats}"),
+        ret,
+        Nulls::FromArgs,
+        vec![a, b],
+        k,
+    ))
+}
+
 fn abs(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
     let ty = type_of(&a, ctx)?;
     let unsigned = match ty {
@@ -286,6 +380,8 @@ pub(super) fn translate(
         "round" => rounding(name, args, Rounding::Round, ctx)?,
         "floor" => rounding(name, args, Rounding::Floor, ctx)?,
         "ceil" | "ceiling" => rounding("ceil", args, Rounding::Ceil, ctx)?,
+        "trunc" | "truncate" => rounding("trunc", args, Rounding::Trunc, ctx)?,
+        "roundBankers" => rounding(name, args, Rounding::Bankers, ctx)?,
         "abs" => abs(args.remove(0), ctx)?,
         "pow" | "power" => {
             let b = args.pop().expect("2 args");
@@ -312,6 +408,11 @@ pub(super) fn translate(
             let b = args.pop().expect("2 args");
             let a = args.pop().expect("2 args");
             binary_expr(a, Operator::Modulo, b)
+        }
+        "moduloOrZero" | "positiveModulo" => {
+            let b = args.pop().expect("2 args");
+            let a = args.pop().expect("2 args");
+            modulo_variant(name, a, b, ctx)?
         }
         "greatest" => f::greatest(args),
         "least" => f::least(args),
@@ -386,6 +487,26 @@ mod tests {
             (call("sign", vec![fl(2.5)]), "1"),
             (call("pi", vec![]), "3.141592653589793"),
         ]);
+        // From ClickHouse: trunc toward zero, roundBankers half to even (integers too),
+        // moduloOrZero 0 on an integer 0, positiveModulo non-negative.
+        check(vec![
+            (call("trunc", vec![fl(-2.7)]), "-2"),
+            (call("trunc", vec![fl(1234.5678), i(2)]), "1234.56"),
+            (call("trunc", vec![i(-17), i(-1)]), "-10"),
+            (call("roundBankers", vec![i(25), i(-1)]), "20"),
+            (call("roundBankers", vec![i(35), i(-1)]), "40"),
+            (call("roundBankers", vec![fl(2.5)]), "2"),
+            (call("moduloOrZero", vec![i(7), i(0)]), "0"),
+            (call("moduloOrZero", vec![i(-7), i(3)]), "-1"),
+            (call("positiveModulo", vec![i(-7), i(3)]), "2"),
+            (call("positiveModulo", vec![fl(-7.5), i(2)]), "0.5"),
+        ]);
+        assert_eq!(typ(call("trunc", vec![i(5)])), DataType::Int64);
+        assert_eq!(typ(call("trunc", vec![fl(5.5)])), DataType::Float64);
+        assert_eq!(
+            typ(call("positiveModulo", vec![i(5), i(2)])),
+            DataType::Int64
+        );
         assert_eq!(typ(call("abs", vec![i(-5)])), DataType::UInt64);
         assert_eq!(typ(call("round", vec![i(5)])), DataType::Int64);
         assert_eq!(typ(call("sign", vec![i(5)])), DataType::Int8);

@@ -131,6 +131,137 @@ pub(crate) fn cut_query_string(u: &str) -> String {
     }
 }
 
+/// `cutWWW`: a leading `www.` of the host removed when the URL spells its authority (`//`).
+fn cut_www(u: &str) -> String {
+    let (start, authority) = after_scheme(u);
+    if authority && u[..start].ends_with("//") && u[start..].starts_with("www.") {
+        format!("{}{}", &u[..start], &u[start + 4..])
+    } else {
+        u.to_string()
+    }
+}
+
+/// `netloc`: ClickHouse's reading of the authority (user info, host, port). Without user
+/// info the authority ends at the first `?`, the last `/` or after the last reserved
+/// character, whichever comes first; a `#` always ends it.
+fn netloc(u: &str) -> &str {
+    let b = u.as_bytes();
+    let start = if u.starts_with("//") {
+        2
+    } else {
+        let scheme_end = b.len().min(16);
+        let mut p = 1;
+        while p < scheme_end && (b[p].is_ascii_alphanumeric() || matches!(b[p], b'.' | b'-' | b'+'))
+        {
+            p += 1;
+        }
+        if p + 2 < scheme_end && &b[p..p + 3] == b"://" {
+            p + 3
+        } else {
+            0
+        }
+    };
+    let (mut ident, mut host_end, mut question, mut slash) = (false, None, None, None);
+    for (i, &c) in b.iter().enumerate().skip(start) {
+        match c {
+            b'/' | b'?' if ident => return &u[start..i],
+            b'/' => slash = Some(i),
+            b'?' => {
+                question.get_or_insert(i);
+            }
+            b'#' => return &u[start..i],
+            b'@' => {
+                ident = true;
+                host_end = None;
+            }
+            b';' | b'=' | b'&' | b'~' | b'%' | b' ' | b'\t' | b'<' | b'>' | b'{' | b'}' | b'|'
+            | b'\\' | b'^' | b'[' | b']' => {
+                if ident {
+                    return &u[start..i];
+                }
+                host_end = Some(i);
+            }
+            _ => {}
+        }
+    }
+    let end = [question, slash, host_end]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(b.len());
+    &u[start..end]
+}
+
+/// `cutQueryStringAndFragment`: everything from the first `?` removed, or from the first
+/// `#` when there is no `?` (a `#` before a `?` stays, as in ClickHouse).
+fn cut_query_and_fragment(u: &str) -> &str {
+    &u[..u.find('?').or_else(|| u.find('#')).unwrap_or(u.len())]
+}
+
+/// `decodeURLComponent`: `%XX` sequences decoded (invalid ones kept as they are), `+` kept;
+/// bytes that are not UTF-8 are replaced.
+fn decode_url_component(u: &str, plus_is_space: bool) -> String {
+    let b = u.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' if plus_is_space => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `extractURLParameterNames`: the names of the parameters after the first `?` or `#`, as
+/// ClickHouse reads them: a name ends at `=`, `&` or `#` (a name ending the URL is not one),
+/// a `?` starts the next name.
+fn parameter_names(u: &str) -> Vec<&str> {
+    let b = u.as_bytes();
+    let mut out = vec![];
+    let Some(mut pos) = u.find(['?', '#']) else {
+        return out;
+    };
+    loop {
+        if pos + 1 >= b.len() {
+            break;
+        }
+        pos += 1;
+        let Some(te) = b[pos..]
+            .iter()
+            .position(|c| matches!(c, b'=' | b'&' | b'#' | b'?'))
+            .map(|i| pos + i)
+        else {
+            break;
+        };
+        let name = &u[pos..te];
+        pos = te;
+        if b[te] == b'?' {
+            continue;
+        }
+        out.push(name);
+        match b[pos..]
+            .iter()
+            .position(|c| matches!(c, b'&' | b'#'))
+            .map(|i| pos + i)
+        {
+            Some(p) => pos = p,
+            None => break,
+        }
+    }
+    out
+}
+
 fn str_kernel(name: &str, args: Vec<Expr>, f: fn(&[&str]) -> String) -> Expr {
     let k = Arc::new(move |a: &[ArrayRef], n: usize| -> Result<ArrayRef> {
         let cols = a
@@ -181,14 +312,27 @@ pub(super) fn translate(
         "fragment" => str_kernel(name, args, |v| fragment(v[0]).to_string()),
         "extractURLParameter" => str_kernel(name, args, |v| parameter(v[0], v[1]).to_string()),
         "cutQueryString" => str_kernel(name, args, |v| cut_query_string(v[0])),
-        "extractURLParameters" => {
-            let k = Arc::new(|a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+        "cutWWW" => str_kernel(name, args, |v| cut_www(v[0])),
+        "netloc" => str_kernel(name, args, |v| netloc(v[0]).to_string()),
+        "cutQueryStringAndFragment" => {
+            str_kernel(name, args, |v| cut_query_and_fragment(v[0]).to_string())
+        }
+        "decodeURLComponent" => str_kernel(name, args, |v| decode_url_component(v[0], false)),
+        "decodeURLFormComponent" => str_kernel(name, args, |v| decode_url_component(v[0], true)),
+        "extractURLParameters" | "extractURLParameterNames" => {
+            let names = name == "extractURLParameterNames";
+            let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
                 let s = cast(&a[0], &DataType::Utf8)?;
                 let mut b = ListBuilder::new(StringBuilder::new());
                 for u in s.as_string::<i32>().iter() {
                     match u {
                         Some(u) => {
-                            for p in parameters(u) {
+                            let items = if names {
+                                parameter_names(u)
+                            } else {
+                                parameters(u)
+                            };
+                            for p in items {
                                 b.values().append_value(p);
                             }
                             b.append(true);

@@ -367,6 +367,54 @@ pub(super) fn translate(
         "toStartOfFifteenMinutes" => trunc_simple(name, Trunc::Seconds(900), args),
         "toMonday" => trunc_simple(name, Trunc::Weeks(1, true), args),
         "toStartOfMonth" => trunc_simple(name, Trunc::Months(1), args),
+        // The first day of the month (a Date), moved to the month's last day.
+        "toLastDayOfMonth" => {
+            let first = trunc_simple("toStartOfMonth", Trunc::Months(1), args)?;
+            let k: Kernel = Arc::new(|a, _| {
+                let d = cast(&a[0], &DataType::Date32)?;
+                let v = d
+                    .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                    .iter()
+                    .map(|d| {
+                        let d = date_of_days(d?)?;
+                        let last = super::time::last_day(d.year(), d.month())?;
+                        d.with_day(last).map(days_of)
+                    })
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Date32,
+                Nulls::FromFirst,
+                vec![first],
+                k,
+            ))
+        }
+        // DateTime64 only, as ClickHouse: milliseconds since the epoch.
+        "toUnixTimestamp64Milli" => {
+            let t = args.remove(0);
+            let ty = type_of(&t, ctx)?;
+            if !matches!(ty, DataType::Timestamp(..)) {
+                return Err(invalid(format!(
+                    "Illegal type {ty} of argument of function `toUnixTimestamp64Milli`, expected DateTime64"
+                )));
+            }
+            let k: Kernel = Arc::new(|a, _| {
+                let m = instants(&a[0], chrono_tz::UTC)?;
+                let v: Int64Array = m.into_iter().map(|m| m.map(|m| m / 1000)).collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Int64,
+                Nulls::FromFirst,
+                vec![t],
+                k,
+            ))
+        }
         "toStartOfQuarter" => trunc_simple(name, Trunc::Months(3), args),
         "toStartOfYear" => trunc_simple(name, Trunc::Years(1), args),
         "toStartOfWeek" => {
