@@ -11,7 +11,7 @@
 mod aggregate;
 pub mod budget;
 mod scalar;
-pub(crate) use scalar::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
+pub(crate) use scalar::{agree_numeric, stored_uuid, to_uuid, uuid_order_key, uuid_text};
 
 use chrono::{DateTime, Utc};
 use datafusion::arrow::datatypes::DataType;

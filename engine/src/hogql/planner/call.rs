@@ -41,6 +41,11 @@ impl Planner<'_> {
             "minus" => Some(BinaryOp::Sub),
             "multiply" => Some(BinaryOp::Mul),
             "divide" => Some(BinaryOp::Div),
+            // PostHog reads these as the comparison operators (with their NULL rules).
+            "like" => Some(BinaryOp::Like),
+            "ilike" => Some(BinaryOp::ILike),
+            "notLike" => Some(BinaryOp::NotLike),
+            "notILike" => Some(BinaryOp::NotILike),
             _ => None,
         };
         if let Some(op) = binop {

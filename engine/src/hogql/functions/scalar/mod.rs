@@ -7,6 +7,7 @@
 
 mod conditional;
 mod convert;
+pub(crate) use conditional::agree_numeric;
 pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
 mod datetime;
 mod json;
