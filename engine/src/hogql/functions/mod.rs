@@ -9,6 +9,7 @@
 //! window functions, array functions and lambdas.
 
 mod aggregate;
+pub(crate) use aggregate::frame_value_udaf;
 pub mod budget;
 mod scalar;
 pub(crate) use scalar::{agree_numeric, stored_uuid, to_uuid, uuid_order_key, uuid_text};

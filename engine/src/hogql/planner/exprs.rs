@@ -311,6 +311,15 @@ pub(super) fn to_window(
 ) -> datafusion::error::Result<Expr> {
     e.transform_down(|x| match x {
         Expr::AggregateFunction(AggregateFunction { func, params }) => {
+            // `first_value`/`last_value` (ClickHouse's any/anyLast, NULLs skipped) by an
+            // aggregate that can retract rows, so sliding frames work.
+            let func = match func.name() {
+                "any_value" if params.null_treatment.is_none() => {
+                    functions::frame_value_udaf(false)
+                }
+                "last_value" => functions::frame_value_udaf(true),
+                _ => func,
+            };
             let mut w =
                 WindowFunction::new(WindowFunctionDefinition::AggregateUDF(func), params.args);
             w.params.distinct = params.distinct;

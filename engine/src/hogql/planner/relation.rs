@@ -211,8 +211,12 @@ impl Planner<'_> {
             .and_then(|b| b.unnest_column("__numbers"))
             .and_then(|b| {
                 b.project(vec![
+                    // coalesce: unnest's column is nullable, `number` is not (as ClickHouse).
                     datafusion::logical_expr::cast(
-                        Expr::Column(Column::from_name("__numbers")),
+                        core_fn::coalesce(vec![
+                            Expr::Column(Column::from_name("__numbers")),
+                            Expr::Literal(ScalarValue::Int64(Some(0)), None),
+                        ]),
                         DataType::UInt64,
                     )
                     .alias("number"),
