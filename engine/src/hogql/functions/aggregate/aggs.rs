@@ -213,7 +213,7 @@ pub(super) fn translate(
             };
             Ok(collect(kind, arg, filter))
         }
-        "quantileExact" | "quantilesExact" => {
+        "quantileExact" | "quantilesExact" | "medianExact" => {
             let ps = if params.is_empty() {
                 vec![0.5]
             } else {

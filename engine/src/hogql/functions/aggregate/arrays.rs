@@ -45,6 +45,11 @@ pub(super) enum Op {
     CumSum,
     Intersect,
     Zip,
+    Product,
+    Difference,
+    CountEqual,
+    HasSubstr,
+    Uniq,
 }
 
 /// One of our array functions; the result type is fixed at translation (arguments are cast
@@ -322,6 +327,46 @@ pub(super) fn translate(
                 .map(|(a, t)| cast_to(a, t, &list_of(el.clone())))
                 .collect();
             simple(Op::Intersect, list_of(el), args)
+        }
+        "arrayFlatten" => {
+            need_list(name, &t0)?;
+            Ok(fnn::flatten::flatten_udf().call(args))
+        }
+        "arrayProduct" | "arrayDifference" => {
+            let el = need_list(name, &t0)?;
+            if !(el.is_numeric() || matches!(el, DataType::Boolean | DataType::Null)) {
+                return Err(FunctionError::Invalid(format!(
+                    "`{name}` cannot be performed on type {el}"
+                )));
+            }
+            if name == "arrayProduct" {
+                let a = cast_to(args.remove(0), &t0, &list_of(DataType::Float64));
+                simple(Op::Product, DataType::Float64, vec![a])
+            } else {
+                let target = if el.is_floating() {
+                    DataType::Float64
+                } else {
+                    DataType::Int64
+                };
+                let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
+                simple(Op::Difference, list_of(target), vec![a])
+            }
+        }
+        "countEqual" => {
+            let x = args.pop().expect("arity");
+            let a = args.pop().expect("arity");
+            let (a, x) = common(name, a, x, false, ctx)?;
+            simple(Op::CountEqual, DataType::UInt64, vec![a, x])
+        }
+        "hasSubstr" => {
+            let b = args.pop().expect("arity");
+            let a = args.pop().expect("arity");
+            let (a, b) = common(name, a, b, true, ctx)?;
+            simple(Op::HasSubstr, DataType::Boolean, vec![a, b])
+        }
+        "arrayUniq" => {
+            need_list(name, &t0)?;
+            simple(Op::Uniq, DataType::UInt64, vec![args.remove(0)])
         }
         "arrayZip" => {
             let mut fields = vec![];
@@ -711,6 +756,111 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
         Op::CumSum => cum_sum(&as_list(&a[0])?, ret),
         Op::Intersect => intersect(a),
         Op::Zip => zip(a, ret),
+        Op::Product | Op::Difference => {
+            use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+            let l = as_list(&a[0])?;
+            let vals = l.values();
+            if op == Op::Product {
+                let v = vals.as_primitive::<Float64Type>();
+                let out: datafusion::arrow::array::Float64Array = spans(&l)
+                    .map(|(ok, s, e)| {
+                        ok.then(|| {
+                            (s..e)
+                                .filter(|&j| v.is_valid(j))
+                                .map(|j| v.value(j))
+                                .product()
+                        })
+                    })
+                    .collect();
+                return Ok(Arc::new(out));
+            }
+            // Each element minus the one before it, the first 0.
+            let out: ArrayRef = if vals.data_type() == &DataType::Float64 {
+                let v = vals.as_primitive::<Float64Type>();
+                let mut d = Vec::with_capacity(v.len());
+                for (_, s, e) in spans(&l) {
+                    for j in s..e {
+                        d.push(if j == s {
+                            0.0
+                        } else {
+                            v.value(j) - v.value(j - 1)
+                        });
+                    }
+                }
+                Arc::new(datafusion::arrow::array::Float64Array::from(d))
+            } else {
+                let v = vals.as_primitive::<Int64Type>();
+                let mut d = Vec::with_capacity(v.len());
+                for (_, s, e) in spans(&l) {
+                    for j in s..e {
+                        d.push(if j == s {
+                            0
+                        } else {
+                            v.value(j).wrapping_sub(v.value(j - 1))
+                        });
+                    }
+                }
+                Arc::new(datafusion::arrow::array::Int64Array::from(d))
+            };
+            let DataType::List(f) = ret else {
+                unreachable!("a list")
+            };
+            Ok(Arc::new(ListArray::try_new(
+                f.clone(),
+                l.offsets().clone(),
+                out,
+                l.nulls().cloned(),
+            )?))
+        }
+        Op::CountEqual => {
+            let l = as_list(&a[0])?;
+            let conv = RowConverter::new(vec![SortField::new(l.values().data_type().clone())])?;
+            let vr = conv.convert_columns(std::slice::from_ref(l.values()))?;
+            let nr = conv.convert_columns(std::slice::from_ref(&a[1]))?;
+            let out: UInt64Array = spans(&l)
+                .enumerate()
+                .map(|(i, (ok, s, e))| {
+                    ok.then(|| (s..e).filter(|&j| vr.row(j) == nr.row(i)).count() as u64)
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
+        Op::HasSubstr => {
+            let l = as_list(&a[0])?;
+            let r = as_list(&a[1])?;
+            let conv = RowConverter::new(vec![SortField::new(l.values().data_type().clone())])?;
+            let lr = conv.convert_columns(std::slice::from_ref(l.values()))?;
+            let rr = conv.convert_columns(std::slice::from_ref(r.values()))?;
+            let out: BooleanArray = spans(&l)
+                .zip(spans(&r))
+                .map(|((lok, ls, le), (rok, rs, re))| {
+                    (lok && rok).then(|| {
+                        let n = re - rs;
+                        n == 0
+                            || (ls..le)
+                                .filter(|&st| st + n <= le)
+                                .any(|st| (0..n).all(|k| lr.row(st + k) == rr.row(rs + k)))
+                    })
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
+        Op::Uniq => {
+            let l = as_list(&a[0])?;
+            let rows = rows_of(l.values())?;
+            let out: UInt64Array = spans(&l)
+                .map(|(ok, s, e)| {
+                    ok.then(|| {
+                        (s..e)
+                            .filter(|&j| l.values().is_valid(j))
+                            .map(|j| rows.row(j))
+                            .collect::<std::collections::HashSet<_>>()
+                            .len() as u64
+                    })
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
     }
 }
 

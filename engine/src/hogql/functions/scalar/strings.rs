@@ -811,6 +811,69 @@ pub(super) fn translate(
             budget.take(s.len().saturating_mul(times))?;
             Ok(s.repeat(times))
         }),
+        "appendTrailingCharIfAbsent" => {
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(if v[0].is_empty() || v[0].ends_with(v[1]) {
+                    v[0].to_string()
+                } else {
+                    format!("{}{}", v[0], v[1])
+                })
+            })
+        }
+        // Non-overlapping occurrences, from a 1-based byte position when given.
+        "countSubstrings" => strs_fn(
+            name,
+            String::new(),
+            DataType::UInt64,
+            args,
+            build_u64,
+            |v| {
+                let from = v
+                    .get(2)
+                    .and_then(|p| p.parse::<usize>().ok())
+                    .unwrap_or(1)
+                    .max(1)
+                    - 1;
+                let h = v[0].get(from..).unwrap_or("");
+                Some(if v[1].is_empty() {
+                    0
+                } else {
+                    h.matches(v[1]).count() as u64
+                })
+            },
+        ),
+        // Words split at ASCII whitespace / at bytes that are not ASCII letters or digits,
+        // at most `max` of them when given.
+        "splitByWhitespace" | "splitByNonAlpha" => {
+            let alpha = name == "splitByNonAlpha";
+            strs_fn(
+                name,
+                String::new(),
+                list_of_strings(),
+                args,
+                build_list,
+                move |v| {
+                    let max = v
+                        .get(1)
+                        .and_then(|m| m.parse::<i64>().ok())
+                        .filter(|m| *m > 0);
+                    let words = v[0]
+                        .split(|c: char| {
+                            if alpha {
+                                c.is_ascii() && !c.is_ascii_alphanumeric()
+                            } else {
+                                c.is_ascii_whitespace()
+                            }
+                        })
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_string);
+                    Some(match max {
+                        Some(m) => words.take(m as usize).collect(),
+                        None => words.collect(),
+                    })
+                },
+            )
+        }
         "leftPad" | "lpad" => pad(name, args, true),
         "rightPad" | "rpad" => pad(name, args, false),
         "base64Encode" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {

@@ -262,6 +262,47 @@ fn parameter_names(u: &str) -> Vec<&str> {
     out
 }
 
+/// `queryStringAndFragment`: after the first `?`; without one, the fragment with its `#`.
+fn query_and_fragment(u: &str) -> &str {
+    match u.find('?') {
+        Some(q) => &u[q + 1..],
+        None => u.find('#').map(|h| &u[h..]).unwrap_or(""),
+    }
+}
+
+/// `encodeURLComponent`: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX`; the form variant
+/// writes a space as `+`.
+fn encode_url_component(u: &str, form: bool) -> String {
+    let mut out = String::with_capacity(u.len());
+    for &b in u.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else if form && b == b' ' {
+            out.push('+');
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `port`: the port after the host (ClickHouse reads it where `domain` finds a host), else 0.
+fn port(u: &str) -> Option<u16> {
+    let host = domain(u);
+    let at = if host.is_empty() {
+        // `a.com:99`: a host read as a scheme.
+        let s = scheme(u).filter(|s| s.contains('.'))?;
+        s.len()
+    } else {
+        u.find(host)? + host.len()
+    };
+    let rest = u[at..].strip_prefix(':')?;
+    let digits: &str = &rest[..rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len())];
+    digits.parse().ok()
+}
+
 fn str_kernel(name: &str, args: Vec<Expr>, f: fn(&[&str]) -> String) -> Expr {
     let k = Arc::new(move |a: &[ArrayRef], n: usize| -> Result<ArrayRef> {
         let cols = a
@@ -313,6 +354,38 @@ pub(super) fn translate(
         "extractURLParameter" => str_kernel(name, args, |v| parameter(v[0], v[1]).to_string()),
         "cutQueryString" => str_kernel(name, args, |v| cut_query_string(v[0])),
         "cutWWW" => str_kernel(name, args, |v| cut_www(v[0])),
+        "cutFragment" => str_kernel(name, args, |v| {
+            v[0][..v[0].find('#').unwrap_or(v[0].len())].to_string()
+        }),
+        "queryStringAndFragment" => {
+            str_kernel(name, args, |v| query_and_fragment(v[0]).to_string())
+        }
+        "encodeURLComponent" => str_kernel(name, args, |v| encode_url_component(v[0], false)),
+        "encodeURLFormComponent" => str_kernel(name, args, |v| encode_url_component(v[0], true)),
+        "port" => {
+            let k = Arc::new(|a: &[ArrayRef], n: usize| -> Result<ArrayRef> {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                let s = s.as_string::<i32>();
+                let d = match a.get(1) {
+                    Some(d) => Some(cast(d, &DataType::UInt16)?),
+                    None => None,
+                };
+                let d = d
+                    .as_ref()
+                    .map(|d| d.as_primitive::<datafusion::arrow::datatypes::UInt16Type>());
+                let v: datafusion::arrow::array::UInt16Array = (0..n)
+                    .map(|r| {
+                        if s.is_null(r) {
+                            return None;
+                        }
+                        let default = d.map_or(Some(0), |d| d.is_valid(r).then(|| d.value(r)));
+                        port(s.value(r)).or(default)
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            call(name, "", DataType::UInt16, Nulls::FromArgs, args, k)
+        }
         "netloc" => str_kernel(name, args, |v| netloc(v[0]).to_string()),
         "cutQueryStringAndFragment" => {
             str_kernel(name, args, |v| cut_query_and_fragment(v[0]).to_string())

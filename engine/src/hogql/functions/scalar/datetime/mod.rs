@@ -459,6 +459,37 @@ pub(super) fn translate(
         "toSecond" | "SECOND" => part_simple(name, Part::Second, args),
         "toYYYYMM" => part_simple(name, Part::YyyyMm, args),
         "toYYYYMMDD" => part_simple(name, Part::YyyyMmDd, args),
+        "toYYYYMMDDhhmmss" => part_simple(name, Part::YyyyMmDdHhMmSs, args),
+        "toISOWeek" => part_simple(name, Part::IsoWeek, args),
+        "toISOYear" => part_simple(name, Part::IsoYear, args),
+        // The month's English name, from its number.
+        "monthName" => {
+            let m = part_simple("toMonth", Part::Month, args)?;
+            let k: Kernel = Arc::new(|a, _| {
+                const NAMES: [&str; 12] = [
+                    "January",
+                    "February",
+                    "March",
+                    "April",
+                    "May",
+                    "June",
+                    "July",
+                    "August",
+                    "September",
+                    "October",
+                    "November",
+                    "December",
+                ];
+                let m = cast(&a[0], &DataType::Int64)?;
+                let v: StringArray = m
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .map(|m| m.and_then(|m| NAMES.get((m - 1) as usize).copied()))
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(name, "", DataType::Utf8, Nulls::FromFirst, vec![m], k))
+        }
         "toUnixTimestamp" => part_simple(name, Part::Unix, args),
         "toDayOfWeek" | "DAYOFWEEK" => {
             let mode = match args.get(1) {
