@@ -305,6 +305,8 @@ enum Want {
     Keys,
     Has,
     Length,
+    /// JSONArrayLength's value (under Nullable: NULL when not an array).
+    ArrayLength,
     /// JSONType: the value's kind as ClickHouse names it (an Enum8 there, a string here).
     Type,
     Array(Box<Want>),
@@ -318,7 +320,7 @@ impl Want {
         match self {
             Want::Str | Want::Raw | Want::Type => DataType::Utf8,
             Want::Int => DataType::Int64,
-            Want::UInt | Want::Length => DataType::UInt64,
+            Want::UInt | Want::Length | Want::ArrayLength => DataType::UInt64,
             Want::Float => DataType::Float64,
             Want::BoolInt => DataType::UInt8,
             Want::Bool | Want::Has => DataType::Boolean,
@@ -396,6 +398,10 @@ fn extract(want: &Want, node: Option<&J>) -> V {
                 .unwrap_or(false),
         ),
         Want::Has => V::B(node.is_some()),
+        Want::ArrayLength => match node {
+            Some(J::Arr(a)) => V::U(a.len() as u64),
+            _ => V::Null,
+        },
         Want::Type => V::S(
             match node {
                 None | Some(J::Null) => "Null",
@@ -434,6 +440,7 @@ fn extract(want: &Want, node: Option<&J>) -> V {
                     Want::Int | Want::UInt | Want::Cast(..) => as_i64(j).is_some(),
                     Want::Float => as_f64(j).is_some(),
                     Want::Bool => as_bool(j).is_some(),
+                    Want::ArrayLength => matches!(j, J::Arr(_)),
                     _ => true,
                 };
                 if ok { extract(inner, node) } else { V::Null }
@@ -492,7 +499,7 @@ fn build(want: &Want, vals: Vec<Option<V>>) -> Result<ArrayRef> {
                 })
                 .collect::<Int64Array>(),
         ),
-        Want::UInt | Want::Length | Want::BoolInt => Arc::new(
+        Want::UInt | Want::Length | Want::BoolInt | Want::ArrayLength => Arc::new(
             vals.into_iter()
                 .map(|v| match v {
                     Some(V::U(x)) => Some(x),
@@ -563,6 +570,8 @@ pub(super) fn translate(
         // isValidJSON(s) is JSONHas(s) with no path: whether the document parses.
         "JSONHas" | "isValidJSON" => Want::Has,
         "JSONLength" => Want::Length,
+        // The length of an array, NULL for anything else.
+        "JSONArrayLength" => Want::Nullable(Box::new(Want::ArrayLength)),
         "JSONType" => Want::Type,
         "JSONExtract" => {
             let t = args.pop().expect("at least 2 args");

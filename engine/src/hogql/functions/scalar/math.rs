@@ -601,6 +601,30 @@ pub(super) fn translate(
                 Expr::Negative(Box::new(a))
             }
         }
+        // Euclid on |a|, |b|; a 0 fails as ClickHouse ("Division by zero").
+        "gcd" | "lcm" => {
+            fn gcd(a: i64, b: i64) -> Result<i64> {
+                if a == 0 || b == 0 {
+                    return Err(DataFusionError::Execution("Division by zero".into()));
+                }
+                let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+                while b != 0 {
+                    (a, b) = (b, a % b);
+                }
+                Ok(a as i64)
+            }
+            if name == "gcd" {
+                int_fn(name, args, DataType::Int64, |v| gcd(v[0], v[1]), ctx)?
+            } else {
+                int_fn(
+                    name,
+                    args,
+                    DataType::Int64,
+                    |v| Ok((v[0] / gcd(v[0], v[1])?).wrapping_mul(v[1]).wrapping_abs()),
+                    ctx,
+                )?
+            }
+        }
         "bitAnd" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] & v[1]), ctx)?,
         "bitOr" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] | v[1]), ctx)?,
         "bitXor" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] ^ v[1]), ctx)?,

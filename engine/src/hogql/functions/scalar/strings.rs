@@ -729,6 +729,22 @@ pub(super) fn translate(
                 None => String::new(),
             }))
         }),
+        // The group's match (group 1 by default, 0 the whole match), '' without a match.
+        "regexpExtract" => regex_fn(name, DataType::Utf8, args, build_str, |re, v| {
+            let group = v.get(2).and_then(|g| g.parse::<usize>().ok()).unwrap_or(1);
+            Ok(Some(match re.captures(v[0]) {
+                Some(c) if group < c.len() => c
+                    .get(group)
+                    .map(|m| m.as_str().to_string())
+                    .unwrap_or_default(),
+                Some(_) => {
+                    return Err(datafusion::error::DataFusionError::Execution(format!(
+                        "The index {group} of function regexpExtract is out of the pattern's groups"
+                    )));
+                }
+                None => String::new(),
+            }))
+        }),
         "extractAll" => regex_fn(name, list_of_strings(), args, build_list, |re, v| {
             Ok(Some(
                 re.captures_iter(v[0])
@@ -811,6 +827,21 @@ pub(super) fn translate(
             budget.take(s.len().saturating_mul(times))?;
             Ok(s.repeat(times))
         }),
+        // The first byte's code, 0 for ''.
+        "ascii" => {
+            let a = strs_fn(
+                name,
+                String::new(),
+                DataType::UInt64,
+                args,
+                build_u64,
+                |v| Some(v[0].bytes().next().map_or(0, u64::from)),
+            );
+            Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(a),
+                DataType::Int32,
+            ))
+        }
         "appendTrailingCharIfAbsent" => {
             strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
                 Some(if v[0].is_empty() || v[0].ends_with(v[1]) {

@@ -192,6 +192,31 @@ fn netloc(u: &str) -> &str {
     &u[start..end]
 }
 
+/// The first significant subdomain of `host` as a byte range: the part before the top-level
+/// domain, or the one before that when it is `com`, `net`, `org`, `biz`, `gov`, `mil`, `edu`
+/// or `co` (ClickHouse's list); None without a dot.
+fn significant(host: &str) -> Option<(usize, usize)> {
+    let dots: Vec<usize> = host.match_indices('.').map(|(i, _)| i).collect();
+    let n = dots.len();
+    let last = *dots.last()?;
+    let prev = n.checked_sub(2).map(|i| dots[i]);
+    let second = (prev.map_or(0, |p| p + 1), last);
+    if let Some(p) = prev
+        && matches!(
+            &host[p + 1..last],
+            "com" | "net" | "org" | "biz" | "gov" | "mil" | "edu" | "co"
+        )
+    {
+        let start = n.checked_sub(3).map_or(0, |i| dots[i] + 1);
+        return Some((start, p));
+    }
+    Some(second)
+}
+
+fn without_www(d: &str) -> &str {
+    d.strip_prefix("www.").unwrap_or(d)
+}
+
 /// `cutQueryStringAndFragment`: everything from the first `?` removed, or from the first
 /// `#` when there is no `?` (a `#` before a `?` stays, as in ClickHouse).
 fn cut_query_and_fragment(u: &str) -> &str {
@@ -354,6 +379,18 @@ pub(super) fn translate(
         "extractURLParameter" => str_kernel(name, args, |v| parameter(v[0], v[1]).to_string()),
         "cutQueryString" => str_kernel(name, args, |v| cut_query_string(v[0])),
         "cutWWW" => str_kernel(name, args, |v| cut_www(v[0])),
+        "firstSignificantSubdomain" => str_kernel(name, args, |v| {
+            let d = without_www(domain(v[0]));
+            significant(d).map_or(String::new(), |(s, e)| d[s..e].to_string())
+        }),
+        "cutToFirstSignificantSubdomain" => str_kernel(name, args, |v| {
+            let d = without_www(domain(v[0]));
+            significant(d).map_or(String::new(), |(s, _)| d[s..].to_string())
+        }),
+        "cutToFirstSignificantSubdomainWithWWW" => str_kernel(name, args, |v| {
+            let d = domain(v[0]);
+            significant(d).map_or(String::new(), |(s, _)| d[s..].to_string())
+        }),
         "cutFragment" => str_kernel(name, args, |v| {
             v[0][..v[0].find('#').unwrap_or(v[0].len())].to_string()
         }),
