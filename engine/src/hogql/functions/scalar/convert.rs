@@ -249,6 +249,17 @@ fn to_decimal(a: Expr, scale: i8, ctx: &FnContext<'_>) -> Result<Expr, FunctionE
 /// `toString(x[, tz])` as ClickHouse prints values: DateTime as `YYYY-MM-DD hh:mm:ss` in its
 /// zone (with the type's fraction digits), Date as `YYYY-MM-DD`, Bool as true/false,
 /// floats in ClickHouse's shortest form.
+/// Whether a Boolean expression is a ClickHouse Bool rather than a UInt8 condition.
+fn is_bool_value(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(..) | Expr::Column(_) => true,
+        Expr::Cast(c) => c.field.data_type() == &DataType::Boolean || is_bool_value(&c.expr),
+        Expr::Alias(a) => is_bool_value(&a.expr),
+        Expr::ScalarFunction(f) => f.name() == "toBool",
+        _ => false,
+    }
+}
+
 pub(crate) fn to_string_expr(
     a: Expr,
     tz_arg: Option<&Expr>,
@@ -257,6 +268,12 @@ pub(crate) fn to_string_expr(
     let ty = type_of(&a, ctx)?;
     if is_string(&ty) && !matches!(ty, DataType::Utf8) {
         return Ok(Expr::Cast(Cast::new(Box::new(a), DataType::Utf8)));
+    }
+    // Comparisons and predicates (`1 = 1`, `has(…)`, `isNull(…)`) are ClickHouse's UInt8 and
+    // print as 1/0; only Bool values (`true`, `toBool(…)`, Bool columns) print as true/false.
+    if ty == DataType::Boolean && !is_bool_value(&a) {
+        let a = Expr::Cast(Cast::new(Box::new(a), DataType::UInt8));
+        return to_string_expr(a, tz_arg, ctx);
     }
     if matches!(ty, DataType::Utf8) {
         return Ok(a);
