@@ -412,6 +412,11 @@ fn split(name: &str, mut args: Vec<Expr>, by_char: bool) -> Result<Expr, Functio
 }
 
 fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
+    pad_with(name, args, left, false)
+}
+
+/// `leftPad`/`rightPad` count bytes (as ClickHouse), the `UTF8` forms characters.
+fn pad_with(name: &str, args: Vec<Expr>, left: bool, chars: bool) -> Expr {
     let fname = name.to_string();
     let k = kernel(move |a, n| {
         let s = utf8(&a[0])?;
@@ -428,6 +433,20 @@ fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
                 continue;
             }
             budget::check_pad(l.value(r))?;
+            if chars {
+                let sv: Vec<char> = s.value(r).chars().collect();
+                let want = l.value(r).max(0) as usize;
+                let pv: Vec<char> = p.map(|p| p.value(r)).unwrap_or(" ").chars().collect();
+                if sv.len() >= want || pv.is_empty() {
+                    out.append_value(sv[..want.min(sv.len())].iter().collect::<String>());
+                    continue;
+                }
+                budget.take(want.saturating_mul(4))?;
+                let fill: String = pv.iter().cycle().take(want - sv.len()).collect();
+                let sv: String = sv.into_iter().collect();
+                out.append_value(if left { fill + &sv } else { sv + &fill });
+                continue;
+            }
             let (sv, want) = (s.value(r).as_bytes(), l.value(r).max(0) as usize);
             let pv = p.map(|p| p.value(r)).unwrap_or(" ").as_bytes();
             if sv.len() >= want || pv.is_empty() {
@@ -447,7 +466,7 @@ fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
     });
     call_with(
         name,
-        format!("{left}"),
+        format!("{left}/{chars}"),
         DataType::Utf8,
         Nulls::FromArgs,
         args,
@@ -905,6 +924,8 @@ pub(super) fn translate(
                 },
             )
         }
+        "leftPadUTF8" => pad_with(name, args, true, true),
+        "rightPadUTF8" => pad_with(name, args, false, true),
         "leftPad" | "lpad" => pad(name, args, true),
         "rightPad" | "rpad" => pad(name, args, false),
         "base64Encode" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {

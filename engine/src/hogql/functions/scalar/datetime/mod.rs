@@ -428,6 +428,41 @@ pub(super) fn translate(
             let t = args.swap_remove(0);
             trunc_call(name, t, Trunc::Weeks(1, mode % 2 == 1), tz.as_ref(), ctx)
         }
+        // The week's last day (a Date): its first (by the mode, as toStartOfWeek) plus 6.
+        "toLastDayOfWeek" => {
+            let mode = match args.get(1) {
+                Some(m) => const_int(m).ok_or_else(|| {
+                    invalid("The mode argument of `toLastDayOfWeek` must be a constant")
+                })?,
+                None => week_monday,
+            };
+            let tz = args.get(2).cloned();
+            let t = args.swap_remove(0);
+            let first = trunc_call(
+                "toStartOfWeek",
+                t,
+                Trunc::Weeks(1, mode % 2 == 1),
+                tz.as_ref(),
+                ctx,
+            )?;
+            let k: Kernel = Arc::new(|a, _| {
+                let d = cast(&a[0], &DataType::Date32)?;
+                let v = d
+                    .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                    .iter()
+                    .map(|d| d.map(|d| d + 6))
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Date32,
+                Nulls::FromFirst,
+                vec![first],
+                k,
+            ))
+        }
         "toStartOfInterval" => {
             let (unit, n) = interval_of(&args[1]).ok_or_else(|| {
                 invalid("The second argument of `toStartOfInterval` must be a constant interval")
