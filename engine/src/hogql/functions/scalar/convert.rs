@@ -249,6 +249,59 @@ fn to_decimal(a: Expr, scale: i8, ctx: &FnContext<'_>) -> Result<Expr, FunctionE
 /// `toString(x[, tz])` as ClickHouse prints values: DateTime as `YYYY-MM-DD hh:mm:ss` in its
 /// zone (with the type's fraction digits), Date as `YYYY-MM-DD`, Bool as true/false,
 /// floats in ClickHouse's shortest form.
+/// A value inside an array or tuple as ClickHouse's `toString` prints it: strings, dates and
+/// times quoted (`'` and `\` escaped), NULL as `NULL`, floats in ClickHouse's form.
+fn nested_text(a: &ArrayRef, row: usize) -> String {
+    use datafusion::arrow::util::display::array_value_to_string;
+    if a.is_null(row) {
+        return "NULL".into();
+    }
+    let quote = |s: &str| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"));
+    match a.data_type() {
+        DataType::List(_) | DataType::LargeList(_) => {
+            let l = match a.data_type() {
+                DataType::List(_) => a.as_list::<i32>().value(row),
+                _ => a.as_list::<i64>().value(row),
+            };
+            let items: Vec<String> = (0..l.len()).map(|i| nested_text(&l, i)).collect();
+            format!("[{}]", items.join(","))
+        }
+        DataType::Struct(_) => {
+            let items: Vec<String> = a
+                .as_struct()
+                .columns()
+                .iter()
+                .map(|c| nested_text(c, row))
+                .collect();
+            format!("({})", items.join(","))
+        }
+        DataType::Float32 | DataType::Float64 => {
+            let f = cast(&a.slice(row, 1), &DataType::Float64)
+                .ok()
+                .map(|f| f.as_primitive::<Float64Type>().value(0));
+            f.map(format_float).unwrap_or_default()
+        }
+        DataType::Boolean => if a.as_boolean().value(row) {
+            "true"
+        } else {
+            "false"
+        }
+        .into(),
+        t if t.is_numeric() => array_value_to_string(a, row).unwrap_or_default(),
+        DataType::Date32 | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            quote(&array_value_to_string(a, row).unwrap_or_default())
+        }
+        _ => {
+            // DateTimes and the rest: their own toString text, quoted.
+            let one = a.slice(row, 1);
+            match cast(&one, &DataType::Utf8) {
+                Ok(c) => quote(c.as_string::<i32>().value(0)),
+                Err(_) => String::new(),
+            }
+        }
+    }
+}
+
 /// Whether a Boolean expression is a ClickHouse Bool rather than a UInt8 condition.
 fn is_bool_value(e: &Expr) -> bool {
     match e {
@@ -353,6 +406,16 @@ pub(crate) fn to_string_expr(
                         | DataType::Struct(_)
                 ) {
                     Output::new("toString").take(x.get_array_memory_size())?;
+                }
+                // Arrays and tuples as ClickHouse prints them: `[1,2]`, `('a',1)`.
+                if matches!(
+                    in_ty,
+                    DataType::List(_) | DataType::LargeList(_) | DataType::Struct(_)
+                ) {
+                    let v: StringArray = (0..x.len())
+                        .map(|r| x.is_valid(r).then(|| nested_text(x, r)))
+                        .collect();
+                    return Ok(Arc::new(v) as ArrayRef);
                 }
                 let c = cast(x, &DataType::Utf8)?;
                 c.as_string::<i32>().iter().collect()
