@@ -271,6 +271,16 @@ fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
                 .collect();
             format!("({})", items.join(","))
         }
+        // ClickHouse prints decimals without trailing zeros (`12`, `1.5`).
+        DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            let s =
+                datafusion::arrow::util::display::array_value_to_string(a, row).unwrap_or_default();
+            if s.contains('.') {
+                s.trim_end_matches('0').trim_end_matches('.').to_string()
+            } else {
+                s
+            }
+        }
         _ => datafusion::arrow::util::display::array_value_to_string(a, row).unwrap_or_default(),
     }
 }

@@ -41,6 +41,11 @@ impl Planner<'_> {
             "minus" => Some(BinaryOp::Sub),
             "multiply" => Some(BinaryOp::Mul),
             "divide" => Some(BinaryOp::Div),
+            // PostHog reads these as the comparison operators (with their NULL rules).
+            "like" => Some(BinaryOp::Like),
+            "ilike" => Some(BinaryOp::ILike),
+            "notLike" => Some(BinaryOp::NotLike),
+            "notILike" => Some(BinaryOp::NotILike),
             _ => None,
         };
         if let Some(op) = binop {
@@ -65,6 +70,71 @@ impl Planner<'_> {
                         acc.or(x?)
                     })
                 });
+            }
+            // xor(a, b, …): true when an odd number of arguments are; NULL if any is.
+            "xor" => {
+                if args.len() < 2 {
+                    return err(
+                        format!(
+                            "Function `xor` expects at least 2 arguments, found {}",
+                            args.len()
+                        ),
+                        whole.span,
+                    );
+                }
+                let mut it = args
+                    .iter()
+                    .map(|a| self.expr(a, scope).and_then(|v| to_bool(v, &scope.schema)));
+                let first = it.next().expect("two args")?;
+                return it.try_fold(first, |acc, x| {
+                    Ok(datafusion::logical_expr::binary_expr(
+                        acc,
+                        datafusion::logical_expr::Operator::NotEq,
+                        x?,
+                    ))
+                });
+            }
+            // tupleElement(t, n[, default]): the n-th (1-based) element; a default stands in
+            // for an index the tuple does not have.
+            "tupleElement" => {
+                if !(2..=3).contains(&args.len()) {
+                    return err(
+                        format!(
+                            "Function `tupleElement` expects 2 or 3 arguments, found {}",
+                            args.len()
+                        ),
+                        whole.span,
+                    );
+                }
+                let base = self.expr(&args[0], scope)?;
+                let index = match &args[1].kind {
+                    ExprKind::Literal(ast::Literal::Int(n)) if *n >= 1 => *n as usize,
+                    _ => {
+                        return err(
+                            "The index argument of `tupleElement` must be a constant integer from 1",
+                            args[1].span,
+                        );
+                    }
+                };
+                let width = match base.get_type(&scope.schema).map_err(df)? {
+                    DataType::Struct(f) => f.len(),
+                    t => {
+                        return err(
+                            format!("Function `tupleElement` needs a tuple, got {t}"),
+                            args[0].span,
+                        );
+                    }
+                };
+                if index > width {
+                    return match args.get(2) {
+                        Some(d) => self.expr(d, scope),
+                        None => err(
+                            format!("Tuple doesn't have element with index '{index}'"),
+                            args[1].span,
+                        ),
+                    };
+                }
+                return Ok(core_fn::get_field(base, format!("c{}", index - 1)));
             }
             "not" if args.len() == 1 => {
                 return Ok(Expr::Not(Box::new(to_bool(

@@ -127,7 +127,8 @@ impl Planner<'_> {
                 if let Some(x) = else_ {
                     values.push(self.expr(x, scope)?);
                 }
-                let mut values = self.uuid_agree(values, &scope.schema)?.into_iter();
+                let values = self.uuid_agree(values, &scope.schema)?;
+                let mut values = functions::agree_numeric(values, &scope.schema).into_iter();
                 let mut b = match operand {
                     Some(o) => datafusion::logical_expr::case(o),
                     None => datafusion::logical_expr::conditional_expressions::CaseBuilder::new(
@@ -402,7 +403,8 @@ impl Planner<'_> {
                     None,
                     ci,
                 ));
-                Ok(null_false(like))
+                // PostHog: ifNull(like(…), 0), ifNull(notLike(…), 1).
+                Ok(null_to(like, negated))
             }
             Regex | NotRegex | IRegex | NotIRegex => {
                 let l = self.uuid_as_text(self.expr(left, scope)?, &scope.schema)?;
@@ -413,11 +415,11 @@ impl Planner<'_> {
                     IRegex => Operator::RegexIMatch,
                     _ => Operator::RegexNotIMatch,
                 };
-                Ok(null_false(Expr::BinaryExpr(BinaryExpr::new(
-                    Box::new(l),
-                    o,
-                    Box::new(r),
-                ))))
+                // PostHog: ifNull(match(…), 0), ifNull(not(match(…)), 1).
+                Ok(null_to(
+                    Expr::BinaryExpr(BinaryExpr::new(Box::new(l), o, Box::new(r))),
+                    matches!(op, NotRegex | NotIRegex),
+                ))
             }
         }
     }

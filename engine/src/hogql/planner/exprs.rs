@@ -136,11 +136,17 @@ pub(super) fn binary_operator(op: BinaryOp) -> Operator {
 
 /// NULL → false.
 pub(super) fn null_false(e: Expr) -> Expr {
+    null_to(e, false)
+}
+
+/// `e`, or `v` where `e` is NULL: PostHog's `ifNull(…, 0)` around positive comparisons and
+/// `ifNull(…, 1)` around negated ones (`NOT LIKE`, `!~`, …).
+pub(super) fn null_to(e: Expr, v: bool) -> Expr {
     // A CASE rather than coalesce(): lambda bodies are evaluated without the optimizer,
     // which is what turns coalesce into something executable.
     Expr::Case(datafusion::logical_expr::Case::new(
         None,
-        vec![(Box::new(e.clone().is_null()), Box::new(lit(false)))],
+        vec![(Box::new(e.clone().is_null()), Box::new(lit(v)))],
         Some(Box::new(e)),
     ))
 }
@@ -305,6 +311,15 @@ pub(super) fn to_window(
 ) -> datafusion::error::Result<Expr> {
     e.transform_down(|x| match x {
         Expr::AggregateFunction(AggregateFunction { func, params }) => {
+            // `first_value`/`last_value` (ClickHouse's any/anyLast, NULLs skipped) by an
+            // aggregate that can retract rows, so sliding frames work.
+            let func = match func.name() {
+                "any_value" if params.null_treatment.is_none() => {
+                    functions::frame_value_udaf(false)
+                }
+                "last_value" => functions::frame_value_udaf(true),
+                _ => func,
+            };
             let mut w =
                 WindowFunction::new(WindowFunctionDefinition::AggregateUDF(func), params.args);
             w.params.distinct = params.distinct;

@@ -57,6 +57,11 @@ impl Planner<'_> {
         }
         let mut props = None;
         let (plan, alias, events) = match &t.source {
+            ast::TableSource::Function { name, args } if name == "numbers" => {
+                let plan = self.numbers_table(args, t.span)?;
+                let alias = t.alias.clone().unwrap_or_else(|| "numbers".to_string());
+                (plan, alias, false)
+            }
             ast::TableSource::Function { name, .. } => {
                 return err(
                     format!(
@@ -163,6 +168,64 @@ impl Planner<'_> {
 
     /// A stored table's plan: the provider's scan with the columns HogQL shows, DateTime
     /// columns labelled with the project's zone.
+    /// `numbers(n)` / `numbers(offset, n)`: one UInt64 column `number` counting from the
+    /// offset (0), as ClickHouse's table function. The values come from `range`, so its
+    /// size limit and the output budget apply.
+    fn numbers_table(&self, args: &[ast::Expr], span: Span) -> PResult<LogicalPlan> {
+        let ints = args
+            .iter()
+            .map(|a| match &a.kind {
+                ExprKind::Literal(ast::Literal::Int(n)) if *n >= 0 && *n <= u64::MAX as i128 => {
+                    i64::try_from(*n).ok()
+                }
+                _ => None,
+            })
+            .collect::<Option<Vec<i64>>>();
+        let (start, count) = match ints.as_deref() {
+            Some([n]) => (0, *n),
+            Some([o, n]) => (*o, *n),
+            _ => {
+                return err(
+                    "Table function `numbers` takes one or two constant non-negative integers: numbers(n) or numbers(offset, n)",
+                    span,
+                );
+            }
+        };
+        let end = start.checked_add(count).ok_or_else(|| {
+            PlanError::new("numbers(offset, n): offset + n is out of range", Some(span))
+        })?;
+        let empty = DFSchema::empty();
+        let range = functions::translate(
+            "range",
+            vec![],
+            vec![
+                Arg::Expr(Expr::Literal(ScalarValue::Int64(Some(start)), None)),
+                Arg::Expr(Expr::Literal(ScalarValue::Int64(Some(end)), None)),
+            ],
+            false,
+            &self.fn_ctx(&empty),
+        )
+        .map_err(|e| PlanError::new(e.to_string(), Some(span)))?;
+        LogicalPlanBuilder::empty(true)
+            .project(vec![range.alias("__numbers")])
+            .and_then(|b| b.unnest_column("__numbers"))
+            .and_then(|b| {
+                b.project(vec![
+                    // coalesce: unnest's column is nullable, `number` is not (as ClickHouse).
+                    datafusion::logical_expr::cast(
+                        core_fn::coalesce(vec![
+                            Expr::Column(Column::from_name("__numbers")),
+                            Expr::Literal(ScalarValue::Int64(Some(0)), None),
+                        ]),
+                        DataType::UInt64,
+                    )
+                    .alias("number"),
+                ])
+            })
+            .and_then(|b| b.build())
+            .map_err(df)
+    }
+
     pub(super) fn stored_table(&self, name: &str, span: Span) -> PResult<LogicalPlan> {
         if name == "sessions" {
             let q = (self.ctx.parse)(SESSIONS_QUERY)

@@ -213,6 +213,33 @@ pub(super) fn translate(
             };
             Ok(collect(kind, arg, filter))
         }
+        "quantileExact" | "quantilesExact" | "medianExact" => {
+            let ps = if params.is_empty() {
+                vec![0.5]
+            } else {
+                params
+                    .iter()
+                    .map(|p| literal_f64(called, p))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            if let Some(p) = ps.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+                return Err(FunctionError::Invalid(format!(
+                    "Quantile level {p} of `{called}` is out of range [0..1]"
+                )));
+            }
+            let arg = bool_to_u8(args.into_iter().next().expect("arity"), ctx)?;
+            let t = type_of(&arg, ctx)?;
+            if !(t.is_numeric() || matches!(t, DataType::Timestamp(..) | DataType::Date32)) {
+                return Err(FunctionError::Invalid(format!(
+                    "Illegal type {t} of argument for aggregate function {called}"
+                )));
+            }
+            let kind = CollectKind::QuantilesExact {
+                levels: ps.iter().map(|p| p.to_bits()).collect(),
+                array: canon == "quantilesExact",
+            };
+            Ok(collect(kind, arg, filter))
+        }
         "groupArray" | "groupUniqArray" | "topK" => {
             let limit = match params.first() {
                 Some(p) => {
@@ -239,6 +266,84 @@ pub(super) fn translate(
         "windowFunnel" => window_funnel(called, params, args, filter, ctx),
         "hedgerowFunnel" | "hedgerowFunnelTrends" => {
             super::funnel::plan(called, params, args, filter, ctx)
+        }
+        // Σ(x·w) / Σw as Float64 over the rows where both are set (nan for none, as
+        // ClickHouse).
+        "avgWeighted" => {
+            let mut it = args.into_iter();
+            let x = as_f64(numeric_arg(called, it.next().expect("arity"), ctx)?, ctx)?;
+            let w = as_f64(numeric_arg(called, it.next().expect("arity"), ctx)?, ctx)?;
+            // Rows where either is NULL count in neither sum.
+            let filter = and_filter(
+                filter,
+                vec![x.clone().is_not_null(), w.clone().is_not_null()],
+            );
+            let num = node(
+                fa::sum::sum_udaf(),
+                vec![x * w.clone()],
+                false,
+                filter.clone(),
+                None,
+            );
+            let den = node(fa::sum::sum_udaf(), vec![w], false, filter, None);
+            Ok(or_default(
+                num / den,
+                any_nullable,
+                ScalarValue::Float64(Some(f64::NAN)),
+            ))
+        }
+        // Skewness and kurtosis from the power sums of x: central moments m2, m3, m4 over n,
+        // divided by m2^1.5 / m2² (Pop) or by the sample variance's (Samp), as ClickHouse.
+        "skewPop" | "skewSamp" | "kurtPop" | "kurtSamp" => {
+            let x = as_f64(
+                numeric_arg(called, args.into_iter().next().expect("arity"), ctx)?,
+                ctx,
+            )?;
+            let f = |v: f64| lit(ScalarValue::Float64(Some(v)));
+            let sum_pow = |k: i32| {
+                let mut e = x.clone();
+                for _ in 1..k {
+                    e = e * x.clone();
+                }
+                node(fa::sum::sum_udaf(), vec![e], false, filter.clone(), None)
+            };
+            let n = cast(
+                node(
+                    fa::count::count_udaf(),
+                    vec![x.clone()],
+                    false,
+                    filter.clone(),
+                    None,
+                ),
+                DataType::Float64,
+            );
+            let (s1, s2, s3, s4) = (sum_pow(1), sum_pow(2), sum_pow(3), sum_pow(4));
+            let mu = s1 / n.clone();
+            let e2 = s2 / n.clone();
+            let m2 = e2.clone() - mu.clone() * mu.clone();
+            let var = if canon.ends_with("Samp") {
+                m2 * n.clone() / (n.clone() - f(1.0))
+            } else {
+                m2
+            };
+            let power = datafusion::functions::math::expr_fn::power;
+            let out = if canon.starts_with("skew") {
+                let e3 = s3 / n;
+                let m3 = e3 - f(3.0) * mu.clone() * e2 + f(2.0) * mu.clone() * mu.clone() * mu;
+                m3 / power(var, f(1.5))
+            } else {
+                let e3 = s3 / n.clone();
+                let e4 = s4 / n;
+                let mu2 = mu.clone() * mu.clone();
+                let m4 = e4 - f(4.0) * mu.clone() * e3 + f(6.0) * mu2.clone() * e2
+                    - f(3.0) * mu2.clone() * mu2;
+                m4 / (var.clone() * var)
+            };
+            Ok(or_default(
+                out,
+                any_nullable,
+                ScalarValue::Float64(Some(f64::NAN)),
+            ))
         }
         "stddevPop" | "STDDEV_POP" | "stddevSamp" | "STDDEV_SAMP" | "varPop" | "VAR_POP"
         | "varSamp" | "VAR_SAMP" | "corr" | "covarPop" | "COVAR_POP" | "covarSamp"

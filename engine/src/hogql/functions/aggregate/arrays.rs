@@ -42,6 +42,14 @@ pub(super) enum Op {
     Min,
     Max,
     Sort { desc: bool },
+    CumSum,
+    Intersect,
+    Zip,
+    Product,
+    Difference,
+    CountEqual,
+    HasSubstr,
+    Uniq,
 }
 
 /// One of our array functions; the result type is fixed at translation (arguments are cast
@@ -267,6 +275,108 @@ pub(super) fn translate(
                 _ => Op::Sort { desc: true },
             };
             simple(op, t0.clone(), args)
+        }
+        "arrayPopBack" | "arrayPopFront" => {
+            need_list(name, &t0)?;
+            let a = args.remove(0);
+            let bounds = if name == "arrayPopBack" {
+                vec![
+                    lit(ScalarValue::Int64(Some(1))),
+                    lit(ScalarValue::Int64(Some(-1))),
+                ]
+            } else {
+                vec![lit(ScalarValue::Int64(Some(2)))]
+            };
+            let mut out = vec![a];
+            out.extend(bounds);
+            simple(Op::Slice, t0.clone(), out)
+        }
+        "arrayCumSum" => {
+            let el = need_list(name, &t0)?;
+            if !(el.is_numeric() || matches!(el, DataType::Boolean | DataType::Null)) {
+                return Err(FunctionError::Invalid(format!(
+                    "`{name}` cannot add values of type {el}"
+                )));
+            }
+            let target = if el.is_floating() {
+                DataType::Float64
+            } else if el.is_unsigned_integer() || el == DataType::Boolean {
+                DataType::UInt64
+            } else {
+                DataType::Int64
+            };
+            let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
+            simple(Op::CumSum, list_of(target), vec![a])
+        }
+        // The other arrays are read as the first one's element type, as ClickHouse
+        // (`arrayIntersect([1, 2], [1.0, 2.5])` is [1, 2]).
+        "arrayIntersect" => {
+            let mut el = DataType::Null;
+            let mut types = vec![];
+            for a in &args {
+                let t = type_of(a, ctx)?;
+                let e = need_list(name, &t)?;
+                if el == DataType::Null {
+                    el = e;
+                }
+                types.push(t);
+            }
+            let args = args
+                .into_iter()
+                .zip(&types)
+                .map(|(a, t)| cast_to(a, t, &list_of(el.clone())))
+                .collect();
+            simple(Op::Intersect, list_of(el), args)
+        }
+        "arrayFlatten" => {
+            need_list(name, &t0)?;
+            Ok(fnn::flatten::flatten_udf().call(args))
+        }
+        "arrayProduct" | "arrayDifference" => {
+            let el = need_list(name, &t0)?;
+            if !(el.is_numeric() || matches!(el, DataType::Boolean | DataType::Null)) {
+                return Err(FunctionError::Invalid(format!(
+                    "`{name}` cannot be performed on type {el}"
+                )));
+            }
+            if name == "arrayProduct" {
+                let a = cast_to(args.remove(0), &t0, &list_of(DataType::Float64));
+                simple(Op::Product, DataType::Float64, vec![a])
+            } else {
+                let target = if el.is_floating() {
+                    DataType::Float64
+                } else {
+                    DataType::Int64
+                };
+                let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
+                simple(Op::Difference, list_of(target), vec![a])
+            }
+        }
+        "countEqual" => {
+            let x = args.pop().expect("arity");
+            let a = args.pop().expect("arity");
+            let (a, x) = common(name, a, x, false, ctx)?;
+            simple(Op::CountEqual, DataType::UInt64, vec![a, x])
+        }
+        "hasSubstr" => {
+            let b = args.pop().expect("arity");
+            let a = args.pop().expect("arity");
+            let (a, b) = common(name, a, b, true, ctx)?;
+            simple(Op::HasSubstr, DataType::Boolean, vec![a, b])
+        }
+        "arrayUniq" => {
+            need_list(name, &t0)?;
+            simple(Op::Uniq, DataType::UInt64, vec![args.remove(0)])
+        }
+        "arrayZip" => {
+            let mut fields = vec![];
+            for (i, a) in args.iter().enumerate() {
+                let t = type_of(a, ctx)?;
+                let e = need_list(name, &t)?;
+                fields.push(Field::new(format!("c{i}"), e, true));
+            }
+            let ret = list_of(DataType::Struct(fields.into()));
+            simple(Op::Zip, ret, args)
         }
         "arrayEnumerate" => {
             need_list(name, &t0)?;
@@ -643,7 +753,274 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             )?))
         }
         Op::Sum | Op::Avg | Op::Min | Op::Max => reduce(op, a, ret),
+        Op::CumSum => cum_sum(&as_list(&a[0])?, ret),
+        Op::Intersect => intersect(a),
+        Op::Zip => zip(a, ret),
+        Op::Product | Op::Difference => {
+            use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+            let l = as_list(&a[0])?;
+            let vals = l.values();
+            if op == Op::Product {
+                let v = vals.as_primitive::<Float64Type>();
+                let out: datafusion::arrow::array::Float64Array = spans(&l)
+                    .map(|(ok, s, e)| {
+                        ok.then(|| {
+                            (s..e)
+                                .filter(|&j| v.is_valid(j))
+                                .map(|j| v.value(j))
+                                .product()
+                        })
+                    })
+                    .collect();
+                return Ok(Arc::new(out));
+            }
+            // Each element minus the one before it, the first 0.
+            let out: ArrayRef = if vals.data_type() == &DataType::Float64 {
+                let v = vals.as_primitive::<Float64Type>();
+                let mut d = Vec::with_capacity(v.len());
+                for (_, s, e) in spans(&l) {
+                    for j in s..e {
+                        d.push(if j == s {
+                            0.0
+                        } else {
+                            v.value(j) - v.value(j - 1)
+                        });
+                    }
+                }
+                Arc::new(datafusion::arrow::array::Float64Array::from(d))
+            } else {
+                let v = vals.as_primitive::<Int64Type>();
+                let mut d = Vec::with_capacity(v.len());
+                for (_, s, e) in spans(&l) {
+                    for j in s..e {
+                        d.push(if j == s {
+                            0
+                        } else {
+                            v.value(j).wrapping_sub(v.value(j - 1))
+                        });
+                    }
+                }
+                Arc::new(datafusion::arrow::array::Int64Array::from(d))
+            };
+            let DataType::List(f) = ret else {
+                unreachable!("a list")
+            };
+            Ok(Arc::new(ListArray::try_new(
+                f.clone(),
+                l.offsets().clone(),
+                out,
+                l.nulls().cloned(),
+            )?))
+        }
+        Op::CountEqual => {
+            let l = as_list(&a[0])?;
+            let conv = RowConverter::new(vec![SortField::new(l.values().data_type().clone())])?;
+            let vr = conv.convert_columns(std::slice::from_ref(l.values()))?;
+            let nr = conv.convert_columns(std::slice::from_ref(&a[1]))?;
+            let out: UInt64Array = spans(&l)
+                .enumerate()
+                .map(|(i, (ok, s, e))| {
+                    ok.then(|| (s..e).filter(|&j| vr.row(j) == nr.row(i)).count() as u64)
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
+        Op::HasSubstr => {
+            let l = as_list(&a[0])?;
+            let r = as_list(&a[1])?;
+            let conv = RowConverter::new(vec![SortField::new(l.values().data_type().clone())])?;
+            let lr = conv.convert_columns(std::slice::from_ref(l.values()))?;
+            let rr = conv.convert_columns(std::slice::from_ref(r.values()))?;
+            let out: BooleanArray = spans(&l)
+                .zip(spans(&r))
+                .map(|((lok, ls, le), (rok, rs, re))| {
+                    (lok && rok).then(|| {
+                        let n = re - rs;
+                        n == 0
+                            || (ls..le)
+                                .filter(|&st| st + n <= le)
+                                .any(|st| (0..n).all(|k| lr.row(st + k) == rr.row(rs + k)))
+                    })
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
+        Op::Uniq => {
+            let l = as_list(&a[0])?;
+            let rows = rows_of(l.values())?;
+            let out: UInt64Array = spans(&l)
+                .map(|(ok, s, e)| {
+                    ok.then(|| {
+                        (s..e)
+                            .filter(|&j| l.values().is_valid(j))
+                            .map(|j| rows.row(j))
+                            .collect::<std::collections::HashSet<_>>()
+                            .len() as u64
+                    })
+                })
+                .collect();
+            Ok(Arc::new(out))
+        }
     }
+}
+
+/// `arrayCumSum`: running sums (NULL elements add nothing), in the list's element type
+/// (Int64, UInt64 or Float64, cast at translation).
+fn cum_sum(l: &ListArray, ret: &DataType) -> Result<ArrayRef> {
+    use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt64Type};
+    let vals = l.values();
+    let out: ArrayRef = match vals.data_type() {
+        DataType::Float64 => {
+            let v = vals.as_primitive::<Float64Type>();
+            let mut out = Vec::with_capacity(v.len());
+            for (_, s, e) in spans(l) {
+                let mut acc = 0.0;
+                for j in s..e {
+                    if v.is_valid(j) {
+                        acc += v.value(j);
+                    }
+                    out.push(acc);
+                }
+            }
+            Arc::new(datafusion::arrow::array::Float64Array::from(out))
+        }
+        DataType::UInt64 => {
+            let v = vals.as_primitive::<UInt64Type>();
+            let mut out = Vec::with_capacity(v.len());
+            for (_, s, e) in spans(l) {
+                let mut acc = 0u64;
+                for j in s..e {
+                    if v.is_valid(j) {
+                        acc = acc.wrapping_add(v.value(j));
+                    }
+                    out.push(acc);
+                }
+            }
+            Arc::new(UInt64Array::from(out))
+        }
+        _ => {
+            let c = cast(vals, &DataType::Int64)?;
+            let v = c.as_primitive::<Int64Type>();
+            let mut out = Vec::with_capacity(v.len());
+            for (_, s, e) in spans(l) {
+                let mut acc = 0i64;
+                for j in s..e {
+                    if v.is_valid(j) {
+                        acc = acc.wrapping_add(v.value(j));
+                    }
+                    out.push(acc);
+                }
+            }
+            Arc::new(datafusion::arrow::array::Int64Array::from(out))
+        }
+    };
+    let field = match ret {
+        DataType::List(f) => f.clone(),
+        _ => Arc::new(Field::new_list_field(out.data_type().clone(), true)),
+    };
+    let out = cast(&out, field.data_type())?;
+    Ok(Arc::new(ListArray::try_new(
+        field,
+        l.offsets().clone(),
+        out,
+        l.nulls().cloned(),
+    )?))
+}
+
+/// `arrayIntersect`: the distinct elements of the first array (in its order) found in every
+/// other array; NULL equals NULL. A NULL array gives NULL.
+fn intersect(a: &[ArrayRef]) -> Result<ArrayRef> {
+    let lists = a.iter().map(as_list).collect::<Result<Vec<_>>>()?;
+    let first = &lists[0];
+    let conv = RowConverter::new(vec![SortField::new(first.values().data_type().clone())])?;
+    let rows = lists
+        .iter()
+        .map(|l| conv.convert_columns(std::slice::from_ref(l.values())))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let offs: Vec<&[i32]> = lists.iter().map(|l| l.value_offsets()).collect();
+    let mut picks = Vec::with_capacity(first.len());
+    let mut valid = Vec::with_capacity(first.len());
+    for r in 0..first.len() {
+        let ok = lists.iter().all(|l| l.is_valid(r));
+        valid.push(ok);
+        let mut pick = vec![];
+        if ok {
+            let others: Vec<std::collections::HashSet<_>> = (1..lists.len())
+                .map(|i| {
+                    (offs[i][r] as usize..offs[i][r + 1] as usize)
+                        .map(|j| rows[i].row(j))
+                        .collect()
+                })
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            for j in offs[0][r] as usize..offs[0][r + 1] as usize {
+                let row = rows[0].row(j);
+                if others.iter().all(|o| o.contains(&row)) && seen.insert(row) {
+                    pick.push(j as u32);
+                }
+            }
+        }
+        picks.push(pick);
+    }
+    let out = rebuild(first, picks)?;
+    let out = out.as_list::<i32>();
+    Ok(Arc::new(ListArray::try_new(
+        match out.data_type() {
+            DataType::List(f) => f.clone(),
+            _ => unreachable!(),
+        },
+        out.offsets().clone(),
+        out.values().clone(),
+        Some(valid.into()),
+    )?))
+}
+
+/// `arrayZip`: one array of tuples; the arrays must have equal sizes (ClickHouse's error).
+fn zip(a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
+    use datafusion::arrow::array::StructArray;
+    let lists = a.iter().map(as_list).collect::<Result<Vec<_>>>()?;
+    let rows = lists.first().map_or(0, |l| l.len());
+    let mut idx: Vec<Vec<u32>> = vec![vec![]; lists.len()];
+    let mut lens = Vec::with_capacity(rows);
+    let mut valid = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let ok = lists.iter().all(|l| l.is_valid(r));
+        valid.push(ok);
+        let n = if ok {
+            lists[0].value_length(r) as usize
+        } else {
+            0
+        };
+        for (i, l) in lists.iter().enumerate() {
+            if ok && l.value_length(r) as usize != n {
+                return Err(datafusion::error::DataFusionError::Execution(format!(
+                    "The argument 1 and argument {} of function arrayZip have different array sizes",
+                    i + 1
+                )));
+            }
+            let s = l.value_offsets()[r] as u32;
+            idx[i].extend((0..n as u32).map(|k| s + k));
+        }
+        lens.push(n);
+    }
+    let DataType::List(item) = ret else {
+        unreachable!("arrayZip returns a list")
+    };
+    let DataType::Struct(fields) = item.data_type() else {
+        unreachable!("of tuples")
+    };
+    let cols = lists
+        .iter()
+        .zip(idx)
+        .map(|(l, ix)| Ok(take(l.values().as_ref(), &UInt32Array::from(ix), None)?))
+        .collect::<Result<Vec<_>>>()?;
+    let values = StructArray::try_new(fields.clone(), cols, None)?;
+    Ok(Arc::new(ListArray::try_new(
+        item.clone(),
+        OffsetBuffer::from_lengths(lens),
+        Arc::new(values),
+        Some(valid.into()),
+    )?))
 }
 
 /// Sorts each row of `l` by `keys` (aligned with `l`'s values), NULLs last in both directions

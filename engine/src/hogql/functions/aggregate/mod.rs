@@ -6,6 +6,7 @@
 
 mod aggs;
 mod arrays;
+mod frame;
 mod funnel;
 mod groups;
 mod lambda;
@@ -19,6 +20,7 @@ use super::{Arg, FnContext, FnInfo, FnKind, FunctionError};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, ExprSchemable};
+pub(crate) use frame::frame_value_udaf;
 
 /// How a name is spelled in the registry and whether it matches in any case.
 struct Entry {
@@ -76,6 +78,9 @@ const ENTRIES: &[Entry] = &[
     e("median", false, A, 1, Some(1), (0, 0)),
     e("quantile", false, A, 1, Some(1), (0, 1)),
     e("quantiles", false, A, 1, Some(1), (1, usize::MAX)),
+    e("quantileExact", false, A, 1, Some(1), (0, 1)),
+    e("medianExact", false, A, 1, Some(1), (0, 0)),
+    e("quantilesExact", false, A, 1, Some(1), (1, usize::MAX)),
     e("groupArray", false, A, 1, Some(1), (0, 1)),
     e("groupUniqArray", false, A, 1, Some(1), (0, 1)),
     e("topK", false, A, 1, Some(1), (0, 1)),
@@ -91,6 +96,11 @@ const ENTRIES: &[Entry] = &[
     e("VAR_POP", true, A, 1, Some(1), (0, 0)),
     e("VAR_SAMP", true, A, 1, Some(1), (0, 0)),
     e("corr", true, A, 2, Some(2), (0, 0)),
+    e("avgWeighted", false, A, 2, Some(2), (0, 0)),
+    e("skewPop", false, A, 1, Some(1), (0, 0)),
+    e("skewSamp", false, A, 1, Some(1), (0, 0)),
+    e("kurtPop", false, A, 1, Some(1), (0, 0)),
+    e("kurtSamp", false, A, 1, Some(1), (0, 0)),
     e("covarPop", false, A, 2, Some(2), (0, 0)),
     e("covarSamp", false, A, 2, Some(2), (0, 0)),
     e("COVAR_POP", true, A, 2, Some(2), (0, 0)),
@@ -125,6 +135,17 @@ const ENTRIES: &[Entry] = &[
     e("arrayEnumerate", false, S, 1, Some(1), (0, 0)),
     e("arrayPushBack", false, S, 2, Some(2), (0, 0)),
     e("arrayPushFront", false, S, 2, Some(2), (0, 0)),
+    e("arrayPopBack", false, S, 1, Some(1), (0, 0)),
+    e("arrayPopFront", false, S, 1, Some(1), (0, 0)),
+    e("arrayCumSum", false, S, 1, Some(1), (0, 0)),
+    e("arrayIntersect", false, S, 1, None, (0, 0)),
+    e("arrayZip", false, S, 1, None, (0, 0)),
+    e("arrayFlatten", false, S, 1, Some(1), (0, 0)),
+    e("arrayProduct", false, S, 1, Some(1), (0, 0)),
+    e("arrayDifference", false, S, 1, Some(1), (0, 0)),
+    e("countEqual", false, S, 2, Some(2), (0, 0)),
+    e("hasSubstr", false, S, 2, Some(2), (0, 0)),
+    e("arrayUniq", false, S, 1, Some(1), (0, 0)),
     e("arraySum", false, S, 1, Some(2), (0, 0)),
     e("arrayAvg", false, S, 1, Some(2), (0, 0)),
     e("arrayMin", false, S, 1, Some(2), (0, 0)),

@@ -68,6 +68,10 @@ pub(super) enum CollectKind {
     /// `quantileExactInclusive` for up to 8192 values. We always use all values (exact),
     /// so beyond 8192 values we may differ from ClickHouse's sampled estimate.
     Quantiles { levels: Vec<u64>, array: bool },
+    /// `quantileExact(p)(x)` / `quantilesExact(…)(x)`: the sorted values' element at
+    /// position ⌊p·n⌋ (the last for p = 1), no interpolation, in the argument's own type;
+    /// no values give the type's default.
+    QuantilesExact { levels: Vec<u64>, array: bool },
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -100,6 +104,14 @@ impl Collect {
                 levels: l,
                 array: false,
             } => format!("quantile({})", levels(l)),
+            CollectKind::QuantilesExact {
+                levels: l,
+                array: true,
+            } => format!("quantilesExact({})", levels(l)),
+            CollectKind::QuantilesExact {
+                levels: l,
+                array: false,
+            } => format!("quantileExact({})", levels(l)),
         };
         Collect {
             kind,
@@ -131,6 +143,7 @@ impl AggregateUDFImpl for Collect {
         Ok(match &self.kind {
             CollectKind::Quantiles { array: false, .. } => quantile_item_type(t),
             CollectKind::Quantiles { array: true, .. } => list_type(&quantile_item_type(t)),
+            CollectKind::QuantilesExact { array: false, .. } => t.clone(),
             _ => list_type(t),
         })
     }
@@ -138,13 +151,20 @@ impl AggregateUDFImpl for Collect {
     fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
         let types: Vec<DataType> = arg_fields.iter().map(|f| f.data_type().clone()).collect();
         let dt = self.return_type(&types)?;
-        let nullable = matches!(self.kind, CollectKind::Quantiles { array: false, .. })
-            && arg_fields[0].is_nullable();
+        let nullable = matches!(
+            self.kind,
+            CollectKind::Quantiles { array: false, .. }
+                | CollectKind::QuantilesExact { array: false, .. }
+        ) && arg_fields[0].is_nullable();
         Ok(Arc::new(Field::new(self.name(), dt, nullable)))
     }
 
     fn is_nullable(&self) -> bool {
-        matches!(self.kind, CollectKind::Quantiles { array: false, .. })
+        matches!(
+            self.kind,
+            CollectKind::Quantiles { array: false, .. }
+                | CollectKind::QuantilesExact { array: false, .. }
+        )
     }
 
     fn default_value(&self, data_type: &DataType) -> Result<ScalarValue> {
@@ -325,6 +345,36 @@ impl Accumulator for CollectAcc {
                 Ok(list_scalar(take(&all, &idx, None)?))
             }
             CollectKind::Quantiles { levels, array } => self.quantiles(levels, *array),
+            CollectKind::QuantilesExact { levels, array } => {
+                let all = self.all()?;
+                let idx = datafusion::arrow::compute::sort_to_indices(&all, None, None)?;
+                let sorted = take(&all, &idx, None)?;
+                let n = sorted.len();
+                let mut out = vec![];
+                for bits in levels {
+                    let p = f64::from_bits(*bits);
+                    out.push(if n == 0 && self.nullable_input && !*array {
+                        ScalarValue::try_from(&self.dt)?
+                    } else if n == 0 {
+                        default_value(&self.dt)
+                    } else {
+                        let i = if p < 1.0 {
+                            (p * n as f64) as usize
+                        } else {
+                            n - 1
+                        };
+                        ScalarValue::try_from_array(&sorted, i.min(n - 1))?
+                    });
+                }
+                if *array {
+                    let arr = ScalarValue::iter_to_array(out).or_else(|_| {
+                        Ok::<_, datafusion::error::DataFusionError>(new_empty_array(&self.dt))
+                    })?;
+                    Ok(list_scalar(arr))
+                } else {
+                    Ok(out.pop().expect("one level"))
+                }
+            }
         }
     }
 

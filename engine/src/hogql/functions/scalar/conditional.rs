@@ -74,6 +74,92 @@ fn array_items(e: &Expr) -> Option<Vec<Expr>> {
 
 use datafusion::arrow::array::Array as _;
 
+/// ClickHouse's common supertype of numeric branch values (`if`, `multiIf`, `CASE`): any
+/// float makes Float64 (Float32 stays among Float32s), integers widen to hold every branch
+/// (signed when any is, a signed type wider than the widest unsigned one, at most 64 bits);
+/// Bool counts as UInt8 among numbers. None when the values are not all numbers (NULLs
+/// aside) or already agree: DataFusion's own coercion handles those.
+pub(crate) fn numeric_supertype(types: &[DataType]) -> Option<DataType> {
+    let ts: Vec<&DataType> = types.iter().filter(|t| **t != DataType::Null).collect();
+    let first = *ts.first()?;
+    if ts.iter().all(|t| *t == first) {
+        return None;
+    }
+    if !ts.iter().all(|t| {
+        t.is_numeric() && !matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
+            || **t == DataType::Boolean
+    }) {
+        return None;
+    }
+    if ts.iter().any(|t| t.is_floating()) {
+        return Some(if ts.iter().all(|t| **t == DataType::Float32) {
+            DataType::Float32
+        } else {
+            DataType::Float64
+        });
+    }
+    let width = |t: &DataType| match t {
+        DataType::Int8 | DataType::UInt8 | DataType::Boolean => 8,
+        DataType::Int16 | DataType::UInt16 => 16,
+        DataType::Int32 | DataType::UInt32 => 32,
+        _ => 64,
+    };
+    let signed = ts.iter().any(|t| t.is_signed_integer());
+    let max_signed = ts
+        .iter()
+        .filter(|t| t.is_signed_integer())
+        .map(|t| width(t))
+        .max()
+        .unwrap_or(0);
+    let max_unsigned = ts
+        .iter()
+        .filter(|t| !t.is_signed_integer())
+        .map(|t| width(t))
+        .max()
+        .unwrap_or(0);
+    Some(if signed {
+        match max_signed.max(if max_unsigned > 0 {
+            max_unsigned * 2
+        } else {
+            0
+        }) {
+            8 => DataType::Int8,
+            16 => DataType::Int16,
+            32 => DataType::Int32,
+            _ => DataType::Int64,
+        }
+    } else {
+        match max_unsigned {
+            8 => DataType::UInt8,
+            16 => DataType::UInt16,
+            32 => DataType::UInt32,
+            _ => DataType::UInt64,
+        }
+    })
+}
+
+/// The branch values cast to [`numeric_supertype`] where they need one.
+pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSchema) -> Vec<Expr> {
+    let types: Vec<DataType> = values
+        .iter()
+        .map(|v| v.get_type(schema).unwrap_or(DataType::Null))
+        .collect();
+    match numeric_supertype(&types) {
+        Some(t) => values
+            .into_iter()
+            .zip(types)
+            .map(|(v, vt)| {
+                if vt == t || vt == DataType::Null {
+                    v
+                } else {
+                    Expr::Cast(datafusion::logical_expr::Cast::new(Box::new(v), t.clone()))
+                }
+            })
+            .collect(),
+        None => values,
+    }
+}
+
 pub(super) fn translate(
     name: &str,
     mut args: Vec<Expr>,
@@ -91,8 +177,9 @@ pub(super) fn translate(
         "isNotNull" => Ok(args.remove(0).is_not_null()),
         "assumeNotNull" | "toNullable" => Ok(args.remove(0)),
         "if" => {
-            let else_ = args.pop().expect("3 args");
-            let then = args.pop().expect("3 args");
+            let mut values = agree_numeric(args.split_off(1), ctx.schema).into_iter();
+            let then = values.next().expect("3 args");
+            let else_ = values.next().expect("3 args");
             let cond = condition(args.pop().expect("3 args"), ctx)?;
             build(when(cond, then).otherwise(else_))
         }
@@ -103,6 +190,27 @@ pub(super) fn translate(
                     args.len()
                 )));
             }
+            // Values (every second argument and the last) agree on a numeric supertype.
+            let n = args.len();
+            let values: Vec<Expr> = args
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 2 == 1 || *i == n - 1)
+                .map(|(_, v)| v.clone())
+                .collect();
+            let mut values = agree_numeric(values, ctx.schema).into_iter();
+            let args: Vec<Expr> = args
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    if i % 2 == 1 || i == n - 1 {
+                        values.next().expect("a value")
+                    } else {
+                        a
+                    }
+                })
+                .collect();
+            let mut args = args;
             let else_ = args.pop().expect("odd count");
             let mut it = args.into_iter();
             let mut case = None::<datafusion::logical_expr::conditional_expressions::CaseBuilder>;
@@ -258,5 +366,24 @@ mod tests {
             rows(call("coalesce", vec![c("s"), s("z")])),
             ["Hello", "", "héllo wörld", "z"]
         );
+    }
+}
+
+#[cfg(test)]
+mod supertype_tests {
+    use super::numeric_supertype;
+    use datafusion::arrow::datatypes::DataType::*;
+
+    /// ClickHouse's `toTypeName(if(…))` for these pairs (chdb).
+    #[test]
+    fn numeric_supertypes() {
+        assert_eq!(numeric_supertype(&[Int64, Float64]), Some(Float64));
+        assert_eq!(numeric_supertype(&[UInt8, Int16]), Some(Int16));
+        assert_eq!(numeric_supertype(&[UInt8, UInt32]), Some(UInt32));
+        assert_eq!(numeric_supertype(&[Int8, UInt16]), Some(Int32));
+        assert_eq!(numeric_supertype(&[Float32, Float32, Null]), None);
+        assert_eq!(numeric_supertype(&[Int64, Null]), None);
+        assert_eq!(numeric_supertype(&[Utf8, Int64]), None);
+        assert_eq!(numeric_supertype(&[Boolean, Int64]), Some(Int64));
     }
 }

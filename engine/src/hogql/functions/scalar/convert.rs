@@ -161,9 +161,158 @@ fn to_float(
     ))
 }
 
+/// `[+-]digits[.digits]` as a Decimal64 with `scale` digits, the extra digits cut off (as
+/// ClickHouse's `accurateCastOrNull(x, 'Decimal64(S)')`); None when it does not fit 18 digits.
+fn decimal_of_text(t: &str, scale: u32) -> Option<i128> {
+    let (neg, t) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let frac: String = frac
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(scale as usize)
+        .collect();
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    if digits.len() > 18 {
+        return None;
+    }
+    let v: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// `toDecimal(x, S)`: PostHog's `accurateCastOrNull(x, 'Decimal64(S)')`, a nullable
+/// Decimal(18, S): extra digits are cut off, values that do not read or fit are NULL.
+fn to_decimal(a: Expr, scale: i8, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    if !(ty.is_numeric() || is_string(&ty) || matches!(ty, DataType::Null | DataType::Boolean)) {
+        return Err(invalid(format!(
+            "Illegal type {ty} of argument of function `toDecimal`"
+        )));
+    }
+    let ret = DataType::Decimal128(18, scale);
+    let out = ret.clone();
+    let k = kernel(move |arr, _| {
+        let x = &arr[0];
+        let s = scale as u32;
+        let v: datafusion::arrow::array::Decimal128Array =
+            if x.data_type().is_integer() || matches!(x.data_type(), DataType::Boolean) {
+                let c = cast(x, &DataType::Int64)?;
+                c.as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                    .iter()
+                    .map(|v| {
+                        let v = (v? as i128).checked_mul(10i128.pow(s))?;
+                        (v.abs() < 10i128.pow(18)).then_some(v)
+                    })
+                    .collect()
+            } else if x.data_type().is_floating() {
+                let c = cast(x, &DataType::Float64)?;
+                c.as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| {
+                        // Scaled in binary and cut, as ClickHouse: 0.29 at scale 2 is 0.28.
+                        let v = (v? * 10f64.powi(s as i32)).trunc();
+                        (v.is_finite() && v.abs() < 1e18).then_some(v as i128)
+                    })
+                    .collect()
+            } else {
+                let c = cast(x, &DataType::Utf8)?;
+                c.as_string::<i32>()
+                    .iter()
+                    .map(|t| decimal_of_text(t?, s))
+                    .collect()
+            };
+        Ok(Arc::new(v.with_precision_and_scale(18, scale)?) as ArrayRef)
+    });
+    Ok(call(
+        "toDecimal",
+        format!("{scale}"),
+        out,
+        Nulls::Always,
+        vec![a],
+        k,
+    ))
+}
+
 /// `toString(x[, tz])` as ClickHouse prints values: DateTime as `YYYY-MM-DD hh:mm:ss` in its
 /// zone (with the type's fraction digits), Date as `YYYY-MM-DD`, Bool as true/false,
 /// floats in ClickHouse's shortest form.
+/// A value inside an array or tuple as ClickHouse's `toString` prints it: strings, dates and
+/// times quoted (`'` and `\` escaped), NULL as `NULL`, floats in ClickHouse's form.
+fn nested_text(a: &ArrayRef, row: usize) -> String {
+    use datafusion::arrow::util::display::array_value_to_string;
+    if a.is_null(row) {
+        return "NULL".into();
+    }
+    let quote = |s: &str| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"));
+    match a.data_type() {
+        DataType::List(_) | DataType::LargeList(_) => {
+            let l = match a.data_type() {
+                DataType::List(_) => a.as_list::<i32>().value(row),
+                _ => a.as_list::<i64>().value(row),
+            };
+            let items: Vec<String> = (0..l.len()).map(|i| nested_text(&l, i)).collect();
+            format!("[{}]", items.join(","))
+        }
+        DataType::Struct(_) => {
+            let items: Vec<String> = a
+                .as_struct()
+                .columns()
+                .iter()
+                .map(|c| nested_text(c, row))
+                .collect();
+            format!("({})", items.join(","))
+        }
+        DataType::Float32 | DataType::Float64 => {
+            let f = cast(&a.slice(row, 1), &DataType::Float64)
+                .ok()
+                .map(|f| f.as_primitive::<Float64Type>().value(0));
+            f.map(format_float).unwrap_or_default()
+        }
+        DataType::Boolean => if a.as_boolean().value(row) {
+            "true"
+        } else {
+            "false"
+        }
+        .into(),
+        t if t.is_numeric() => array_value_to_string(a, row).unwrap_or_default(),
+        DataType::Date32 | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            quote(&array_value_to_string(a, row).unwrap_or_default())
+        }
+        _ => {
+            // DateTimes and the rest: their own toString text, quoted.
+            let one = a.slice(row, 1);
+            match cast(&one, &DataType::Utf8) {
+                Ok(c) => quote(c.as_string::<i32>().value(0)),
+                Err(_) => String::new(),
+            }
+        }
+    }
+}
+
+/// Whether a Boolean expression is a ClickHouse Bool rather than a UInt8 condition.
+fn is_bool_value(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(..) | Expr::Column(_) => true,
+        Expr::Cast(c) => c.field.data_type() == &DataType::Boolean || is_bool_value(&c.expr),
+        Expr::Alias(a) => is_bool_value(&a.expr),
+        Expr::ScalarFunction(f) => f.name() == "toBool",
+        _ => false,
+    }
+}
+
 pub(crate) fn to_string_expr(
     a: Expr,
     tz_arg: Option<&Expr>,
@@ -172,6 +321,12 @@ pub(crate) fn to_string_expr(
     let ty = type_of(&a, ctx)?;
     if is_string(&ty) && !matches!(ty, DataType::Utf8) {
         return Ok(Expr::Cast(Cast::new(Box::new(a), DataType::Utf8)));
+    }
+    // Comparisons and predicates (`1 = 1`, `has(…)`, `isNull(…)`) are ClickHouse's UInt8 and
+    // print as 1/0; only Bool values (`true`, `toBool(…)`, Bool columns) print as true/false.
+    if ty == DataType::Boolean && !is_bool_value(&a) {
+        let a = Expr::Cast(Cast::new(Box::new(a), DataType::UInt8));
+        return to_string_expr(a, tz_arg, ctx);
     }
     if matches!(ty, DataType::Utf8) {
         return Ok(a);
@@ -251,6 +406,16 @@ pub(crate) fn to_string_expr(
                         | DataType::Struct(_)
                 ) {
                     Output::new("toString").take(x.get_array_memory_size())?;
+                }
+                // Arrays and tuples as ClickHouse prints them: `[1,2]`, `('a',1)`.
+                if matches!(
+                    in_ty,
+                    DataType::List(_) | DataType::LargeList(_) | DataType::Struct(_)
+                ) {
+                    let v: StringArray = (0..x.len())
+                        .map(|r| x.is_valid(r).then(|| nested_text(x, r)))
+                        .collect();
+                    return Ok(Arc::new(v) as ArrayRef);
                 }
                 let c = cast(x, &DataType::Utf8)?;
                 c.as_string::<i32>().iter().collect()
@@ -454,6 +619,27 @@ pub(super) fn translate(
         "toIntOrZero" | "toInt64OrZero" => to_int(name, a, true, ctx),
         "toFloat" | "toFloatOrNull" | "toFloat64OrNull" => to_float(name, a, false, ctx),
         "toFloatOrZero" | "toFloat64OrZero" => to_float(name, a, true, ctx),
+        // toFloat64OrDefault: the default (0 unless given) where the value does not read
+        // as a number or is NULL.
+        "toFloatOrDefault" => {
+            let d = match args.pop() {
+                Some(d) => Expr::Cast(Cast::new(Box::new(d), DataType::Float64)),
+                None => Expr::Literal(datafusion::common::ScalarValue::Float64(Some(0.0)), None),
+            };
+            Ok(datafusion::functions::expr_fn::coalesce(vec![
+                to_float(name, a, false, ctx)?,
+                d,
+            ]))
+        }
+        "toDecimal" => {
+            let scale = args.pop().expect("arity checked");
+            let scale = super::datetime::const_int(&scale)
+                .filter(|s| (0..=18).contains(s))
+                .ok_or_else(|| {
+                    invalid("The scale argument of `toDecimal` must be a constant from 0 to 18")
+                })?;
+            to_decimal(a, scale as i8, ctx)
+        }
         "toInt8" => numeric_cast(DataType::Int8, a),
         "toInt16" => numeric_cast(DataType::Int16, a),
         "toInt32" => numeric_cast(DataType::Int32, a),

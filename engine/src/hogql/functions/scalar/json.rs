@@ -305,6 +305,10 @@ enum Want {
     Keys,
     Has,
     Length,
+    /// JSONArrayLength's value (under Nullable: NULL when not an array).
+    ArrayLength,
+    /// JSONType: the value's kind as ClickHouse names it (an Enum8 there, a string here).
+    Type,
     Array(Box<Want>),
     Nullable(Box<Want>),
     /// An integer type narrower than Int64 (cast after extraction).
@@ -314,9 +318,9 @@ enum Want {
 impl Want {
     fn ret(&self) -> DataType {
         match self {
-            Want::Str | Want::Raw => DataType::Utf8,
+            Want::Str | Want::Raw | Want::Type => DataType::Utf8,
             Want::Int => DataType::Int64,
-            Want::UInt | Want::Length => DataType::UInt64,
+            Want::UInt | Want::Length | Want::ArrayLength => DataType::UInt64,
             Want::Float => DataType::Float64,
             Want::BoolInt => DataType::UInt8,
             Want::Bool | Want::Has => DataType::Boolean,
@@ -394,6 +398,24 @@ fn extract(want: &Want, node: Option<&J>) -> V {
                 .unwrap_or(false),
         ),
         Want::Has => V::B(node.is_some()),
+        Want::ArrayLength => match node {
+            Some(J::Arr(a)) => V::U(a.len() as u64),
+            _ => V::Null,
+        },
+        Want::Type => V::S(
+            match node {
+                None | Some(J::Null) => "Null",
+                Some(J::Bool(_)) => "Bool",
+                Some(J::Str(_)) => "String",
+                Some(J::Arr(_)) => "Array",
+                Some(J::Obj(_)) => "Object",
+                Some(J::Num(t)) if t.contains(['.', 'e', 'E']) => "Double",
+                Some(J::Num(t)) if t.parse::<i64>().is_ok() => "Int64",
+                Some(J::Num(t)) if t.parse::<u64>().is_ok() => "UInt64",
+                Some(J::Num(_)) => "Double",
+            }
+            .to_string(),
+        ),
         Want::Length => V::U(match node {
             Some(J::Arr(a)) => a.len() as u64,
             Some(J::Obj(m)) => m.len() as u64,
@@ -418,6 +440,7 @@ fn extract(want: &Want, node: Option<&J>) -> V {
                     Want::Int | Want::UInt | Want::Cast(..) => as_i64(j).is_some(),
                     Want::Float => as_f64(j).is_some(),
                     Want::Bool => as_bool(j).is_some(),
+                    Want::ArrayLength => matches!(j, J::Arr(_)),
                     _ => true,
                 };
                 if ok { extract(inner, node) } else { V::Null }
@@ -460,7 +483,7 @@ fn build(want: &Want, vals: Vec<Option<V>>) -> Result<ArrayRef> {
                 Some(valid.into()),
             )?)
         }
-        Want::Str | Want::Raw => Arc::new(
+        Want::Str | Want::Raw | Want::Type => Arc::new(
             vals.into_iter()
                 .map(|v| match v {
                     Some(V::S(s)) => Some(s),
@@ -476,7 +499,7 @@ fn build(want: &Want, vals: Vec<Option<V>>) -> Result<ArrayRef> {
                 })
                 .collect::<Int64Array>(),
         ),
-        Want::UInt | Want::Length | Want::BoolInt => Arc::new(
+        Want::UInt | Want::Length | Want::BoolInt | Want::ArrayLength => Arc::new(
             vals.into_iter()
                 .map(|v| match v {
                     Some(V::U(x)) => Some(x),
@@ -544,8 +567,12 @@ pub(super) fn translate(
         "JSONExtractRaw" => Want::Raw,
         "JSONExtractArrayRaw" => Want::ArrayRaw,
         "JSONExtractKeys" => Want::Keys,
-        "JSONHas" => Want::Has,
+        // isValidJSON(s) is JSONHas(s) with no path: whether the document parses.
+        "JSONHas" | "isValidJSON" => Want::Has,
         "JSONLength" => Want::Length,
+        // The length of an array, NULL for anything else.
+        "JSONArrayLength" => Want::Nullable(Box::new(Want::ArrayLength)),
+        "JSONType" => Want::Type,
         "JSONExtract" => {
             let t = args.pop().expect("at least 2 args");
             let t = lit_str(&t).ok_or_else(|| {
@@ -574,6 +601,10 @@ pub(super) fn translate(
     };
     let key = format!("{want:?}/{path:?}");
     let ret = want.ret();
+    // The path goes along as (unread) arguments so that two calls on different paths have
+    // different names: `JSONHas(p, 'a')` and `JSONHas(p, 'b')` in one SELECT.
+    let mut call_args = vec![json];
+    call_args.extend(args);
     let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
         let s = cast(&a[0], &DataType::Utf8)?;
         let vals: Vec<Option<V>> = s
@@ -587,7 +618,7 @@ pub(super) fn translate(
             .collect();
         build(&want, vals)
     });
-    Ok(call(name, key, ret, nulls, vec![json], k))
+    Ok(call(name, key, ret, nulls, call_args, k))
 }
 
 #[cfg(test)]

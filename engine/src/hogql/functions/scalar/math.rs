@@ -2,11 +2,15 @@
 //! `round(2.675, 2)` is 2.68 and `round(2.5)` is 2, as ClickHouse) and integers half away
 //! from zero; `intDiv` truncates toward zero and fails on division by zero like ClickHouse,
 //! `intDivOrZero` gives 0 there; `modulo` takes the dividend's sign; `abs` of a signed
-//! integer is unsigned.
+//! integer is unsigned. `trunc` rounds toward zero and `roundBankers` half to even (integers
+//! too); `moduloOrZero` gives 0 for an integer divisor of 0 and `positiveModulo` adds |b| to
+//! a negative remainder. Trigonometric and exponential functions answer Float64 (nan outside
+//! their domain), `isNaN`/`isFinite`/`isInfinite` are Booleans, `intExp2`/`intExp10` UInt64
+//! (saturating), bit functions compute on Int64.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, AsArray, Float64Array, Int8Array, Int64Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int8Array, Int64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
@@ -62,8 +66,12 @@ fn pow10(n: i64) -> i128 {
 #[derive(Debug, Clone, Copy)]
 enum Rounding {
     Round,
+    /// `roundBankers`: half to even for integers too.
+    Bankers,
     Floor,
     Ceil,
+    /// `trunc`: toward zero.
+    Trunc,
 }
 
 fn round_int(x: i64, n: i64, mode: Rounding) -> i64 {
@@ -79,6 +87,16 @@ fn round_int(x: i64, n: i64, mode: Rounding) -> i64 {
         Rounding::Floor => down,
         Rounding::Ceil if r == 0 => down,
         Rounding::Ceil => down + p,
+        Rounding::Trunc if x < 0 && r != 0 => down + p,
+        Rounding::Trunc => down,
+        Rounding::Bankers => {
+            let twice = 2 * r;
+            if twice > p || (twice == p && q % 2 != 0) {
+                down + p
+            } else {
+                down
+            }
+        }
         Rounding::Round => {
             // Half away from zero.
             let twice = 2 * r;
@@ -94,14 +112,14 @@ fn round_int(x: i64, n: i64, mode: Rounding) -> i64 {
 
 fn round_float(x: f64, n: i64, mode: Rounding) -> f64 {
     match mode {
-        Rounding::Round => round_half_even(x, n),
-        Rounding::Floor | Rounding::Ceil => {
+        Rounding::Round | Rounding::Bankers => round_half_even(x, n),
+        Rounding::Floor | Rounding::Ceil | Rounding::Trunc => {
             let p = 10f64.powi(n.clamp(-300, 300) as i32);
             let y = x * p;
-            let y = if matches!(mode, Rounding::Floor) {
-                y.floor()
-            } else {
-                y.ceil()
+            let y = match mode {
+                Rounding::Floor => y.floor(),
+                Rounding::Ceil => y.ceil(),
+                _ => y.trunc(),
             };
             y / p
         }
@@ -231,6 +249,177 @@ fn int_div(
     ))
 }
 
+/// `moduloOrZero` (0 where an integer divisor is 0; a float divisor of 0 gives nan, as
+/// ClickHouse) and `positiveModulo` (the remainder made non-negative by adding |b|; an
+/// integer divisor of 0 fails like `modulo`).
+fn modulo_variant(
+    name: &str,
+    a: Expr,
+    b: Expr,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let (ta, tb) = (type_of(&a, ctx)?, type_of(&b, ctx)?);
+    for t in [&ta, &tb] {
+        if !t.is_numeric() && !matches!(t, DataType::Null) {
+            return Err(invalid(format!(
+                "Illegal type {t} of argument of function `{name}`"
+            )));
+        }
+    }
+    let floats = ta.is_floating() || tb.is_floating();
+    let or_zero = name == "moduloOrZero";
+    let k = kernel(move |arr, n| {
+        let out: ArrayRef = if floats {
+            let x = cast(&arr[0], &DataType::Float64)?;
+            let y = cast(&arr[1], &DataType::Float64)?;
+            let (x, y) = (
+                x.as_primitive::<Float64Type>(),
+                y.as_primitive::<Float64Type>(),
+            );
+            let v: Float64Array = x
+                .iter()
+                .zip(y.iter())
+                .map(|(x, y)| {
+                    let (x, y) = (x?, y?);
+                    let r = x % y;
+                    Some(if !or_zero && r < 0.0 { r + y.abs() } else { r })
+                })
+                .collect();
+            Arc::new(v)
+        } else {
+            let x = cast(&arr[0], &DataType::Int64)?;
+            let y = cast(&arr[1], &DataType::Int64)?;
+            let (x, y) = (x.as_primitive::<Int64Type>(), y.as_primitive::<Int64Type>());
+            let mut v = Vec::with_capacity(n);
+            for (x, y) in x.iter().zip(y.iter()) {
+                v.push(match (x, y) {
+                    (Some(_), Some(0)) if or_zero => Some(0),
+                    (Some(_), Some(0)) => {
+                        return Err(DataFusionError::Execution("Division by zero".into()));
+                    }
+                    (Some(x), Some(y)) => {
+                        let r = x.wrapping_rem(y);
+                        Some(if !or_zero && r < 0 {
+                            r.wrapping_add(y.wrapping_abs())
+                        } else {
+                            r
+                        })
+                    }
+                    _ => None,
+                });
+            }
+            Arc::new(v.into_iter().collect::<Int64Array>())
+        };
+        Ok(out)
+    });
+    let ret = if floats {
+        DataType::Float64
+    } else {
+        DataType::Int64
+    };
+    Ok(call(
+        name,
+        format!("{floats}"),
+        ret,
+        Nulls::FromArgs,
+        vec![a, b],
+        k,
+    ))
+}
+
+/// A Float64 function of Float64 arguments (integers read as floats), NULL in, NULL out.
+fn float_fn(name: &str, args: Vec<Expr>, f: fn(&[f64]) -> f64) -> Expr {
+    let k = kernel(move |arr, n| {
+        let cols = arr
+            .iter()
+            .map(|a| cast(a, &DataType::Float64))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let cols: Vec<_> = cols
+            .iter()
+            .map(|c| c.as_primitive::<Float64Type>())
+            .collect();
+        let mut row = vec![0.0; cols.len()];
+        let v: Float64Array = (0..n)
+            .map(|r| {
+                for (i, c) in cols.iter().enumerate() {
+                    if c.is_null(r) {
+                        return None;
+                    }
+                    row[i] = c.value(r);
+                }
+                Some(f(&row))
+            })
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    call(name, "", DataType::Float64, Nulls::FromArgs, args, k)
+}
+
+/// A Boolean test of a Float64 (ClickHouse's UInt8 0/1).
+fn float_test(name: &str, a: Expr, f: fn(f64) -> bool) -> Expr {
+    let k = kernel(move |arr, _| {
+        let c = cast(&arr[0], &DataType::Float64)?;
+        let v: datafusion::arrow::array::BooleanArray = c
+            .as_primitive::<Float64Type>()
+            .iter()
+            .map(|x| x.map(f))
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    call(name, "", DataType::Boolean, Nulls::FromFirst, vec![a], k)
+}
+
+/// An Int64 function of Int64 arguments; `f` may fail (ClickHouse's argument errors).
+fn int_fn(
+    name: &str,
+    args: Vec<Expr>,
+    ret: DataType,
+    f: fn(&[i64]) -> Result<i64>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    for a in &args {
+        let t = type_of(a, ctx)?;
+        if !(t.is_integer() || matches!(t, DataType::Boolean | DataType::Null)) {
+            return Err(invalid(format!(
+                "Illegal type {t} of argument of function `{name}`, expected an integer"
+            )));
+        }
+    }
+    let out = ret.clone();
+    let k = kernel(move |arr, n| {
+        let cols = arr
+            .iter()
+            .map(|a| cast(a, &DataType::Int64))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let cols: Vec<_> = cols.iter().map(|c| c.as_primitive::<Int64Type>()).collect();
+        let mut row = vec![0; cols.len()];
+        let mut v = Vec::with_capacity(n);
+        'rows: for r in 0..n {
+            for (i, c) in cols.iter().enumerate() {
+                if c.is_null(r) {
+                    v.push(None);
+                    continue 'rows;
+                }
+                row[i] = c.value(r);
+            }
+            v.push(Some(f(&row)?));
+        }
+        let v: ArrayRef = Arc::new(v.into_iter().collect::<Int64Array>());
+        Ok(cast(&v, &out)?)
+    });
+    Ok(call(name, "", ret, Nulls::FromArgs, args, k))
+}
+
+fn bit_position(p: i64) -> Result<u32> {
+    if (0..=63).contains(&p) {
+        Ok(p as u32)
+    } else {
+        Err(DataFusionError::Execution(format!(
+            "The bit position argument needs to a positive value and less or equal to 63, got {p}"
+        )))
+    }
+}
+
 fn abs(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
     let ty = type_of(&a, ctx)?;
     let unsigned = match ty {
@@ -286,6 +475,8 @@ pub(super) fn translate(
         "round" => rounding(name, args, Rounding::Round, ctx)?,
         "floor" => rounding(name, args, Rounding::Floor, ctx)?,
         "ceil" | "ceiling" => rounding("ceil", args, Rounding::Ceil, ctx)?,
+        "trunc" | "truncate" => rounding("trunc", args, Rounding::Trunc, ctx)?,
+        "roundBankers" => rounding(name, args, Rounding::Bankers, ctx)?,
         "abs" => abs(args.remove(0), ctx)?,
         "pow" | "power" => {
             let b = args.pop().expect("2 args");
@@ -313,6 +504,171 @@ pub(super) fn translate(
             let a = args.pop().expect("2 args");
             binary_expr(a, Operator::Modulo, b)
         }
+        "moduloOrZero" | "positiveModulo" => {
+            let b = args.pop().expect("2 args");
+            let a = args.pop().expect("2 args");
+            modulo_variant(name, a, b, ctx)?
+        }
+        "exp2" => float_fn(name, args, |v| v[0].exp2()),
+        "exp10" => float_fn(name, args, |v| 10f64.powf(v[0])),
+        "cbrt" => float_fn(name, args, |v| v[0].cbrt()),
+        "sin" => float_fn(name, args, |v| v[0].sin()),
+        "cos" => float_fn(name, args, |v| v[0].cos()),
+        "tan" => float_fn(name, args, |v| v[0].tan()),
+        "asin" => float_fn(name, args, |v| v[0].asin()),
+        "acos" => float_fn(name, args, |v| v[0].acos()),
+        "atan" => float_fn(name, args, |v| v[0].atan()),
+        "sinh" => float_fn(name, args, |v| v[0].sinh()),
+        "cosh" => float_fn(name, args, |v| v[0].cosh()),
+        "asinh" => float_fn(name, args, |v| v[0].asinh()),
+        "acosh" => float_fn(name, args, |v| v[0].acosh()),
+        "atanh" => float_fn(name, args, |v| v[0].atanh()),
+        "atan2" => float_fn(name, args, |v| v[0].atan2(v[1])),
+        "hypot" => float_fn(name, args, |v| v[0].hypot(v[1])),
+        "log1p" => float_fn(name, args, |v| v[0].ln_1p()),
+        "degrees" => float_fn(name, args, |v| v[0].to_degrees()),
+        "radians" => float_fn(name, args, |v| v[0].to_radians()),
+        // max2/min2 compare as Float64 and answer Float64, as ClickHouse.
+        "max2" => float_fn(name, args, |v| v[0].max(v[1])),
+        "min2" => float_fn(name, args, |v| v[0].min(v[1])),
+        "isFinite" => float_test(name, args.remove(0), f64::is_finite),
+        "isInfinite" => float_test(name, args.remove(0), f64::is_infinite),
+        "isNaN" => float_test(name, args.remove(0), f64::is_nan),
+        "ifNotFinite" => {
+            let y = args.pop().expect("2 args");
+            let x = args.pop().expect("2 args");
+            let fx = float(x);
+            when(float_test("isFinite", fx.clone(), f64::is_finite), fx)
+                .otherwise(float(y))
+                .map_err(|e| invalid(e.to_string()))?
+        }
+        // 2^x and 10^x as UInt64: negative powers 0, fractions cut, overflow saturates.
+        "intExp2" | "intExp10" => {
+            let base = if name == "intExp2" { 2.0 } else { 10.0 };
+            let k = kernel(move |arr, _| {
+                let c = cast(&arr[0], &DataType::Float64)?;
+                let v: datafusion::arrow::array::UInt64Array = c
+                    .as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|x| {
+                        x.map(|x| {
+                            let p = x.trunc();
+                            if p < 0.0 {
+                                0
+                            } else {
+                                let r = f64::powf(base, p);
+                                if r >= u64::MAX as f64 {
+                                    u64::MAX
+                                } else {
+                                    r as u64
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            call(
+                name,
+                "",
+                DataType::UInt64,
+                Nulls::FromFirst,
+                vec![args.remove(0)],
+                k,
+            )
+        }
+        "factorial" => int_fn(
+            name,
+            args,
+            DataType::UInt64,
+            |v| match v[0] {
+                n if n > 20 => Err(DataFusionError::Execution(format!(
+                    "The maximum value for the input argument of function factorial is 20, got {n}"
+                ))),
+                n => Ok((1..=n.max(0)).product()),
+            },
+            ctx,
+        )?,
+        "negate" => {
+            let a = args.remove(0);
+            let t = type_of(&a, ctx)?;
+            if t.is_unsigned_integer() {
+                Expr::Negative(Box::new(Expr::Cast(Cast::new(
+                    Box::new(a),
+                    DataType::Int64,
+                ))))
+            } else {
+                Expr::Negative(Box::new(a))
+            }
+        }
+        // Euclid on |a|, |b|; a 0 fails as ClickHouse ("Division by zero").
+        "gcd" | "lcm" => {
+            fn gcd(a: i64, b: i64) -> Result<i64> {
+                if a == 0 || b == 0 {
+                    return Err(DataFusionError::Execution("Division by zero".into()));
+                }
+                let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+                while b != 0 {
+                    (a, b) = (b, a % b);
+                }
+                Ok(a as i64)
+            }
+            if name == "gcd" {
+                int_fn(name, args, DataType::Int64, |v| gcd(v[0], v[1]), ctx)?
+            } else {
+                int_fn(
+                    name,
+                    args,
+                    DataType::Int64,
+                    |v| Ok((v[0] / gcd(v[0], v[1])?).wrapping_mul(v[1]).wrapping_abs()),
+                    ctx,
+                )?
+            }
+        }
+        "bitAnd" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] & v[1]), ctx)?,
+        "bitOr" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] | v[1]), ctx)?,
+        "bitXor" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] ^ v[1]), ctx)?,
+        "bitNot" => int_fn(name, args, DataType::Int64, |v| Ok(!v[0]), ctx)?,
+        "bitShiftLeft" => int_fn(
+            name,
+            args,
+            DataType::Int64,
+            |v| {
+                Ok(if (0..64).contains(&v[1]) {
+                    v[0].wrapping_shl(v[1] as u32)
+                } else {
+                    0
+                })
+            },
+            ctx,
+        )?,
+        "bitShiftRight" => int_fn(
+            name,
+            args,
+            DataType::Int64,
+            |v| {
+                Ok(if (0..64).contains(&v[1]) {
+                    v[0] >> v[1]
+                } else {
+                    0
+                })
+            },
+            ctx,
+        )?,
+        "bitCount" => int_fn(
+            name,
+            args,
+            DataType::UInt8,
+            |v| Ok(v[0].count_ones() as i64),
+            ctx,
+        )?,
+        "bitTest" => int_fn(
+            name,
+            args,
+            DataType::UInt8,
+            |v| Ok((v[0] >> bit_position(v[1])?) & 1),
+            ctx,
+        )?,
         "greatest" => f::greatest(args),
         "least" => f::least(args),
         "sign" => sign(args.remove(0)),
@@ -386,6 +742,26 @@ mod tests {
             (call("sign", vec![fl(2.5)]), "1"),
             (call("pi", vec![]), "3.141592653589793"),
         ]);
+        // From ClickHouse: trunc toward zero, roundBankers half to even (integers too),
+        // moduloOrZero 0 on an integer 0, positiveModulo non-negative.
+        check(vec![
+            (call("trunc", vec![fl(-2.7)]), "-2"),
+            (call("trunc", vec![fl(1234.5678), i(2)]), "1234.56"),
+            (call("trunc", vec![i(-17), i(-1)]), "-10"),
+            (call("roundBankers", vec![i(25), i(-1)]), "20"),
+            (call("roundBankers", vec![i(35), i(-1)]), "40"),
+            (call("roundBankers", vec![fl(2.5)]), "2"),
+            (call("moduloOrZero", vec![i(7), i(0)]), "0"),
+            (call("moduloOrZero", vec![i(-7), i(3)]), "-1"),
+            (call("positiveModulo", vec![i(-7), i(3)]), "2"),
+            (call("positiveModulo", vec![fl(-7.5), i(2)]), "0.5"),
+        ]);
+        assert_eq!(typ(call("trunc", vec![i(5)])), DataType::Int64);
+        assert_eq!(typ(call("trunc", vec![fl(5.5)])), DataType::Float64);
+        assert_eq!(
+            typ(call("positiveModulo", vec![i(5), i(2)])),
+            DataType::Int64
+        );
         assert_eq!(typ(call("abs", vec![i(-5)])), DataType::UInt64);
         assert_eq!(typ(call("round", vec![i(5)])), DataType::Int64);
         assert_eq!(typ(call("sign", vec![i(5)])), DataType::Int8);

@@ -412,6 +412,11 @@ fn split(name: &str, mut args: Vec<Expr>, by_char: bool) -> Result<Expr, Functio
 }
 
 fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
+    pad_with(name, args, left, false)
+}
+
+/// `leftPad`/`rightPad` count bytes (as ClickHouse), the `UTF8` forms characters.
+fn pad_with(name: &str, args: Vec<Expr>, left: bool, chars: bool) -> Expr {
     let fname = name.to_string();
     let k = kernel(move |a, n| {
         let s = utf8(&a[0])?;
@@ -428,6 +433,20 @@ fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
                 continue;
             }
             budget::check_pad(l.value(r))?;
+            if chars {
+                let sv: Vec<char> = s.value(r).chars().collect();
+                let want = l.value(r).max(0) as usize;
+                let pv: Vec<char> = p.map(|p| p.value(r)).unwrap_or(" ").chars().collect();
+                if sv.len() >= want || pv.is_empty() {
+                    out.append_value(sv[..want.min(sv.len())].iter().collect::<String>());
+                    continue;
+                }
+                budget.take(want.saturating_mul(4))?;
+                let fill: String = pv.iter().cycle().take(want - sv.len()).collect();
+                let sv: String = sv.into_iter().collect();
+                out.append_value(if left { fill + &sv } else { sv + &fill });
+                continue;
+            }
             let (sv, want) = (s.value(r).as_bytes(), l.value(r).max(0) as usize);
             let pv = p.map(|p| p.value(r)).unwrap_or(" ").as_bytes();
             if sv.len() >= want || pv.is_empty() {
@@ -447,7 +466,7 @@ fn pad(name: &str, args: Vec<Expr>, left: bool) -> Expr {
     });
     call_with(
         name,
-        format!("{left}"),
+        format!("{left}/{chars}"),
         DataType::Utf8,
         Nulls::FromArgs,
         args,
@@ -729,6 +748,22 @@ pub(super) fn translate(
                 None => String::new(),
             }))
         }),
+        // The group's match (group 1 by default, 0 the whole match), '' without a match.
+        "regexpExtract" => regex_fn(name, DataType::Utf8, args, build_str, |re, v| {
+            let group = v.get(2).and_then(|g| g.parse::<usize>().ok()).unwrap_or(1);
+            Ok(Some(match re.captures(v[0]) {
+                Some(c) if group < c.len() => c
+                    .get(group)
+                    .map(|m| m.as_str().to_string())
+                    .unwrap_or_default(),
+                Some(_) => {
+                    return Err(datafusion::error::DataFusionError::Execution(format!(
+                        "The index {group} of function regexpExtract is out of the pattern's groups"
+                    )));
+                }
+                None => String::new(),
+            }))
+        }),
         "extractAll" => regex_fn(name, list_of_strings(), args, build_list, |re, v| {
             Ok(Some(
                 re.captures_iter(v[0])
@@ -811,6 +846,86 @@ pub(super) fn translate(
             budget.take(s.len().saturating_mul(times))?;
             Ok(s.repeat(times))
         }),
+        // The first byte's code, 0 for ''.
+        "ascii" => {
+            let a = strs_fn(
+                name,
+                String::new(),
+                DataType::UInt64,
+                args,
+                build_u64,
+                |v| Some(v[0].bytes().next().map_or(0, u64::from)),
+            );
+            Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(a),
+                DataType::Int32,
+            ))
+        }
+        "appendTrailingCharIfAbsent" => {
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(if v[0].is_empty() || v[0].ends_with(v[1]) {
+                    v[0].to_string()
+                } else {
+                    format!("{}{}", v[0], v[1])
+                })
+            })
+        }
+        // Non-overlapping occurrences, from a 1-based byte position when given.
+        "countSubstrings" => strs_fn(
+            name,
+            String::new(),
+            DataType::UInt64,
+            args,
+            build_u64,
+            |v| {
+                let from = v
+                    .get(2)
+                    .and_then(|p| p.parse::<usize>().ok())
+                    .unwrap_or(1)
+                    .max(1)
+                    - 1;
+                let h = v[0].get(from..).unwrap_or("");
+                Some(if v[1].is_empty() {
+                    0
+                } else {
+                    h.matches(v[1]).count() as u64
+                })
+            },
+        ),
+        // Words split at ASCII whitespace / at bytes that are not ASCII letters or digits,
+        // at most `max` of them when given.
+        "splitByWhitespace" | "splitByNonAlpha" => {
+            let alpha = name == "splitByNonAlpha";
+            strs_fn(
+                name,
+                String::new(),
+                list_of_strings(),
+                args,
+                build_list,
+                move |v| {
+                    let max = v
+                        .get(1)
+                        .and_then(|m| m.parse::<i64>().ok())
+                        .filter(|m| *m > 0);
+                    let words = v[0]
+                        .split(|c: char| {
+                            if alpha {
+                                c.is_ascii() && !c.is_ascii_alphanumeric()
+                            } else {
+                                c.is_ascii_whitespace()
+                            }
+                        })
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_string);
+                    Some(match max {
+                        Some(m) => words.take(m as usize).collect(),
+                        None => words.collect(),
+                    })
+                },
+            )
+        }
+        "leftPadUTF8" => pad_with(name, args, true, true),
+        "rightPadUTF8" => pad_with(name, args, false, true),
         "leftPad" | "lpad" => pad(name, args, true),
         "rightPad" | "rpad" => pad(name, args, false),
         "base64Encode" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {

@@ -252,12 +252,18 @@ pub(crate) fn timestamp_array(v: Vec<Option<i64>>, unit: TimeUnit, tz: &str) -> 
 /// Parses a date or date-time the way ClickHouse's `parseDateTimeBestEffort` does for the
 /// forms seen in practice: `YYYY-MM-DD`, `YYYY-M-D`, `YYYY/MM/DD`, `YYYYMMDD`, with an
 /// optional time `hh:mm[:ss[.fraction]]` after a space or `T`, an optional `Z` or
-/// `±hh[:mm]` offset, and Unix timestamps (all digits, more than 8 of them). Local times are
+/// `±hh[:mm]` offset, Unix timestamps (all digits, more than 8 of them), and dates with a
+/// month name (`15 March 2024 08:00`, RFC 2822, see [`with_month_name`]). Local times are
 /// read in `tz`. Returns UTC microseconds.
 pub(crate) fn parse_best_effort(s: &str, tz: Tz) -> Option<i64> {
     let s = s.trim();
     if s.is_empty() {
         return None;
+    }
+    if s.bytes().any(|b| b.is_ascii_alphabetic())
+        && let Some(numeric) = with_month_name(s)
+    {
+        return parse_best_effort(&numeric, tz);
     }
     if s.len() > 8 && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse::<i64>().ok().map(|v| v * MICROS);
@@ -369,6 +375,60 @@ pub(crate) fn parse_best_effort(s: &str, tz: Tz) -> Option<i64> {
         Some(off) => n.and_utc().timestamp_micros() - off * MICROS,
         None => from_local(tz, n),
     })
+}
+
+/// `15 March 2024 08:00`, `March 15, 2024`, `Fri, 29 Mar 2026 13:45:00 +0000` (RFC 2822,
+/// `GMT`/`UTC` for +0000), `March 2024` (the 1st) rewritten as `2024-03-15 08:00` for
+/// [`parse_best_effort`]; None when there is no month name where one is expected.
+fn with_month_name(s: &str) -> Option<String> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+    let month_of = |w: &str| {
+        let w = w.to_ascii_lowercase();
+        (w.len() >= 3 && w.bytes().all(|b| b.is_ascii_alphabetic()))
+            .then(|| MONTHS.iter().position(|m| w.starts_with(m)))
+            .flatten()
+            .map(|i| i as u32 + 1)
+    };
+    let mut words: Vec<&str> = s
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+        .collect();
+    if let Some(first) = words.first() {
+        let w = first.to_ascii_lowercase();
+        if w.len() >= 3 && DAYS.iter().any(|d| w.starts_with(d)) && month_of(first).is_none() {
+            words.remove(0);
+        }
+    }
+    let num = |w: &str| w.parse::<u32>().ok();
+    let (d, m, y, rest) = match words.as_slice() {
+        [a, b, c, rest @ ..] if num(a).is_some() && month_of(b).is_some() && num(c).is_some() => {
+            (num(a)?, month_of(b)?, num(c)?, rest)
+        }
+        [a, b, c, rest @ ..] if month_of(a).is_some() && num(b).is_some() && num(c).is_some() => {
+            (num(b)?, month_of(a)?, num(c)?, rest)
+        }
+        [a, b] if month_of(a).is_some() && num(b).is_some() => (1, month_of(a)?, num(b)?, &[][..]),
+        _ => return None,
+    };
+    if y < 1000 || d > 31 {
+        return None;
+    }
+    let rest: Vec<&str> = rest
+        .iter()
+        .map(|w| match w.to_ascii_uppercase().as_str() {
+            "GMT" | "UTC" | "UT" => "Z",
+            _ => w,
+        })
+        .collect();
+    let mut out = format!("{y:04}-{m:02}-{d:02}");
+    if !rest.is_empty() {
+        out.push(' ');
+        out.push_str(&rest.join(" "));
+    }
+    Some(out)
 }
 
 /// Parses a date (`toDateOrNull`): the date part of anything `parse_best_effort` reads,

@@ -131,6 +131,203 @@ pub(crate) fn cut_query_string(u: &str) -> String {
     }
 }
 
+/// `cutWWW`: a leading `www.` of the host removed when the URL spells its authority (`//`).
+fn cut_www(u: &str) -> String {
+    let (start, authority) = after_scheme(u);
+    if authority && u[..start].ends_with("//") && u[start..].starts_with("www.") {
+        format!("{}{}", &u[..start], &u[start + 4..])
+    } else {
+        u.to_string()
+    }
+}
+
+/// `netloc`: ClickHouse's reading of the authority (user info, host, port). Without user
+/// info the authority ends at the first `?`, the last `/` or after the last reserved
+/// character, whichever comes first; a `#` always ends it.
+fn netloc(u: &str) -> &str {
+    let b = u.as_bytes();
+    let start = if u.starts_with("//") {
+        2
+    } else {
+        let scheme_end = b.len().min(16);
+        let mut p = 1;
+        while p < scheme_end && (b[p].is_ascii_alphanumeric() || matches!(b[p], b'.' | b'-' | b'+'))
+        {
+            p += 1;
+        }
+        if p + 2 < scheme_end && &b[p..p + 3] == b"://" {
+            p + 3
+        } else {
+            0
+        }
+    };
+    let (mut ident, mut host_end, mut question, mut slash) = (false, None, None, None);
+    for (i, &c) in b.iter().enumerate().skip(start) {
+        match c {
+            b'/' | b'?' if ident => return &u[start..i],
+            b'/' => slash = Some(i),
+            b'?' => {
+                question.get_or_insert(i);
+            }
+            b'#' => return &u[start..i],
+            b'@' => {
+                ident = true;
+                host_end = None;
+            }
+            b';' | b'=' | b'&' | b'~' | b'%' | b' ' | b'\t' | b'<' | b'>' | b'{' | b'}' | b'|'
+            | b'\\' | b'^' | b'[' | b']' => {
+                if ident {
+                    return &u[start..i];
+                }
+                host_end = Some(i);
+            }
+            _ => {}
+        }
+    }
+    let end = [question, slash, host_end]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(b.len());
+    &u[start..end]
+}
+
+/// The first significant subdomain of `host` as a byte range: the part before the top-level
+/// domain, or the one before that when it is `com`, `net`, `org`, `biz`, `gov`, `mil`, `edu`
+/// or `co` (ClickHouse's list); None without a dot.
+fn significant(host: &str) -> Option<(usize, usize)> {
+    let dots: Vec<usize> = host.match_indices('.').map(|(i, _)| i).collect();
+    let n = dots.len();
+    let last = *dots.last()?;
+    let prev = n.checked_sub(2).map(|i| dots[i]);
+    let second = (prev.map_or(0, |p| p + 1), last);
+    if let Some(p) = prev
+        && matches!(
+            &host[p + 1..last],
+            "com" | "net" | "org" | "biz" | "gov" | "mil" | "edu" | "co"
+        )
+    {
+        let start = n.checked_sub(3).map_or(0, |i| dots[i] + 1);
+        return Some((start, p));
+    }
+    Some(second)
+}
+
+fn without_www(d: &str) -> &str {
+    d.strip_prefix("www.").unwrap_or(d)
+}
+
+/// `cutQueryStringAndFragment`: everything from the first `?` removed, or from the first
+/// `#` when there is no `?` (a `#` before a `?` stays, as in ClickHouse).
+fn cut_query_and_fragment(u: &str) -> &str {
+    &u[..u.find('?').or_else(|| u.find('#')).unwrap_or(u.len())]
+}
+
+/// `decodeURLComponent`: `%XX` sequences decoded (invalid ones kept as they are), `+` kept;
+/// bytes that are not UTF-8 are replaced.
+fn decode_url_component(u: &str, plus_is_space: bool) -> String {
+    let b = u.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' if plus_is_space => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `extractURLParameterNames`: the names of the parameters after the first `?` or `#`, as
+/// ClickHouse reads them: a name ends at `=`, `&` or `#` (a name ending the URL is not one),
+/// a `?` starts the next name.
+fn parameter_names(u: &str) -> Vec<&str> {
+    let b = u.as_bytes();
+    let mut out = vec![];
+    let Some(mut pos) = u.find(['?', '#']) else {
+        return out;
+    };
+    loop {
+        if pos + 1 >= b.len() {
+            break;
+        }
+        pos += 1;
+        let Some(te) = b[pos..]
+            .iter()
+            .position(|c| matches!(c, b'=' | b'&' | b'#' | b'?'))
+            .map(|i| pos + i)
+        else {
+            break;
+        };
+        let name = &u[pos..te];
+        pos = te;
+        if b[te] == b'?' {
+            continue;
+        }
+        out.push(name);
+        match b[pos..]
+            .iter()
+            .position(|c| matches!(c, b'&' | b'#'))
+            .map(|i| pos + i)
+        {
+            Some(p) => pos = p,
+            None => break,
+        }
+    }
+    out
+}
+
+/// `queryStringAndFragment`: after the first `?`; without one, the fragment with its `#`.
+fn query_and_fragment(u: &str) -> &str {
+    match u.find('?') {
+        Some(q) => &u[q + 1..],
+        None => u.find('#').map(|h| &u[h..]).unwrap_or(""),
+    }
+}
+
+/// `encodeURLComponent`: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX`; the form variant
+/// writes a space as `+`.
+fn encode_url_component(u: &str, form: bool) -> String {
+    let mut out = String::with_capacity(u.len());
+    for &b in u.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else if form && b == b' ' {
+            out.push('+');
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `port`: the port after the host (ClickHouse reads it where `domain` finds a host), else 0.
+fn port(u: &str) -> Option<u16> {
+    let host = domain(u);
+    let at = if host.is_empty() {
+        // `a.com:99`: a host read as a scheme.
+        let s = scheme(u).filter(|s| s.contains('.'))?;
+        s.len()
+    } else {
+        u.find(host)? + host.len()
+    };
+    let rest = u[at..].strip_prefix(':')?;
+    let digits: &str = &rest[..rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len())];
+    digits.parse().ok()
+}
+
 fn str_kernel(name: &str, args: Vec<Expr>, f: fn(&[&str]) -> String) -> Expr {
     let k = Arc::new(move |a: &[ArrayRef], n: usize| -> Result<ArrayRef> {
         let cols = a
@@ -181,14 +378,71 @@ pub(super) fn translate(
         "fragment" => str_kernel(name, args, |v| fragment(v[0]).to_string()),
         "extractURLParameter" => str_kernel(name, args, |v| parameter(v[0], v[1]).to_string()),
         "cutQueryString" => str_kernel(name, args, |v| cut_query_string(v[0])),
-        "extractURLParameters" => {
-            let k = Arc::new(|a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+        "cutWWW" => str_kernel(name, args, |v| cut_www(v[0])),
+        "firstSignificantSubdomain" => str_kernel(name, args, |v| {
+            let d = without_www(domain(v[0]));
+            significant(d).map_or(String::new(), |(s, e)| d[s..e].to_string())
+        }),
+        "cutToFirstSignificantSubdomain" => str_kernel(name, args, |v| {
+            let d = without_www(domain(v[0]));
+            significant(d).map_or(String::new(), |(s, _)| d[s..].to_string())
+        }),
+        "cutToFirstSignificantSubdomainWithWWW" => str_kernel(name, args, |v| {
+            let d = domain(v[0]);
+            significant(d).map_or(String::new(), |(s, _)| d[s..].to_string())
+        }),
+        "cutFragment" => str_kernel(name, args, |v| {
+            v[0][..v[0].find('#').unwrap_or(v[0].len())].to_string()
+        }),
+        "queryStringAndFragment" => {
+            str_kernel(name, args, |v| query_and_fragment(v[0]).to_string())
+        }
+        "encodeURLComponent" => str_kernel(name, args, |v| encode_url_component(v[0], false)),
+        "encodeURLFormComponent" => str_kernel(name, args, |v| encode_url_component(v[0], true)),
+        "port" => {
+            let k = Arc::new(|a: &[ArrayRef], n: usize| -> Result<ArrayRef> {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                let s = s.as_string::<i32>();
+                let d = match a.get(1) {
+                    Some(d) => Some(cast(d, &DataType::UInt16)?),
+                    None => None,
+                };
+                let d = d
+                    .as_ref()
+                    .map(|d| d.as_primitive::<datafusion::arrow::datatypes::UInt16Type>());
+                let v: datafusion::arrow::array::UInt16Array = (0..n)
+                    .map(|r| {
+                        if s.is_null(r) {
+                            return None;
+                        }
+                        let default = d.map_or(Some(0), |d| d.is_valid(r).then(|| d.value(r)));
+                        port(s.value(r)).or(default)
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            call(name, "", DataType::UInt16, Nulls::FromArgs, args, k)
+        }
+        "netloc" => str_kernel(name, args, |v| netloc(v[0]).to_string()),
+        "cutQueryStringAndFragment" => {
+            str_kernel(name, args, |v| cut_query_and_fragment(v[0]).to_string())
+        }
+        "decodeURLComponent" => str_kernel(name, args, |v| decode_url_component(v[0], false)),
+        "decodeURLFormComponent" => str_kernel(name, args, |v| decode_url_component(v[0], true)),
+        "extractURLParameters" | "extractURLParameterNames" => {
+            let names = name == "extractURLParameterNames";
+            let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
                 let s = cast(&a[0], &DataType::Utf8)?;
                 let mut b = ListBuilder::new(StringBuilder::new());
                 for u in s.as_string::<i32>().iter() {
                     match u {
                         Some(u) => {
-                            for p in parameters(u) {
+                            let items = if names {
+                                parameter_names(u)
+                            } else {
+                                parameters(u)
+                            };
+                            for p in items {
                                 b.values().append_value(p);
                             }
                             b.append(true);

@@ -367,6 +367,54 @@ pub(super) fn translate(
         "toStartOfFifteenMinutes" => trunc_simple(name, Trunc::Seconds(900), args),
         "toMonday" => trunc_simple(name, Trunc::Weeks(1, true), args),
         "toStartOfMonth" => trunc_simple(name, Trunc::Months(1), args),
+        // The first day of the month (a Date), moved to the month's last day.
+        "toLastDayOfMonth" => {
+            let first = trunc_simple("toStartOfMonth", Trunc::Months(1), args)?;
+            let k: Kernel = Arc::new(|a, _| {
+                let d = cast(&a[0], &DataType::Date32)?;
+                let v = d
+                    .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                    .iter()
+                    .map(|d| {
+                        let d = date_of_days(d?)?;
+                        let last = super::time::last_day(d.year(), d.month())?;
+                        d.with_day(last).map(days_of)
+                    })
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Date32,
+                Nulls::FromFirst,
+                vec![first],
+                k,
+            ))
+        }
+        // DateTime64 only, as ClickHouse: milliseconds since the epoch.
+        "toUnixTimestamp64Milli" => {
+            let t = args.remove(0);
+            let ty = type_of(&t, ctx)?;
+            if !matches!(ty, DataType::Timestamp(..)) {
+                return Err(invalid(format!(
+                    "Illegal type {ty} of argument of function `toUnixTimestamp64Milli`, expected DateTime64"
+                )));
+            }
+            let k: Kernel = Arc::new(|a, _| {
+                let m = instants(&a[0], chrono_tz::UTC)?;
+                let v: Int64Array = m.into_iter().map(|m| m.map(|m| m / 1000)).collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Int64,
+                Nulls::FromFirst,
+                vec![t],
+                k,
+            ))
+        }
         "toStartOfQuarter" => trunc_simple(name, Trunc::Months(3), args),
         "toStartOfYear" => trunc_simple(name, Trunc::Years(1), args),
         "toStartOfWeek" => {
@@ -379,6 +427,41 @@ pub(super) fn translate(
             let tz = args.get(2).cloned();
             let t = args.swap_remove(0);
             trunc_call(name, t, Trunc::Weeks(1, mode % 2 == 1), tz.as_ref(), ctx)
+        }
+        // The week's last day (a Date): its first (by the mode, as toStartOfWeek) plus 6.
+        "toLastDayOfWeek" => {
+            let mode = match args.get(1) {
+                Some(m) => const_int(m).ok_or_else(|| {
+                    invalid("The mode argument of `toLastDayOfWeek` must be a constant")
+                })?,
+                None => week_monday,
+            };
+            let tz = args.get(2).cloned();
+            let t = args.swap_remove(0);
+            let first = trunc_call(
+                "toStartOfWeek",
+                t,
+                Trunc::Weeks(1, mode % 2 == 1),
+                tz.as_ref(),
+                ctx,
+            )?;
+            let k: Kernel = Arc::new(|a, _| {
+                let d = cast(&a[0], &DataType::Date32)?;
+                let v = d
+                    .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                    .iter()
+                    .map(|d| d.map(|d| d + 6))
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Date32,
+                Nulls::FromFirst,
+                vec![first],
+                k,
+            ))
         }
         "toStartOfInterval" => {
             let (unit, n) = interval_of(&args[1]).ok_or_else(|| {
@@ -411,6 +494,37 @@ pub(super) fn translate(
         "toSecond" | "SECOND" => part_simple(name, Part::Second, args),
         "toYYYYMM" => part_simple(name, Part::YyyyMm, args),
         "toYYYYMMDD" => part_simple(name, Part::YyyyMmDd, args),
+        "toYYYYMMDDhhmmss" => part_simple(name, Part::YyyyMmDdHhMmSs, args),
+        "toISOWeek" => part_simple(name, Part::IsoWeek, args),
+        "toISOYear" => part_simple(name, Part::IsoYear, args),
+        // The month's English name, from its number.
+        "monthName" => {
+            let m = part_simple("toMonth", Part::Month, args)?;
+            let k: Kernel = Arc::new(|a, _| {
+                const NAMES: [&str; 12] = [
+                    "January",
+                    "February",
+                    "March",
+                    "April",
+                    "May",
+                    "June",
+                    "July",
+                    "August",
+                    "September",
+                    "October",
+                    "November",
+                    "December",
+                ];
+                let m = cast(&a[0], &DataType::Int64)?;
+                let v: StringArray = m
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .map(|m| m.and_then(|m| NAMES.get((m - 1) as usize).copied()))
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(name, "", DataType::Utf8, Nulls::FromFirst, vec![m], k))
+        }
         "toUnixTimestamp" => part_simple(name, Part::Unix, args),
         "toDayOfWeek" | "DAYOFWEEK" => {
             let mode = match args.get(1) {

@@ -17,6 +17,9 @@ pub(super) enum Part {
     DayOfWeek(i64),
     YyyyMm,
     YyyyMmDd,
+    YyyyMmDdHhMmSs,
+    IsoWeek,
+    IsoYear,
     Unix,
 }
 
@@ -25,6 +28,8 @@ impl Part {
         match self {
             Part::Year | Part::DayOfYear => DataType::UInt16,
             Part::YyyyMm | Part::YyyyMmDd | Part::Unix => DataType::UInt32,
+            Part::YyyyMmDdHhMmSs => DataType::UInt64,
+            Part::IsoYear => DataType::UInt16,
             _ => DataType::UInt8,
         }
     }
@@ -52,6 +57,14 @@ impl Part {
             }
             Part::YyyyMm => l.year() as i64 * 100 + l.month() as i64,
             Part::YyyyMmDd => l.year() as i64 * 10000 + l.month() as i64 * 100 + l.day() as i64,
+            Part::YyyyMmDdHhMmSs => {
+                (l.year() as i64 * 10000 + l.month() as i64 * 100 + l.day() as i64) * 1_000_000
+                    + l.hour() as i64 * 10000
+                    + l.minute() as i64 * 100
+                    + l.second() as i64
+            }
+            Part::IsoWeek => l.iso_week().week() as i64,
+            Part::IsoYear => l.iso_week().year() as i64,
             Part::Unix => unreachable!("read from the instant"),
         }
     }
