@@ -389,14 +389,7 @@ async fn funnels_answer_the_hand_worked_cases() {
             for (k, v) in point.as_object().unwrap() {
                 q["source"][k] = v.clone();
             }
-            let v = query(srv, q).await;
-            v["results"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(|r| r[0]["distinct_ids"].as_array().unwrap().clone())
-                .map(|d| d.as_str().unwrap().to_owned())
-                .collect::<BTreeSet<String>>()
+            ids_of(&query(srv, q).await, true)
         }
     };
     let set = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
@@ -437,14 +430,7 @@ async fn funnels_answer_the_hand_worked_cases() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
-    let ids: BTreeSet<String> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["distinct_ids"].as_array().unwrap().clone())
-        .map(|d| d.as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(ids, set(&["p1", "p2", "p8"]), "{v}");
+    assert_eq!(ids_of(&v, false), set(&["p1", "p2", "p8"]), "{v}");
 }
 
 /// The persons' distinct ids in a persons list or an actors response.
