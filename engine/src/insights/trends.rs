@@ -439,11 +439,6 @@ fn math_of(node: &Map<String, Value>) -> Result<String, FilterError> {
     })
 }
 
-/// What the node holds that this version does not compute is refused by name.
-fn refuse_unsupported(_q: &Map<String, Value>) -> Result<(), FilterError> {
-    Ok(())
-}
-
 /// One breakdown's HogQL value (before NULL and empty values become the null marker).
 fn breakdown_value(key: &str, ty: &str, group: Option<&Value>) -> Result<String, FilterError> {
     let field = |base: &str| format!("{base}[{}]", quote(key));
@@ -548,7 +543,6 @@ impl Trends {
         let q = v
             .as_object()
             .ok_or_else(|| bad("a TrendsQuery must be an object"))?;
-        refuse_unsupported(q)?;
         let series = match q.get("series") {
             Some(Value::Array(s)) if !s.is_empty() => s,
             _ => return Err(bad("a TrendsQuery needs series, a list of EventsNode")),
