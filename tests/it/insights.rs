@@ -902,6 +902,28 @@ async fn trends_series_match_a_reference() {
     .map(|((a, b), n)| ((a.to_owned(), b.to_owned()), n))
     .collect();
     assert_eq!(edges, want, "{v}");
+    // Each edge's average seconds between its steps, a step timed by the last event of its
+    // run: /a → /b took 10 s for p1 and 20 s for p3 (/b, /b), the others 10 s.
+    let times: BTreeMap<String, f64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                format!("{} -> {}", e["source"].as_str().unwrap(), e["target"].as_str().unwrap()),
+                e["average_conversion_time"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        times,
+        BTreeMap::from([
+            ("1_/a -> 2_/b".to_string(), 15.0),
+            ("1_/a -> 2_/c".to_string(), 10.0),
+            ("2_/b -> 3_/c".to_string(), 10.0)
+        ]),
+        "{v}"
+    );
     // Cleaned (/b and /c become /bc, then folded) and grouped (/b* holds /b).
     let paths = |filter: Value| {
         let srv = &srv;
@@ -928,11 +950,15 @@ async fn trends_series_match_a_reference() {
         list.iter().map(|(e, n)| (e.to_string(), *n)).collect()
     };
     assert_eq!(
-        paths(json!({"localPathCleaningFilters": [{"regex": "^/(b|c)$", "alias": "/bc"}]})).await,
+        paths(json!({"includeEventTypes": ["$pageview"],
+            "localPathCleaningFilters": [{"regex": "^/(b|c)$", "alias": "/bc"}]}))
+        .await,
         edges(&[("1_/a -> 2_/bc", 3)])
     );
     assert_eq!(
-        paths(json!({"pathGroupings": ["/b*"], "pathReplacements": true})).await,
+        paths(json!({"includeEventTypes": ["$pageview"], "pathGroupings": ["/b*"],
+            "pathReplacements": true}))
+        .await,
         edges(&[
             ("1_/a -> 2_/b*", 2),
             ("2_/b* -> 3_/c", 1),
