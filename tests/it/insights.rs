@@ -910,7 +910,11 @@ async fn trends_series_match_a_reference() {
         .iter()
         .map(|e| {
             (
-                format!("{} -> {}", e["source"].as_str().unwrap(), e["target"].as_str().unwrap()),
+                format!(
+                    "{} -> {}",
+                    e["source"].as_str().unwrap(),
+                    e["target"].as_str().unwrap()
+                ),
                 e["average_conversion_time"].as_f64().unwrap(),
             )
         })
@@ -956,8 +960,10 @@ async fn trends_series_match_a_reference() {
         edges(&[("1_/a -> 2_/bc", 3)])
     );
     assert_eq!(
-        paths(json!({"includeEventTypes": ["$pageview"], "pathGroupings": ["/b*"],
-            "pathReplacements": true}))
+        paths(
+            json!({"includeEventTypes": ["$pageview"], "pathGroupings": ["/b*"],
+            "pathReplacements": true})
+        )
         .await,
         edges(&[
             ("1_/a -> 2_/b*", 2),

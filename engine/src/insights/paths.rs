@@ -70,7 +70,10 @@ impl Paths {
         // No types: every event, pageviews by URL and screens by name, as PostHog reads it.
         let kinds = strings("includeEventTypes")?;
         for k in &kinds {
-            if !matches!(k.as_str(), "$pageview" | "$screen" | "custom_event" | "hogql") {
+            if !matches!(
+                k.as_str(),
+                "$pageview" | "$screen" | "custom_event" | "hogql"
+            ) {
                 return Err(bad(format!(
                     "includeEventTypes holds $pageview, $screen, custom_event or hogql, got '{k}'"
                 )));
@@ -219,11 +222,7 @@ impl Paths {
                     .collect::<Vec<_>>()
                     .join(".*");
                 // Unanchored, as PostHog's multiMatchAnyIndex: `/docs/*` groups full URLs.
-                arms.push(format!(
-                    "match({step}, {}), {}",
-                    quote(&pattern),
-                    quote(g)
-                ));
+                arms.push(format!("match({step}, {}), {}", quote(&pattern), quote(g)));
             }
             step = format!("multiIf({}, {step})", arms.join(", "));
         }
@@ -511,10 +510,7 @@ mod tests {
         ];
         assert_eq!(
             edges_of(&paths(json!({})), &rows),
-            vec![
-                "1_/a -> 2_/b: 2 @ 20.0",
-                "2_/b -> 3_/c: 1 @ 60.0"
-            ]
+            vec!["1_/a -> 2_/b: 2 @ 20.0", "2_/b -> 3_/c: 1 @ 60.0"]
         );
         // Excluded items are dropped before the paths are built: /b gone, /a → /c.
         assert_eq!(
