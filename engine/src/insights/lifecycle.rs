@@ -125,8 +125,8 @@ impl Lifecycle {
         cx: &FilterContext,
     ) -> Result<String, FilterError> {
         Ok(format!(
-            "SELECT formatDateTime(b, '%Y-%m-%d %H:%i:%S') AS bucket, status, count() \
-             FROM ({}) GROUP BY bucket, status",
+            "SELECT formatDateTime(b, '%Y-%m-%d %H:%i:%S') AS bucket, status, n \
+             FROM (SELECT b, status, count() AS n FROM ({}) GROUP BY b, status)",
             self.statuses_query(p, before, cx)?
         ))
     }
@@ -217,11 +217,14 @@ impl Lifecycle {
             Interval::Week => format!("toStartOfWeek({t}, 0)"),
             Interval::Month => format!("toStartOfMonth({t})"),
         };
+        // Per (person, bucket) first, then per person: the first aggregation is the
+        // vectorized one, and the arrays are built from a row per active bucket.
         Ok(format!(
-            "SELECT person_id, groupUniqArray({}) AS active, {} AS created \
-             FROM events WHERE {} GROUP BY person_id",
+            "SELECT person_id, groupArray(a) AS active, {} AS created FROM (\
+             SELECT person_id, {} AS a, min(person.created_at) AS c \
+             FROM events WHERE {} GROUP BY person_id, a) GROUP BY person_id",
+            bucket("min(c)"),
             bucket("timestamp"),
-            bucket("min(person.created_at)"),
             conds.join(" AND ")
         ))
     }
