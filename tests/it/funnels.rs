@@ -431,6 +431,38 @@ async fn funnels_answer_the_hand_worked_cases() {
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(ids_of(&v, false), set(&["p1", "p2", "p8"]), "{v}");
+
+    // B optional (PostHog's optionalInFunnel): C may follow A directly. Paths: p1 A B C,
+    // p2 A B, p3 A C (its B comes after C), p4 A B C, p5 A (B past the window), p6 A B C,
+    // p8 A B (from its second A); p7 has no A. A step counts the persons whose path holds
+    // it: A 7, B 5, C 4. An optional step adds no time, so the gaps are A → C: p1 1200 s,
+    // p3 100, p4 150, p6 30 (mean 370, median 125), reported at the second step as PostHog
+    // pairs them; there is no second gap.
+    let mut optional = funnel(hour.clone(), Value::Null);
+    optional["series"][1]["optionalInFunnel"] = json!(true);
+    let v = query(&srv, optional.clone()).await;
+    assert_eq!(
+        steps(&v["results"]),
+        vec![
+            (7, Value::Null, Value::Null),
+            (5, json!(370.0), json!(125.0)),
+            (4, Value::Null, Value::Null),
+        ],
+        "{v}"
+    );
+    // Reached C; dropped off before C (held A, the required step before it, and not C).
+    assert_eq!(
+        actors(optional.clone(), json!({"funnelStep": 3})).await,
+        set(&["p1", "p3", "p4", "p6"])
+    );
+    assert_eq!(
+        actors(optional.clone(), json!({"funnelStep": -3})).await,
+        set(&["p2", "p5", "p8"])
+    );
+    assert_eq!(
+        actors(optional, json!({"funnelStep": 2})).await,
+        set(&["p1", "p2", "p4", "p6", "p8"])
+    );
 }
 
 /// The persons' distinct ids in a persons list or an actors response.

@@ -125,12 +125,15 @@ impl Correlation {
     /// The funnel's persons at `step` or beyond: `target`, `success` (finished the funnel),
     /// `first_ts` (their first step) and `final_ts` (their last step when they finished).
     pub fn actors_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
-        let last = self.funnel.steps.len() - 1;
+        // Who holds the last step finished; `step` counts as reached when the path holds
+        // it (optional steps skipped are not held).
+        let holds = |k: usize| format!("bitAnd(f.5, {}) != 0", 1u64 << k);
+        let last = holds(self.funnel.steps.len() - 1);
         Ok(format!(
-            "SELECT target, f.1 = {last} AS success, f.3 AS first_ts, \
-             if(f.1 = {last}, f.4, NULL) AS final_ts FROM ({}) WHERE f.1 >= {}",
+            "SELECT target, {last} AS success, f.3 AS first_ts, \
+             if({last}, f.4, NULL) AS final_ts FROM ({}) WHERE f.1 >= 0 AND {}",
             self.funnel.persons_query(p, cx)?,
-            self.step - 1
+            holds(self.step.max(1) as usize - 1)
         ))
     }
 

@@ -73,6 +73,8 @@ pub struct Funnel {
     /// Who converts: `person_id`, or `$group_N` when the funnel aggregates by groups.
     pub target: String,
     pub viz: Viz,
+    /// The steps that may be skipped (`optionalInFunnel`; bit k: 0-based step k).
+    pub optional: u32,
     /// The buckets of funnel trends.
     pub interval: Interval,
     pub date_range: Option<Value>,
@@ -91,12 +93,58 @@ fn events_node(x: &Value, what: &str) -> Result<Map<String, Value>, FilterError>
             )));
         }
     }
-    if m.get("optionalInFunnel").and_then(Value::as_bool) == Some(true) {
-        return Err(bad(
-            "optional funnel steps (optionalInFunnel) are not supported yet",
-        ));
-    }
     Ok(m)
+}
+
+/// Whether a step is optional (`optionalInFunnel`).
+fn is_optional(node: &Map<String, Value>) -> bool {
+    node.get("optionalInFunnel").and_then(Value::as_bool) == Some(true)
+}
+
+/// A step's property filters as comparable texts (PostHog's `type: key operator value`),
+/// of `properties` and of `fixedProperties`.
+fn filter_texts(node: &Map<String, Value>) -> [Vec<String>; 2] {
+    ["properties", "fixedProperties"].map(|k| {
+        let mut out: Vec<String> = node
+            .get(k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.get("key").is_some())
+            .map(|p| {
+                let f = |k: &str| p.get(k).cloned().unwrap_or(Value::Null).to_string();
+                format!(
+                    "{}: {} {} {}",
+                    f("type"),
+                    f("key"),
+                    f("operator"),
+                    f("value")
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    })
+}
+
+/// Whether step `b` matches every event `a` matches as PostHog judges it for optional
+/// steps: the same event with the same filters, or `a`'s filters a subset of `b`'s.
+fn covers(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
+    if a.get("event") != b.get("event") {
+        return false;
+    }
+    let subset = |x: &[String], y: &[String]| {
+        let mut y = y.to_vec();
+        x.iter().all(|v| match y.iter().position(|w| w == v) {
+            Some(i) => {
+                y.swap_remove(i);
+                true
+            }
+            None => false,
+        })
+    };
+    let (fa, fb) = (filter_texts(a), filter_texts(b));
+    subset(&fa[0], &fb[0]) && subset(&fa[1], &fb[1])
 }
 
 impl Funnel {
@@ -201,6 +249,30 @@ impl Funnel {
                 exclusions.push(Exclusion { node, from, to });
             }
         }
+        let optional = steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| is_optional(s))
+            .fold(0u32, |m, (k, _)| m | 1 << k);
+        if optional != 0 {
+            // PostHog's rules for optional steps.
+            if viz != Viz::Steps || order == "unordered" {
+                return Err(bad(
+                    "Optional funnel steps are only supported in funnels with step order Sequential or Strict and the graph type \"Conversion Steps\".",
+                ));
+            }
+            if optional & 1 != 0 {
+                return Err(bad("The first step of a funnel cannot be optional."));
+            }
+            for k in 1..n {
+                let (prev, this) = (&steps[k - 1], &steps[k]);
+                if is_optional(prev) && !is_optional(this) && covers(this, prev) {
+                    return Err(bad(
+                        "An optional step cannot be the same as the following required step.",
+                    ));
+                }
+            }
+        }
         let breakdown = breakdown_of(q)?;
         let attribution = match get("breakdownAttributionType").and_then(Value::as_str) {
             None | Some("first_touch") => Attribution::FirstTouch,
@@ -287,6 +359,7 @@ impl Funnel {
             attribution,
             target,
             viz,
+            optional,
             interval: Interval::parse(q.get("interval"))?,
             date_range: q.get("dateRange").filter(|v| !v.is_null()).cloned(),
         })
@@ -431,6 +504,10 @@ impl Funnel {
             }
         };
         let call = match trends {
+            None if self.optional != 0 => format!(
+                "hedgerowFunnel({}, '{}', {used}, {})(timestamp, ",
+                self.window, self.order, self.optional
+            ),
             None => format!(
                 "hedgerowFunnel({}, '{}', {used})(timestamp, ",
                 self.window, self.order
@@ -564,11 +641,14 @@ impl Funnel {
         let persons = self.persons_query(p, cx)?;
         let n = self.steps.len();
         let mut cols = vec![];
+        // A person counts at each step their path holds (`f.5`, bit k: step k), which is
+        // every step up to the furthest but the optional ones skipped; a conversion time is
+        // the k-th gap between the path's required steps, as PostHog pairs them.
         for k in 0..n {
-            cols.push(format!("countIf(f.1 >= {k})"));
+            cols.push(format!("countIf(bitAnd(f.5, {}) != 0)", 1u64 << k));
         }
         for k in 1..n {
-            let c = format!("f.1 >= {k} AND f.2[{k}] > 0");
+            let c = format!("length(f.2) >= {k} AND f.2[{k}] > 0");
             cols.push(format!("countIf({c})"));
             cols.push(format!("avgIf(f.2[{k}], {c})"));
             cols.push(format!("medianIf(f.2[{k}], {c})"));
@@ -883,8 +963,22 @@ mod tests {
                 "only the first step",
             ),
             (
-                json!({"series": [{}, {"optionalInFunnel": true}]}),
-                "optional",
+                json!({"series": [{"optionalInFunnel": true}, {}]}),
+                "The first step of a funnel cannot be optional",
+            ),
+            (
+                json!({"series": [{}, {"optionalInFunnel": true}], "funnelsFilter": {"funnelOrderType": "unordered"}}),
+                "only supported in funnels with step order Sequential or Strict",
+            ),
+            (
+                json!({"series": [{}, {"optionalInFunnel": true}], "funnelsFilter": {"funnelVizType": "trends"}}),
+                "graph type \"Conversion Steps\"",
+            ),
+            (
+                json!({"series": [{"event": "a"}, {"event": "b", "optionalInFunnel": true,
+                    "properties": [{"key": "x", "value": "1", "operator": "exact", "type": "event"}]},
+                    {"event": "b"}]}),
+                "An optional step cannot be the same as the following required step",
             ),
         ] {
             let e = Funnel::from_value(&v).unwrap_err();

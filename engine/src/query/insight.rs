@@ -659,9 +659,19 @@ impl QueryService {
             )));
         }
         let n = f.steps.len() as i64;
+        // As PostHog: reached step s when the path holds it; dropped off before step |s|
+        // when the path holds the last required step before it and not step |s| itself.
+        let holds = |k: i64| format!("bitAnd(f.5, {}) != 0", 1u64 << k);
         let mut condition = match step {
-            s if (1..=n).contains(&s) => format!("f.1 >= {}", s - 1),
-            s if (-n..=-2).contains(&s) => format!("f.1 = {}", -s - 2),
+            s if (1..=n).contains(&s) => holds(s - 1),
+            s if (-n..=-2).contains(&s) => {
+                let target = -s - 1;
+                let before = (0..target)
+                    .rev()
+                    .find(|k| f.optional & (1 << k) == 0)
+                    .unwrap_or(0);
+                format!("{} AND NOT {}", holds(before), holds(target))
+            }
             _ => {
                 return Err(QueryError::InvalidField(
                     "funnel_step",

@@ -1,5 +1,5 @@
-//! `hedgerowFunnel(window, 'ordered' | 'strict' | 'unordered', steps)(timestamp, step
-//! conditions…, exclusion conditions…)`: the per-person half of PostHog's funnels, which
+//! `hedgerowFunnel(window, 'ordered' | 'strict' | 'unordered', steps[, optional])(timestamp,
+//! step conditions…, exclusion conditions…)`: the per-person half of PostHog's funnels, which
 //! ClickHouse answers with PostHog's own `aggregate_funnel` UDF and plain ClickHouse cannot.
 //! Not in PostHog's HogQL function list: the `FunnelsQuery` compiler calls it, and HogQL users
 //! may too.
@@ -10,7 +10,16 @@
 //! reached, 0-based (−1: the first step never happened, or the best path crossed an
 //! exclusion, and PostHog then leaves the person out), `.2` the seconds between consecutive
 //! steps of that path (`.2[1]` from the first step to the second), `.3` and `.4` the times
-//! of its first and its last step (NULL without a path).
+//! of its first and its last step (NULL without a path), `.5` the steps the path holds (bit
+//! k: 0-based step k).
+//!
+//! `optional` (ordered and strict funnels) is a bit mask of the steps that may be skipped
+//! (bit k: 0-based step k; never the first), as PostHog's `optionalInFunnel`: a step's event
+//! may follow the closest step before it that the path holds, going back over optional steps
+//! it does not hold (or holds outside the window); an optional step adds no time to the
+//! path (`.2` spans the required steps only); `.1` then counts the required steps only
+//! (the furthest step less the optional steps up to it), and `.5` tells which steps the path
+//! holds.
 //!
 //! `hedgerowFunnelTrends(window, order, steps, from_step)(timestamp, bucket, conditions…)`
 //! answers funnel trends instead: per time bucket (`bucket`, the start of the event's
@@ -81,6 +90,8 @@ type Stored = (i64, u32, u32, i64);
 pub(super) struct Outcome {
     pub(super) level: i8,
     pub(super) times: Vec<i64>,
+    /// The steps the path holds (bit k: 0-based step k).
+    pub(super) bits: u32,
 }
 
 impl Outcome {
@@ -97,28 +108,50 @@ struct Path {
     excluded: bool,
     times: Vec<i64>,
     used: Vec<usize>,
+    /// The steps the path holds (bit k: 0-based step k).
+    bits: u32,
 }
 
-/// The answer for `events` (sorted here) of a funnel of `steps` steps.
-pub(super) fn evaluate(events: &mut [Event], window: i64, steps: usize, order: Order) -> Outcome {
+/// The answer for `events` (sorted here) of a funnel of `steps` steps, `optional` the steps
+/// that may be skipped (bit k: 0-based step k; ordered and strict funnels).
+pub(super) fn evaluate(
+    events: &mut [Event],
+    window: i64,
+    steps: usize,
+    order: Order,
+    optional: u32,
+) -> Outcome {
     events.sort_unstable();
     let (reached, best) = match order {
-        Order::Unordered => unordered(events, window, steps),
-        _ => ordered(events, window, steps, order == Order::Strict),
+        Order::Unordered => {
+            let (reached, mut best) = unordered(events, window, steps);
+            best.bits = (1u32 << reached) - 1;
+            (reached, best)
+        }
+        _ => ordered(events, window, steps, order == Order::Strict, optional),
     };
     if best.excluded || reached == 0 {
         return Outcome {
             level: -1,
             times: vec![],
+            bits: 0,
         };
     }
+    let skippable_before = (optional & ((1u32 << reached) - 1)).count_ones() as usize;
     Outcome {
-        level: reached as i8 - 1,
+        level: (reached - skippable_before) as i8 - 1,
         times: best.times,
+        bits: best.bits,
     }
 }
 
-fn ordered(events: &[Event], window: i64, steps: usize, strict: bool) -> (usize, Path) {
+fn ordered(
+    events: &[Event],
+    window: i64,
+    steps: usize,
+    strict: bool,
+    optional: u32,
+) -> (usize, Path) {
     // entered[k]: the path that reached step k (1-based); entered[0] is "now", the start a
     // step-1 event gives.
     let mut entered: Vec<Path> = vec![Path::default(); steps + 1];
@@ -134,7 +167,15 @@ fn ordered(events: &[Event], window: i64, steps: usize, strict: bool) -> (usize,
         let group = &events[i..end];
         if group.iter().all(|e| (e.1, e.2) == (group[0].1, group[0].2)) {
             for (k, e) in group.iter().enumerate() {
-                step_event(&mut entered, &mut best, e, i + k, false, window, steps);
+                step_event(
+                    &mut entered,
+                    &mut best,
+                    e,
+                    (i + k, false),
+                    window,
+                    steps,
+                    optional,
+                );
                 if strict {
                     for (s, p) in entered.iter_mut().enumerate().skip(1) {
                         if e.1 & (1 << (s - 1)) == 0 {
@@ -157,7 +198,15 @@ fn ordered(events: &[Event], window: i64, steps: usize, strict: bool) -> (usize,
             singles.sort_unstable();
             for (s, idx) in singles {
                 let e = (t, 1 << s, 0);
-                step_event(&mut entered, &mut best, &e, idx, true, window, steps);
+                step_event(
+                    &mut entered,
+                    &mut best,
+                    &e,
+                    (idx, true),
+                    window,
+                    steps,
+                    optional,
+                );
             }
         }
         if entered[steps].start.is_some() {
@@ -168,22 +217,32 @@ fn ordered(events: &[Event], window: i64, steps: usize, strict: bool) -> (usize,
     (best.0, best.1)
 }
 
-/// Applies one event to the paths: its exclusions first, then its steps, highest first (so
-/// an event moves a path one step at most).
+/// Applies one event (`at`: its index in the sorted list, and whether it is one of several
+/// events at one instant matching different steps) to the paths: its exclusions first, then
+/// its steps, highest first (so an event moves a path one step at most).
 fn step_event(
     entered: &mut [Path],
     best: &mut (usize, Path),
     e: &Event,
-    idx: usize,
-    same_instant: bool,
+    at: (usize, bool),
     window: i64,
     steps: usize,
+    optional: u32,
 ) {
+    let (idx, same_instant) = at;
     let (t, matched, excluded) = *e;
     let within = |p: &Path| p.start.is_some_and(|s| t.saturating_sub(s) <= window);
+    // The path a step after 1-based step `prev` follows: the one that reached `prev`, or
+    // going back over optional steps no path within the window reached.
+    let previous = |entered: &[Path], mut prev: usize| {
+        while prev > 0 && !within(&entered[prev]) && optional & (1 << (prev - 1)) != 0 {
+            prev -= 1;
+        }
+        prev
+    };
     for s in (1..steps).rev().filter(|s| excluded & (1 << s) != 0) {
         // An exclusion before (0-based) step s: between 1-based steps s and s + 1.
-        let (prev, this) = (s, s + 1);
+        let (prev, this) = (previous(entered, s), s + 1);
         let p = &entered[prev];
         let already = entered[this].start.is_some() && entered[this].start == p.start;
         if within(p) && !already && !p.excluded {
@@ -194,15 +253,18 @@ fn step_event(
         }
     }
     for s in (0..steps).rev().filter(|s| matched & (1 << s) != 0) {
-        let (prev, this) = (s, s + 1);
+        let (prev, this) = (previous(entered, s), s + 1);
         let p = &entered[prev];
         let already = entered[this].start.is_some() && entered[this].start == p.start;
         if !within(p) || already || (same_instant && p.used.contains(&idx)) {
             continue;
         }
         let mut next = p.clone();
-        next.times.push(t);
-        next.used.push(idx);
+        if optional & (1 << s) == 0 {
+            next.times.push(t);
+            next.used.push(idx);
+        }
+        next.bits |= 1 << s;
         if this > best.0 || (this == best.0 && best.1.excluded) {
             *best = (this, next.clone());
         }
@@ -244,6 +306,7 @@ fn unordered(events: &[Event], window: i64, steps: usize) -> (usize, Path) {
                     excluded,
                     times: firsts,
                     used: vec![],
+                    bits: 0,
                 },
             );
         }
@@ -450,6 +513,8 @@ pub(super) struct Funnel {
     steps: usize,
     exclusions: bool,
     order: Order,
+    /// The steps that may be skipped (bit k: 0-based step k).
+    optional: u32,
     /// Funnel trends from this step (0-based): `hedgerowFunnelTrends`.
     trends: Option<usize>,
     /// The bucket argument's type (funnel trends answer their buckets in it).
@@ -460,8 +525,8 @@ pub(super) struct Funnel {
     signature: Signature,
 }
 
-/// The answer's fields: level, gaps in seconds, and the path's first and last step times
-/// (of the timestamp argument's type; NULL without a path).
+/// The answer's fields: level, gaps in seconds, the path's first and last step times (of the
+/// timestamp argument's type; NULL without a path), and the steps the path holds.
 fn out_fields(ts: &DataType) -> Fields {
     Fields::from(vec![
         Field::new("c0", DataType::Int8, false),
@@ -472,6 +537,7 @@ fn out_fields(ts: &DataType) -> Fields {
         ),
         Field::new("c2", ts.clone(), true),
         Field::new("c3", ts.clone(), true),
+        Field::new("c4", DataType::Int64, false),
     ])
 }
 
@@ -508,6 +574,7 @@ impl AggregateUDFImpl for Funnel {
             Outcome {
                 level: -1,
                 times: vec![],
+                bits: 0,
             },
         ])?)))
     }
@@ -563,6 +630,7 @@ struct Shape {
     steps: usize,
     exclusions: bool,
     order: Order,
+    optional: u32,
     trends: Option<usize>,
 }
 
@@ -613,6 +681,7 @@ impl Funnel {
             steps: self.steps,
             exclusions: self.exclusions,
             order: self.order,
+            optional: self.optional,
             trends: self.trends,
         }
     }
@@ -635,6 +704,7 @@ fn outcome_array(scale: i64, ts: &DataType, outcomes: Vec<Outcome>) -> Result<St
     let last = Int64Array::from_iter(outcomes.iter().map(|o| o.times.last().copied()));
     let first = datafusion::arrow::compute::cast(&first, ts)?;
     let last = datafusion::arrow::compute::cast(&last, ts)?;
+    let bits = Int64Array::from_iter_values(outcomes.iter().map(|o| i64::from(o.bits)));
     let list = ListArray::new(
         Arc::new(Field::new_list_field(DataType::Float64, true)),
         offsets,
@@ -643,7 +713,13 @@ fn outcome_array(scale: i64, ts: &DataType, outcomes: Vec<Outcome>) -> Result<St
     );
     Ok(StructArray::new(
         out_fields(ts),
-        vec![Arc::new(levels) as ArrayRef, Arc::new(list), first, last],
+        vec![
+            Arc::new(levels) as ArrayRef,
+            Arc::new(list),
+            first,
+            last,
+            Arc::new(bits),
+        ],
         None,
     ))
 }
@@ -707,7 +783,7 @@ impl Shape {
                     .into_iter()
                     .map(|g| {
                         let mut e: Vec<Event> = g.iter().map(|s| (s.0, s.1, s.2)).collect();
-                        evaluate(&mut e, self.window, self.steps, self.order)
+                        evaluate(&mut e, self.window, self.steps, self.order, self.optional)
                     })
                     .collect();
                 Ok(Arc::new(outcome_array(self.scale, ts, outcomes)?))
@@ -908,7 +984,24 @@ pub(super) fn plan(
         return Err(invalid(format!("a funnel has 1 to {MAX_STEPS} steps")));
     }
     let steps = steps as usize;
-    let trends = match params.get(3) {
+    let is_trends = called.eq_ignore_ascii_case("hedgerowFunnelTrends");
+    let mut optional = 0u32;
+    if let (false, Some(p)) = (is_trends, params.get(3)) {
+        let mask = literal_i64(called, p)?;
+        if mask < 0 || mask >= 1 << steps || mask & 1 != 0 {
+            return Err(invalid(format!(
+                "the optional steps are a bit mask of steps 1 to {} (bit k: 0-based step k; never the first)",
+                steps - 1
+            )));
+        }
+        if order == Order::Unordered && mask != 0 {
+            return Err(invalid(
+                "optional steps are for ordered and strict funnels".into(),
+            ));
+        }
+        optional = mask as u32;
+    }
+    let trends = match params.get(3).filter(|_| is_trends) {
         None => None,
         Some(p) => {
             let from = literal_i64(called, p)?;
@@ -983,9 +1076,10 @@ pub(super) fn plan(
         steps,
         exclusions,
         order,
+        optional,
         trends,
         bucket_type,
-        name: format!("{called}({window}, {order:?}, {steps}, {trends:?})"),
+        name: format!("{called}({window}, {order:?}, {steps}, {trends:?}, {optional})"),
         signature: Signature::any(all.len(), Volatility::Immutable),
     };
     Ok(Expr::AggregateFunction(AggregateFunction::new_udf(
@@ -1008,9 +1102,53 @@ mod tests {
 
     fn run(events: &[Event], window: i64, steps: usize, order: Order) -> (i8, Vec<i64>) {
         let mut e = events.to_vec();
-        let o = evaluate(&mut e, window, steps, order);
+        let o = evaluate(&mut e, window, steps, order, 0);
         let gaps = o.gaps().collect();
         (o.level, gaps)
+    }
+
+    /// `(level, gaps, steps held)` with `optional` steps.
+    fn run_optional(events: &[Event], steps: usize, optional: u32) -> (i8, Vec<i64>, u32) {
+        let mut e = events.to_vec();
+        let o = evaluate(&mut e, 100, steps, Order::Ordered, optional);
+        let gaps = o.gaps().collect();
+        (o.level, gaps, o.bits)
+    }
+
+    #[test]
+    fn optional_steps_may_be_skipped_and_add_no_time() {
+        const S3: u32 = 8;
+        // Steps 0, 1 (optional), 2. Skipping step 1: 0 → 2 converts; the level counts the
+        // required steps (2 of them: level 1), the held steps are 0 and 2.
+        assert_eq!(
+            run_optional(&[(0, S0, 0), (7, S2, 0)], 3, S1),
+            (1, vec![7], S0 | S2)
+        );
+        // Taking it: all three held, the time spans the required steps only.
+        assert_eq!(
+            run_optional(&[(0, S0, 0), (3, S1, 0), (7, S2, 0)], 3, S1),
+            (1, vec![7], S0 | S1 | S2)
+        );
+        // Only the optional step after the first: level 0 (one required step), held 0 and 1.
+        assert_eq!(
+            run_optional(&[(0, S0, 0), (3, S1, 0)], 3, S1),
+            (0, vec![], S0 | S1)
+        );
+        // Without the mask, skipping step 1 stops at step 0.
+        assert_eq!(
+            run_optional(&[(0, S0, 0), (7, S2, 0)], 3, 0),
+            (0, vec![], S0)
+        );
+        // Two optional steps in a row (1 and 2) before step 3, both skipped.
+        assert_eq!(
+            run_optional(&[(0, S0, 0), (9, S3, 0)], 4, S1 | S2),
+            (1, vec![9], S0 | S3)
+        );
+        // The window still binds: step 2 at 150 is past the 100-second window of the start.
+        assert_eq!(
+            run_optional(&[(0, S0, 0), (150, S2, 0)], 3, S1),
+            (0, vec![], S0)
+        );
     }
 
     #[test]

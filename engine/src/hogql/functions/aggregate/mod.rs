@@ -85,7 +85,7 @@ const ENTRIES: &[Entry] = &[
     e("groupUniqArray", false, A, 1, Some(1), (0, 1)),
     e("topK", false, A, 1, Some(1), (0, 1)),
     e("windowFunnel", false, A, 2, None, (1, usize::MAX)),
-    e("hedgerowFunnel", false, A, 2, None, (3, 3)),
+    e("hedgerowFunnel", false, A, 2, None, (3, 4)),
     e("hedgerowFunnelTrends", false, A, 3, None, (4, 4)),
     e("stddevPop", false, A, 1, Some(1), (0, 0)),
     e("stddevSamp", false, A, 1, Some(1), (0, 0)),
