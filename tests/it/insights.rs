@@ -64,6 +64,19 @@ async fn trends(srv: &Server, query: Value) -> Value {
     v
 }
 
+/// A paths answer's edges (`source -> target`) with what `f` reads of each.
+fn edges_by<T>(v: &Value, f: impl Fn(&Value) -> T) -> BTreeMap<String, T> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let (a, b) = (e["source"].as_str().unwrap(), e["target"].as_str().unwrap());
+            (format!("{a} -> {b}"), f(e))
+        })
+        .collect()
+}
+
 fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
@@ -904,23 +917,8 @@ async fn trends_series_match_a_reference() {
     assert_eq!(edges, want, "{v}");
     // Each edge's average seconds between its steps, a step timed by the last event of its
     // run: /a → /b took 10 s for p1 and 20 s for p3 (/b, /b), the others 10 s.
-    let times: BTreeMap<String, f64> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                format!(
-                    "{} -> {}",
-                    e["source"].as_str().unwrap(),
-                    e["target"].as_str().unwrap()
-                ),
-                e["average_conversion_time"].as_f64().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        times,
+        edges_by(&v, |e| e["average_conversion_time"].as_f64().unwrap()),
         BTreeMap::from([
             ("1_/a -> 2_/b".to_string(), 15.0),
             ("1_/a -> 2_/c".to_string(), 10.0),
@@ -933,21 +931,7 @@ async fn trends_series_match_a_reference() {
         let srv = &srv;
         async move {
             let v = trends(srv, json!({"kind": "PathsQuery", "pathsFilter": filter})).await;
-            v["results"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| {
-                    (
-                        format!(
-                            "{} -> {}",
-                            e["source"].as_str().unwrap(),
-                            e["target"].as_str().unwrap()
-                        ),
-                        e["value"].as_i64().unwrap(),
-                    )
-                })
-                .collect::<BTreeMap<String, i64>>()
+            edges_by(&v, |e| e["value"].as_i64().unwrap())
         }
     };
     let edges = |list: &[(&str, i64)]| -> BTreeMap<String, i64> {
