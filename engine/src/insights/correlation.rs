@@ -127,7 +127,7 @@ impl Correlation {
     pub fn actors_query(&self, p: &Period, cx: &FilterContext) -> Result<String, FilterError> {
         // Who holds the last step finished; `step` counts as reached when the path holds
         // it (optional steps skipped are not held).
-        let holds = |k: usize| format!("bitAnd(f.5, {}) != 0", 1u64 << k);
+        let holds = super::funnels::holds_step;
         let last = holds(self.funnel.steps.len() - 1);
         Ok(format!(
             "SELECT target, {last} AS success, f.3 AS first_ts, \

@@ -127,8 +127,8 @@ fn filter_texts(node: &Map<String, Value>) -> [Vec<String>; 2] {
     })
 }
 
-/// Whether step `b` matches every event `a` matches as PostHog judges it for optional
-/// steps: the same event with the same filters, or `a`'s filters a subset of `b`'s.
+/// Whether step `a` matches every event step `b` matches, as PostHog judges it for optional
+/// steps: the same event, and `a`'s filters the same as `b`'s or a subset of them.
 fn covers(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
     if a.get("event") != b.get("event") {
         return false;
@@ -145,6 +145,12 @@ fn covers(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
     };
     let (fa, fb) = (filter_texts(a), filter_texts(b));
     subset(&fa[0], &fb[0]) && subset(&fa[1], &fb[1])
+}
+
+/// The condition that a person's path (`f`, `hedgerowFunnel`'s answer) holds 0-based step
+/// `k`: PostHog's `bitTest(steps_bitfield, k)`.
+pub fn holds_step(k: usize) -> String {
+    format!("bitAnd(f.5, {}) != 0", 1u64 << k)
 }
 
 impl Funnel {
@@ -645,7 +651,7 @@ impl Funnel {
         // every step up to the furthest but the optional ones skipped; a conversion time is
         // the k-th gap between the path's required steps, as PostHog pairs them.
         for k in 0..n {
-            cols.push(format!("countIf(bitAnd(f.5, {}) != 0)", 1u64 << k));
+            cols.push(format!("countIf({})", holds_step(k)));
         }
         for k in 1..n {
             let c = format!("length(f.2) >= {k} AND f.2[{k}] > 0");

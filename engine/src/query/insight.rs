@@ -661,7 +661,7 @@ impl QueryService {
         let n = f.steps.len() as i64;
         // As PostHog: reached step s when the path holds it; dropped off before step |s|
         // when the path holds the last required step before it and not step |s| itself.
-        let holds = |k: i64| format!("bitAnd(f.5, {}) != 0", 1u64 << k);
+        let holds = |k: i64| crate::insights::funnels::holds_step(k as usize);
         let mut condition = match step {
             s if (1..=n).contains(&s) => holds(s - 1),
             s if (-n..=-2).contains(&s) => {
