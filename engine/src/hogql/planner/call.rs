@@ -15,6 +15,8 @@ impl Planner<'_> {
         over: Option<&ast::Over>,
         scope: &Scope<'_>,
     ) -> PResult<Expr> {
+        // `RESPECT NULLS` applies to this call only, not to calls among its arguments.
+        let respect = self.respect_nulls.replace(false);
         // arrayJoin was computed before grouping.
         if name == "arrayJoin" {
             return scope
@@ -248,6 +250,11 @@ impl Planner<'_> {
             }
         }
         let v = self.call_translated(name, params, final_args, distinct, scope, whole.span)?;
+        let v = if respect {
+            respect_nulls(v).map_err(df)?
+        } else {
+            v
+        };
         match over {
             None => Ok(v),
             Some(o) => {

@@ -251,8 +251,7 @@ impl Planner<'_> {
                  the select list",
                 e.span,
             ),
-            // ClickHouse: IGNORE NULLS changes no function's answer (they skip NULLs already);
-            // RESPECT NULLS picks a function's `_respect_nulls` variant, which hedgerow lacks.
+            // ClickHouse: IGNORE NULLS changes no function's answer (they skip NULLs already).
             ExprKind::NullsAction {
                 expr,
                 respect: false,
@@ -261,14 +260,38 @@ impl Planner<'_> {
                 "IGNORE NULLS must follow a function call, as in `first_value(x) IGNORE NULLS`",
                 e.span,
             ),
-            ExprKind::NullsAction { respect: true, .. } => err(
-                "RESPECT NULLS is not supported: hedgerow has no `_respect_nulls` variants of \
-                 any, anyLast, first_value and last_value",
-                e.span,
-            ),
+            // RESPECT NULLS picks ClickHouse's `_respect_nulls` variant, which only any,
+            // anyLast, any_value, first_value and last_value have.
+            ExprKind::NullsAction {
+                expr: inner,
+                respect: true,
+            } => {
+                let ExprKind::Call { name, .. } = &inner.kind else {
+                    return err(
+                        "RESPECT NULLS must follow a function call, as in \
+                         `first_value(x) RESPECT NULLS`",
+                        e.span,
+                    );
+                };
+                let has_variant = matches!(name.as_str(), "any" | "anyLast")
+                    || ["any_value", "first_value", "last_value"]
+                        .iter()
+                        .any(|k| name.eq_ignore_ascii_case(k));
+                if !has_variant {
+                    return err(
+                        format!("Function {name} does not support RESPECT NULLS"),
+                        e.span,
+                    );
+                }
+                self.respect_nulls.set(true);
+                let planned = self.expr(inner, scope);
+                self.respect_nulls.set(false);
+                planned
+            }
+            // PostHog's resolver refuses these with the same words.
             ExprKind::ExprCall { .. } => err(
-                "Calling an expression (such as `(x -> x * 2)(3)` or `a.b(1)`) is not supported: \
-                 ClickHouse can only call functions by name",
+                "You can only call simple functions in HogQL, not expressions (such as \
+                 `(x -> x * 2)(3)` or `a.b(1)`): ClickHouse calls functions by name",
                 e.span,
             ),
         }

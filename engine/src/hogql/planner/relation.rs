@@ -73,10 +73,17 @@ impl Planner<'_> {
             }
             ast::TableSource::Pivot { pivot, .. } => {
                 let word = if pivot.unpivot { "UNPIVOT" } else { "PIVOT" };
+                // PostHog's resolver refuses both outside its Postgres dialect (ClickHouse has
+                // neither), so a query PostHog runs never holds one.
+                let instead = if pivot.unpivot {
+                    "ARRAY JOIN over an array of (name, value) tuples"
+                } else {
+                    "GROUP BY with sumIf/countIf per value"
+                };
                 return err(
                     format!(
-                        "{word} is not supported: ClickHouse has no {word}; aggregate with \
-                         GROUP BY and sumIf/countIf (or ARRAY JOIN for UNPIVOT) instead"
+                        "{word} is not allowed in the ClickHouse dialect (PostHog refuses it too; \
+                         ClickHouse has no {word}): use {instead} instead"
                     ),
                     t.span,
                 );
