@@ -48,13 +48,23 @@ impl Planner<'_> {
         ctes: &Ctes,
         lazy: &HashSet<String>,
     ) -> PResult<(LogicalPlan, Relation)> {
-        if t.sample.is_some() {
-            // Sampling would change answers silently; refuse rather than ignore.
-            return err(
-                "SAMPLE is not supported: hedgerow reads every row (remove SAMPLE)",
-                t.span,
-            );
-        }
+        // SAMPLE: PostHog's events table samples by cityHash64(distinct_id); nothing else
+        // has a sampling key.
+        let sample = match &t.sample {
+            None => None,
+            Some(smp) => {
+                let events = matches!(&t.source, ast::TableSource::Table(p)
+                    if p.len() == 1 && p[0] == "events" && ctes.query("events").is_none());
+                if !events {
+                    return err(
+                        "SAMPLE is only supported on the events table (the one table with a \
+                         sampling key, cityHash64(distinct_id))",
+                        t.span,
+                    );
+                }
+                sample_range(smp, t.span)?
+            }
+        };
         let mut props = None;
         let (plan, alias, events) = match &t.source {
             ast::TableSource::Function { name, args } if name == "numbers" => {
@@ -118,7 +128,23 @@ impl Planner<'_> {
                         );
                     }
                     let alias = t.alias.clone().unwrap_or_else(|| parts[0].clone());
-                    let plan = self.stored_table(&parts[0], t.span)?;
+                    let mut plan = self.stored_table(&parts[0], t.span)?;
+                    if let Some((lower, upper)) = sample {
+                        let key = functions::city_hash_64_of(Expr::Column(Column::from_name(
+                            "distinct_id",
+                        )));
+                        let mut keep = lit(true);
+                        if lower > 0 {
+                            keep = keep.and(key.clone().gt_eq(lit(lower)));
+                        }
+                        if let Some(upper) = upper {
+                            keep = keep.and(key.lt(lit(upper)));
+                        }
+                        plan = LogicalPlanBuilder::from(plan)
+                            .filter(keep)
+                            .and_then(|b| b.build())
+                            .map_err(df)?;
+                    }
                     props = match parts[0].as_str() {
                         "events" => Some(PropertyKind::Event),
                         "persons" => Some(PropertyKind::Person),
@@ -436,4 +462,118 @@ impl Planner<'_> {
     // ---------------------------------------------------------------------------------
     // SELECT
     // ---------------------------------------------------------------------------------
+}
+
+/// A non-negative number as an exact fraction (numerator, denominator): what ClickHouse
+/// reads a SAMPLE ratio as (`0.1` is 1/10, not the float).
+fn ratio_of(e: &ast::Expr) -> PResult<(u128, u128)> {
+    let bad = || {
+        PlanError::new(
+            "SAMPLE takes a non-negative number or a fraction of two, such as 0.1 or 1/10",
+            Some(e.span),
+        )
+    };
+    let number = |e: &ast::Expr| -> PResult<(u128, u128)> {
+        match &e.kind {
+            ExprKind::Literal(Literal::Int(i)) if *i >= 0 => Ok((*i as u128, 1)),
+            ExprKind::Literal(Literal::Float(f)) if *f >= 0.0 && f.is_finite() => {
+                // The shortest decimal that reads back as `f`: the number as written.
+                let text = format!("{f}");
+                let (whole, frac) = text.split_once('.').unwrap_or((&text, ""));
+                let den = 10u128.checked_pow(frac.len() as u32).ok_or_else(bad)?;
+                let num = format!("{whole}{frac}")
+                    .parse::<u128>()
+                    .map_err(|_| bad())?;
+                Ok((num, den))
+            }
+            _ => Err(bad()),
+        }
+    };
+    let (n, d) = match &e.kind {
+        ExprKind::Binary {
+            op: BinaryOp::Div,
+            left,
+            right,
+        } => {
+            let (a, b) = number(left)?;
+            let (c, d) = number(right)?;
+            if c == 0 {
+                return Err(PlanError::new("SAMPLE divides by zero", Some(e.span)));
+            }
+            (
+                a.checked_mul(d).ok_or_else(bad)?,
+                b.checked_mul(c).ok_or_else(bad)?,
+            )
+        }
+        _ => number(e)?,
+    };
+    let g = gcd(n, d);
+    Ok((n / g, d / g))
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
+}
+
+/// `SAMPLE k [OFFSET m]` as ClickHouse reads it over a UInt64 sampling key: the rows whose
+/// key is at least ⌊m·2^64⌋ (when that is above 0) and below ⌊(m+k)·2^64⌋ (when m+k < 1).
+/// `SAMPLE 0` and `SAMPLE 1` sample nothing away. A k or m above 1 counts rows, which
+/// ClickHouse turns into a ratio from its storage's estimate of the rows to read: refused.
+/// Returns None when every row is kept, else (lower bound, upper bound if any).
+fn sample_range(smp: &ast::Sample, span: Span) -> PResult<Option<(u64, Option<u64>)>> {
+    let (kn, kd) = ratio_of(&smp.ratio)?;
+    let (mn, md) = match &smp.offset {
+        Some(o) => ratio_of(o)?,
+        None => (0, 1),
+    };
+    if kn > kd || mn > md {
+        return err(
+            "SAMPLE with a number of rows (above 1) is not supported: ClickHouse turns it into \
+             a ratio from its storage's row estimate; write a ratio such as SAMPLE 1/10",
+            span,
+        );
+    }
+    if kn == 0 || kn == kd {
+        if mn > 0 {
+            return err(
+                "Sampling offset is incorrect because no sampling (SAMPLE 0 and SAMPLE 1 keep \
+                 every row)",
+                span,
+            );
+        }
+        return Ok(None);
+    }
+    // ⌊n/d · 2^64⌋ for n < d, by long division (d stays below 2^127).
+    let scaled = |n: u128, d: u128| -> PResult<u64> {
+        if d >= 1 << 126 {
+            return err("SAMPLE ratio has too many digits", span);
+        }
+        let (mut q, mut r) = (0u64, n);
+        for _ in 0..64 {
+            r <<= 1;
+            q <<= 1;
+            if r >= d {
+                r -= d;
+                q |= 1;
+            }
+        }
+        Ok(q)
+    };
+    let lower = if mn == 0 { 0 } else { scaled(mn, md)? };
+    // m + k = (mn·kd + kn·md) / (md·kd)
+    let too_big = || PlanError::new("SAMPLE ratio has too many digits", Some(span));
+    let sn = mn
+        .checked_mul(kd)
+        .and_then(|a| kn.checked_mul(md).and_then(|b| a.checked_add(b)))
+        .ok_or_else(too_big)?;
+    let sd = md.checked_mul(kd).ok_or_else(too_big)?;
+    let upper = if sn >= sd {
+        None
+    } else {
+        Some(scaled(sn, sd)?)
+    };
+    Ok(Some((lower, upper)))
 }
