@@ -364,6 +364,94 @@ impl Planner<'_> {
         Ok(plan)
     }
 
+    /// The order that puts an ASOF JOIN's closest right row first: the ON clause's one
+    /// inequality, by its right-table side (`a.t >= b.t`: the greatest `b.t`; `a.t <= b.t`:
+    /// the least).
+    fn asof_order(
+        &self,
+        on: &ast::Expr,
+        scope: &Scope<'_>,
+        right_alias: &str,
+        span: Span,
+    ) -> PResult<Sort> {
+        fn conjuncts<'e>(e: &'e ast::Expr, out: &mut Vec<&'e ast::Expr>) {
+            match &e.kind {
+                ExprKind::Binary {
+                    op: BinaryOp::And,
+                    left,
+                    right,
+                } => {
+                    conjuncts(left, out);
+                    conjuncts(right, out);
+                }
+                _ => out.push(e),
+            }
+        }
+        let mut all = Vec::new();
+        conjuncts(on, &mut all);
+        let inequalities: Vec<_> = all
+            .iter()
+            .filter_map(|c| match &c.kind {
+                ExprKind::Binary { op, left, right }
+                    if matches!(
+                        op,
+                        BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::Lt | BinaryOp::LtEq
+                    ) =>
+                {
+                    Some((*op, &**left, &**right))
+                }
+                _ => None,
+            })
+            .collect();
+        let [(op, l, r)] = inequalities[..] else {
+            return err(
+                "ASOF JOIN needs exactly one inequality (>=, >, <=, <) in ON, besides its \
+                 equalities",
+                span,
+            );
+        };
+        if all.len() < 2 {
+            return err(
+                "ASOF JOIN needs at least one equality in ON besides its inequality",
+                span,
+            );
+        }
+        let of_right = |e: &Expr| {
+            let refs = e.column_refs();
+            let right = refs
+                .iter()
+                .filter(|c| {
+                    c.relation
+                        .as_ref()
+                        .is_some_and(|q| q.table() == right_alias)
+                })
+                .count();
+            (right > 0, right < refs.len())
+        };
+        let (le, re) = (self.expr(l, scope)?, self.expr(r, scope)?);
+        // `left op right`, with `right` the right table's side.
+        let (right_side, op) = match (of_right(&le), of_right(&re)) {
+            ((false, true), (true, false)) => (re, op),
+            ((true, false), (false, true)) => (
+                le,
+                match op {
+                    BinaryOp::Gt => BinaryOp::Lt,
+                    BinaryOp::GtEq => BinaryOp::LtEq,
+                    BinaryOp::Lt => BinaryOp::Gt,
+                    _ => BinaryOp::GtEq,
+                },
+            ),
+            _ => {
+                return err(
+                    "The ASOF JOIN inequality must compare a column of each table",
+                    span,
+                );
+            }
+        };
+        let descending = matches!(op, BinaryOp::Gt | BinaryOp::GtEq);
+        Ok(Sort::new(right_side, !descending, false))
+    }
+
     pub(super) fn from(
         &self,
         from: &ast::From,
@@ -403,9 +491,26 @@ impl Planner<'_> {
                     j.span,
                 );
             }
-            if matches!(j.strictness, Some(ast::JoinStrictness::Asof)) {
-                return err("ASOF JOIN is not supported", j.span);
+            // ASOF JOIN: each left row takes the one right row that matches the equalities
+            // and is closest under the inequality; numbered first so that one can be picked.
+            let asof = matches!(j.strictness, Some(ast::JoinStrictness::Asof));
+            if asof {
+                if !matches!(j.kind, ast::JoinKind::Inner | ast::JoinKind::Left) {
+                    return err(
+                        "ASOF JOIN is either INNER or LEFT (as in ClickHouse)",
+                        j.span,
+                    );
+                }
+                if !matches!(j.constraint, Some(ast::JoinConstraint::On(_))) {
+                    return err(
+                        "ASOF JOIN needs ON with equalities and one inequality, as in \
+                         `ON a.id = b.id AND a.t >= b.t`",
+                        j.span,
+                    );
+                }
+                plan = with_row_number(plan, ASOF_ROW)?;
             }
+            let mut asof_order = None;
             let join_type = match (j.kind, j.strictness) {
                 (ast::JoinKind::Left, Some(ast::JoinStrictness::Semi)) => JoinType::LeftSemi,
                 (ast::JoinKind::Left, Some(ast::JoinStrictness::Anti)) => JoinType::LeftAnti,
@@ -444,6 +549,9 @@ impl Planner<'_> {
                         array_joins: vec![],
                         windows: &[],
                     };
+                    if asof {
+                        asof_order = Some(self.asof_order(on, &scope, &rel.alias, j.span)?);
+                    }
                     // ClickHouse joins match NULL keys to nothing: plain `=` here.
                     let on = self.predicate(on, &scope, true)?;
                     builder.join_on(right, join_type, vec![on])
@@ -451,6 +559,9 @@ impl Planner<'_> {
             }
             .and_then(|b| b.build())
             .map_err(df)?;
+            if let Some(order) = asof_order {
+                plan = closest_match(plan, order)?;
+            }
             if matches!(join_type, JoinType::Left | JoinType::Right | JoinType::Full) {
                 plan = join_defaults(plan, &right_nullability, &rel.alias, &rels, join_type)?;
             }
@@ -576,4 +687,56 @@ fn sample_range(smp: &ast::Sample, span: Span) -> PResult<Option<(u64, Option<u6
         Some(scaled(sn, sd)?)
     };
     Ok(Some((lower, upper)))
+}
+
+/// The row number column an ASOF JOIN gives its left rows.
+const ASOF_ROW: &str = "__asof_row";
+
+/// `plan` with a `name` column numbering its rows.
+fn with_row_number(plan: LogicalPlan, name: &str) -> PResult<LogicalPlan> {
+    let rn = Expr::from(WindowFunction::new(
+        WindowFunctionDefinition::WindowUDF(
+            datafusion::functions_window::row_number::row_number_udwf(),
+        ),
+        vec![],
+    ));
+    let rn = window_with(rn, vec![], vec![], None).map_err(df)?;
+    let rn_name = rn.schema_name().to_string();
+    let mut cols: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+        .collect();
+    cols.push(Expr::Column(Column::from_name(rn_name)).alias(name));
+    LogicalPlanBuilder::window_plan(plan, vec![rn])
+        .and_then(|p| LogicalPlanBuilder::from(p).project(cols)?.build())
+        .map_err(df)
+}
+
+/// Keeps, of each left row's matches, the first under `order` (an unmatched row of an ASOF
+/// LEFT JOIN is its own only match), and drops the row numbers.
+fn closest_match(plan: LogicalPlan, order: Sort) -> PResult<LogicalPlan> {
+    let row = Expr::Column(Column::from_name(ASOF_ROW));
+    let rn = Expr::from(WindowFunction::new(
+        WindowFunctionDefinition::WindowUDF(
+            datafusion::functions_window::row_number::row_number_udwf(),
+        ),
+        vec![],
+    ));
+    let rn = window_with(rn, vec![row], vec![order], None).map_err(df)?;
+    let rn_col = Expr::Column(Column::from_name(rn.schema_name().to_string()));
+    let keep: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .filter(|(_, f)| f.name() != ASOF_ROW)
+        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+        .collect();
+    LogicalPlanBuilder::window_plan(plan, vec![rn])
+        .and_then(|p| {
+            LogicalPlanBuilder::from(p)
+                .filter(rn_col.eq(lit(1u64)))?
+                .project(keep)?
+                .build()
+        })
+        .map_err(df)
 }
