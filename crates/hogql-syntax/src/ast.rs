@@ -406,6 +406,14 @@ pub enum ExprKind {
         expr: Box<Expr>,
         respect: bool,
     },
+    /// `f(x) WITHIN GROUP (ORDER BY …)`: an ordered-set aggregate (PostHog's grammar; its
+    /// ClickHouse dialect refuses it).
+    WithinGroup {
+        call: Box<Expr>,
+        order_by: Vec<OrderExpr>,
+    },
+    /// `#3`: the 3rd column, by position (PostHog's grammar, for DuckDB-like databases).
+    PositionalRef(u64),
     /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,
     /// `a['b'](1)` (PostHog's grammar reads them; ClickHouse has no such call).
     ExprCall {

@@ -176,7 +176,8 @@ fn precedence(e: &Expr) -> u8 {
         ExprKind::Index { .. }
         | ExprKind::TupleElement { .. }
         | ExprKind::ExprCall { .. }
-        | ExprKind::NullsAction { .. } => prec::POSTFIX,
+        | ExprKind::NullsAction { .. }
+        | ExprKind::WithinGroup { .. } => prec::POSTFIX,
         _ => prec::PRIMARY,
     }
 }
@@ -863,6 +864,13 @@ impl Printer {
                     }
                     self.s(")");
                 }
+                self.s(")");
+            }
+            ExprKind::PositionalRef(n) => self.s(&format!("#{n}")),
+            ExprKind::WithinGroup { call, order_by } => {
+                self.postfix_base(call);
+                self.s(" WITHIN GROUP (ORDER BY ");
+                self.order_list(order_by);
                 self.s(")");
             }
             ExprKind::NullsAction { expr, respect } => {

@@ -141,7 +141,12 @@ impl Walker<'_> {
             ExprKind::Literal(_)
             | ExprKind::Field(_)
             | ExprKind::Star(_)
-            | ExprKind::Placeholder(_) => {}
+            | ExprKind::Placeholder(_)
+            | ExprKind::PositionalRef(_) => {}
+            ExprKind::WithinGroup { call, order_by } => {
+                w.expr(call);
+                w.order(order_by);
+            }
             ExprKind::Index { base, index, .. } => {
                 w.expr(base);
                 w.expr(index);

@@ -411,6 +411,23 @@ impl Parser<'_> {
                 let lit = self.number(false)?;
                 self.literal(lit, start)
             }
+            TokenKind::Positional(digits) => {
+                // As PostHog's lexer: `#017` is `#` and an octal literal, which is no position.
+                if digits.len() > 1
+                    && digits.starts_with('0')
+                    && digits.bytes().all(|b| (b'0'..=b'7').contains(&b))
+                {
+                    return Err(self.err_at(
+                        &t,
+                        format!("invalid position '#{digits}': write it without leading zeros"),
+                    ));
+                }
+                let n = digits
+                    .parse::<u64>()
+                    .map_err(|_| self.err_at(&t, format!("invalid position '#{digits}'")))?;
+                self.bump();
+                Ok(Expr::new(ExprKind::PositionalRef(n), self.span(start)))
+            }
             TokenKind::String(s) => {
                 self.bump();
                 self.literal(Literal::String(s.clone()), start)
@@ -670,6 +687,23 @@ impl Parser<'_> {
         } else {
             (None, a1, d1)
         };
+        // `f(x) WITHIN GROUP (ORDER BY …)`
+        let within = if self.is_kw("WITHIN")
+            && self.nth_kw(1, "GROUP")
+            && self.nth_is(2, &TokenKind::LParen)
+        {
+            self.bump();
+            self.bump();
+            self.bump();
+            if !(self.eat_kw("ORDER") && self.eat_kw("BY")) {
+                return Err(self.expected("ORDER BY after WITHIN GROUP ("));
+            }
+            let order = self.order_list()?;
+            self.expect(&TokenKind::RParen, "')' to close WITHIN GROUP")?;
+            Some(order)
+        } else {
+            None
+        };
         // `f(x) IGNORE NULLS OVER (…)`: the same tree as `f(x) OVER (…) IGNORE NULLS`.
         let nulls = if (self.is_kw("IGNORE") || self.is_kw("RESPECT")) && self.nth_kw(1, "NULLS") {
             let respect = self.bump().is_word("RESPECT");
@@ -706,6 +740,16 @@ impl Parser<'_> {
                 },
                 span,
             )
+        };
+        let call = match within {
+            Some(order_by) => Expr::new(
+                ExprKind::WithinGroup {
+                    call: Box::new(call),
+                    order_by,
+                },
+                span,
+            ),
+            None => call,
         };
         Ok(match nulls {
             Some(respect) => Expr::new(

@@ -371,6 +371,15 @@ impl Parser<'_> {
         let mut joins = Vec::new();
         loop {
             let start = self.tok().start;
+            // A join's ON or USING list may end in a comma (PostHog's grammar reads both
+            // as expression lists): `… JOIN b ON x,` before the end of the FROM clause.
+            if self.is(&TokenKind::Comma)
+                && joins.last().is_some_and(|j: &Join| j.constraint.is_some())
+                && (self.nth_is(1, &TokenKind::Eof) || self.nth_is(1, &TokenKind::RParen))
+            {
+                self.bump();
+                break;
+            }
             if self.eat(&TokenKind::Comma) {
                 let table = self.table_expr()?;
                 joins.push(Join {
@@ -798,7 +807,7 @@ impl Parser<'_> {
         }
     }
 
-    fn order_list(&mut self) -> PResult<Vec<OrderExpr>> {
+    pub(super) fn order_list(&mut self) -> PResult<Vec<OrderExpr>> {
         let mut out = Vec::new();
         loop {
             let expr = self.expr()?;

@@ -142,6 +142,16 @@ fn sx(e: &Expr) -> String {
             sx(expr)
         ),
         ExprKind::ExprCall { callee, args } => format!("(call {} [{}])", sx(callee), list(args)),
+        ExprKind::WithinGroup { call, order_by } => format!(
+            "(within-group {} [{}])",
+            sx(call),
+            order_by
+                .iter()
+                .map(|o| sx(&o.expr))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        ExprKind::PositionalRef(n) => format!("#{n}"),
     }
 }
 

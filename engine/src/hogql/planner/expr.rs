@@ -288,6 +288,27 @@ impl Planner<'_> {
                 self.respect_nulls.set(false);
                 planned
             }
+            ExprKind::PositionalRef(n) => err(
+                format!(
+                    "Positional references (#{n}) are not supported in the ClickHouse dialect: \
+                     name the column"
+                ),
+                e.span,
+            ),
+            // PostHog's ClickHouse printer refuses it with the same words.
+            ExprKind::WithinGroup { call, .. } => {
+                let name = match &call.kind {
+                    ExprKind::Call { name, .. } => name.as_str(),
+                    _ => "?",
+                };
+                err(
+                    format!(
+                        "Aggregation '{name}' with WITHIN GROUP is not supported in ClickHouse \
+                         dialect"
+                    ),
+                    e.span,
+                )
+            }
             // PostHog's resolver refuses these with the same words.
             ExprKind::ExprCall { .. } => err(
                 "You can only call simple functions in HogQL, not expressions (such as \
