@@ -123,12 +123,43 @@ pub enum TableSource {
     },
     /// `{name}` in FROM.
     Placeholder(String),
+    /// A HogQLX tag in FROM (`FROM <HogQLQuery query='…' />`). Parsed so the error can be
+    /// precise; never executed.
+    Tag(Box<Tag>),
     /// `base PIVOT (…)` / `base UNPIVOT (…)` (DuckDB's and Snowflake's form, which PostHog's
     /// grammar reads). Parsed so the error can be precise; ClickHouse has no PIVOT.
     Pivot {
         base: Box<TableExpr>,
         pivot: Box<Pivot>,
     },
+}
+
+/// A HogQLX tag (PostHog's JSX-like syntax): `<Name attr='text' other={expr} flag />` or
+/// `<Name …>children</Name>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tag {
+    pub name: String,
+    pub attrs: Vec<(String, TagValue)>,
+    pub children: Vec<TagChild>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagValue {
+    /// `attr='text'`
+    String(String),
+    /// `attr={expr}`
+    Expr(Expr),
+    /// `attr` alone
+    Flag,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagChild {
+    /// Text between tags, trimmed.
+    Text(String),
+    /// `{expr}`
+    Expr(Expr),
+    Tag(Tag),
 }
 
 /// The inside of `PIVOT (values FOR column IN (list))`; for UNPIVOT, `values` names the
@@ -412,6 +443,8 @@ pub enum ExprKind {
         call: Box<Expr>,
         order_by: Vec<OrderExpr>,
     },
+    /// A HogQLX tag used as a value.
+    Tag(Box<Tag>),
     /// `#3`: the 3rd column, by position (PostHog's grammar, for DuckDB-like databases).
     PositionalRef(u64),
     /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,

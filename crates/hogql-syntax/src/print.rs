@@ -399,6 +399,7 @@ impl Printer {
                 self.s(&placeholder(name));
                 self.s("}");
             }
+            TableSource::Tag(tag) => self.tag(tag),
             TableSource::Pivot { base, pivot } => {
                 self.table(base);
                 self.s(if pivot.unpivot {
@@ -867,6 +868,7 @@ impl Printer {
                 self.s(")");
             }
             ExprKind::PositionalRef(n) => self.s(&format!("#{n}")),
+            ExprKind::Tag(tag) => self.tag(tag),
             ExprKind::WithinGroup { call, order_by } => {
                 self.postfix_base(call);
                 self.s(" WITHIN GROUP (ORDER BY ");
@@ -903,6 +905,46 @@ impl Printer {
     }
 
     /// The base of `x[i]` / `x.1`: a number literal needs parentheses (`(1).1`, `(-1)[1]`).
+    fn tag(&mut self, t: &Tag) {
+        self.s("<");
+        self.s(&t.name);
+        for (name, value) in &t.attrs {
+            self.s(" ");
+            self.s(name);
+            match value {
+                TagValue::String(v) => {
+                    self.s("=");
+                    self.s(&string(v));
+                }
+                TagValue::Expr(e) => {
+                    self.s("={");
+                    self.expr(e, prec::ALIAS);
+                    self.s("}");
+                }
+                TagValue::Flag => {}
+            }
+        }
+        if t.children.is_empty() {
+            self.s(" />");
+            return;
+        }
+        self.s(">");
+        for c in &t.children {
+            match c {
+                TagChild::Text(text) => self.s(text),
+                TagChild::Expr(e) => {
+                    self.s("{");
+                    self.expr(e, prec::ALIAS);
+                    self.s("}");
+                }
+                TagChild::Tag(inner) => self.tag(inner),
+            }
+        }
+        self.s("</");
+        self.s(&t.name);
+        self.s(">");
+    }
+
     fn postfix_base(&mut self, base: &Expr) {
         // A star too: `*.10` would read back as `*` and the number `.10` (found by fuzzing).
         if is_number(base) || matches!(base.kind, ExprKind::Star(_)) {

@@ -53,6 +53,21 @@ impl Walker<'_> {
         }
     }
 
+    fn tag(&mut self, t: &mut Tag) {
+        for (_, v) in &mut t.attrs {
+            if let TagValue::Expr(e) = v {
+                self.expr(e);
+            }
+        }
+        for c in &mut t.children {
+            match c {
+                TagChild::Expr(e) => self.expr(e),
+                TagChild::Tag(inner) => self.deeper(|w| w.tag(inner)),
+                TagChild::Text(_) => {}
+            }
+        }
+    }
+
     fn opt(&mut self, e: &mut Option<Expr>) {
         if let Some(e) = e {
             self.expr(e);
@@ -82,6 +97,7 @@ impl Walker<'_> {
             TableSource::Subquery(q) => self.query(q),
             TableSource::Function { args, .. } => self.exprs(args),
             TableSource::Table(_) | TableSource::Placeholder(_) => {}
+            TableSource::Tag(tag) => self.tag(tag),
             TableSource::Pivot { base, pivot } => {
                 self.table(base);
                 self.exprs(&mut pivot.values);
@@ -147,6 +163,7 @@ impl Walker<'_> {
                 w.expr(call);
                 w.order(order_by);
             }
+            ExprKind::Tag(tag) => w.tag(tag),
             ExprKind::Index { base, index, .. } => {
                 w.expr(base);
                 w.expr(index);

@@ -496,6 +496,10 @@ impl Parser<'_> {
             }
             TokenKind::Word(w) => self.word(w.clone(), start),
             TokenKind::TemplateOpen => self.template(start),
+            TokenKind::Lt if self.tag_ahead(0) => {
+                let tag = self.tag()?;
+                Ok(Expr::new(ExprKind::Tag(Box::new(tag)), self.span(start)))
+            }
             _ => Err(self.expected_expr()),
         }
     }
@@ -516,6 +520,11 @@ impl Parser<'_> {
             return self.literal(lit, start);
         }
         match up.as_str() {
+            // `not < 2`: a column named `not`, as PostHog reads it (`not <a/>` negates a tag).
+            "NOT" if self.nth_is(1, &TokenKind::Lt) && !self.tag_ahead(1) => {
+                self.bump();
+                return Ok(Expr::new(ExprKind::Field(vec![w]), self.span(start)));
+            }
             "NOT" => {
                 self.bump();
                 let (e, _) = self.operand(prec::NOT)?;
@@ -1176,4 +1185,102 @@ fn normalize_type(text: &str) -> PResult<String> {
     let ty = p.type_name()?;
     p.expect_end("end of the type")?;
     Ok(ty)
+}
+
+impl Parser<'_> {
+    /// Whether a HogQLX tag (`<name …`) starts at token `n`: `<`, a name, then `/`, `>`
+    /// or an attribute name.
+    pub(super) fn tag_ahead(&self, n: usize) -> bool {
+        self.nth_is(n, &TokenKind::Lt)
+            && self.at_keyword_name(n + 1)
+            && (matches!(self.nth(n + 2).kind, TokenKind::Slash | TokenKind::Gt)
+                || self.at_keyword_name(n + 2))
+    }
+
+    /// A HogQLX tag; the current token is its `<`.
+    pub(super) fn tag(&mut self) -> PResult<Tag> {
+        self.deeper(|p| p.tag_inner())
+    }
+
+    fn tag_inner(&mut self) -> PResult<Tag> {
+        self.expect(&TokenKind::Lt, "'<'")?;
+        let name = self.keyword_name("a tag name")?;
+        let mut attrs = Vec::new();
+        while self.at_keyword_name(0) {
+            let attr = self.keyword_name("an attribute name")?;
+            let value = if self.eat(&TokenKind::Eq) {
+                match self.tok().kind.clone() {
+                    TokenKind::String(s) => {
+                        self.bump();
+                        TagValue::String(s)
+                    }
+                    TokenKind::LBrace => {
+                        self.bump();
+                        let e = self.expr()?;
+                        self.expect(&TokenKind::RBrace, "'}' after the attribute's value")?;
+                        TagValue::Expr(e)
+                    }
+                    _ => return Err(self.expected("a string or {expression} as the value")),
+                }
+            } else {
+                TagValue::Flag
+            };
+            attrs.push((attr, value));
+        }
+        if self.eat(&TokenKind::Slash) {
+            self.expect(&TokenKind::Gt, "'>' to close the tag")?;
+            return Ok(Tag {
+                name,
+                attrs,
+                children: vec![],
+            });
+        }
+        self.expect(&TokenKind::Gt, "'>' or '/>' to close the tag")?;
+        let mut children = Vec::new();
+        loop {
+            match self.tok().kind.clone() {
+                TokenKind::Lt if self.nth_is(1, &TokenKind::Slash) => {
+                    self.bump();
+                    self.bump();
+                    let t = self.tok().clone();
+                    let close = self.keyword_name("the tag's name")?;
+                    if close != name {
+                        return Err(self.err_at(&t, format!("</{close}> does not close <{name}>")));
+                    }
+                    self.expect(&TokenKind::Gt, "'>' to close the tag")?;
+                    break;
+                }
+                TokenKind::Lt => children.push(TagChild::Tag(self.tag()?)),
+                TokenKind::LBrace => {
+                    self.bump();
+                    let e = self.expr()?;
+                    self.expect(&TokenKind::RBrace, "'}' after the expression")?;
+                    children.push(TagChild::Expr(e));
+                }
+                TokenKind::Eof => return Err(self.expected(&format!("</{name}>"))),
+                _ => {
+                    // Text: everything up to the next tag or `{`.
+                    let from = self.tok().start;
+                    while !matches!(
+                        self.tok().kind,
+                        TokenKind::Lt | TokenKind::LBrace | TokenKind::Eof
+                    ) {
+                        self.bump();
+                    }
+                    let text = self.text[from..self.tok().start].trim();
+                    children.push(TagChild::Text(text.to_string()));
+                }
+            }
+        }
+        if !children.is_empty() && attrs.iter().any(|(a, _)| a == "children") {
+            return Err(self.err_here(format!(
+                "<{name}> has both children and a `children` attribute"
+            )));
+        }
+        Ok(Tag {
+            name,
+            attrs,
+            children,
+        })
+    }
 }

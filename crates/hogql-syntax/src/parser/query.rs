@@ -515,12 +515,14 @@ impl Parser<'_> {
         let start = self.tok().start;
         let source = match self.tok().kind.clone() {
             TokenKind::LBrace => TableSource::Placeholder(self.placeholder()?),
+            TokenKind::Lt if self.tag_ahead(0) => TableSource::Tag(Box::new(self.tag()?)),
             TokenKind::LParen if !self.select_ahead(0) => {
                 // `(t)`, `(t PIVOT (…) FINAL)`: a table in parentheses is that table.
                 self.bump();
                 if !(self.at_keyword_name(0)
                     || self.is(&TokenKind::LBrace)
-                    || self.is(&TokenKind::LParen))
+                    || self.is(&TokenKind::LParen)
+                    || self.tag_ahead(0))
                 {
                     return Err(self.expected("a subquery (SELECT …)"));
                 }

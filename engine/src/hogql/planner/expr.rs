@@ -288,6 +288,14 @@ impl Planner<'_> {
                 self.respect_nulls.set(false);
                 planned
             }
+            ExprKind::Tag(tag) => err(
+                format!(
+                    "HogQLX tags (<{} … />) are not supported: hedgerow runs HogQL, not \
+                     PostHog's HogQLX components",
+                    tag.name
+                ),
+                e.span,
+            ),
             ExprKind::PositionalRef(n) => err(
                 format!(
                     "Positional references (#{n}) are not supported in the ClickHouse dialect: \

@@ -98,6 +98,16 @@ impl Planner<'_> {
                     t.span,
                 );
             }
+            ast::TableSource::Tag(tag) => {
+                return err(
+                    format!(
+                        "HogQLX tags (<{} … />) are not supported as tables: write the query \
+                         itself, as a subquery",
+                        tag.name
+                    ),
+                    t.span,
+                );
+            }
             ast::TableSource::Placeholder(name) => {
                 return err(
                     format!("Placeholders cannot name tables: {{{name}}}"),
