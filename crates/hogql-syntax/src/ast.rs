@@ -453,6 +453,9 @@ pub enum ExprKind {
         callee: Box<Expr>,
         args: Vec<Expr>,
     },
+    /// A Hog statement block as a lambda's body (`x -> { return x * 2 }`), kept as written
+    /// between its braces: PostHog's grammar reads it, its HogQL refuses it.
+    Block(String),
     /// `x -> body`, `(x, y) -> body`
     Lambda {
         params: Vec<String>,

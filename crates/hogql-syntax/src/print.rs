@@ -868,6 +868,11 @@ impl Printer {
                 self.s(")");
             }
             ExprKind::PositionalRef(n) => self.s(&format!("#{n}")),
+            ExprKind::Block(text) => {
+                self.s("{ ");
+                self.s(text);
+                self.s(" }");
+            }
             ExprKind::Tag(tag) => self.tag(tag),
             ExprKind::WithinGroup { call, order_by } => {
                 self.postfix_base(call);

@@ -158,7 +158,8 @@ impl Walker<'_> {
             | ExprKind::Field(_)
             | ExprKind::Star(_)
             | ExprKind::Placeholder(_)
-            | ExprKind::PositionalRef(_) => {}
+            | ExprKind::PositionalRef(_)
+            | ExprKind::Block(_) => {}
             ExprKind::WithinGroup { call, order_by } => {
                 w.expr(call);
                 w.order(order_by);

@@ -42,7 +42,7 @@ impl Parser<'_> {
                     params.push(w);
                 }
             }
-            let body = self.deeper(|p| p.expr_no_alias())?;
+            let body = self.lambda_body()?;
             let span = self.span(start);
             return Ok(Expr::new(
                 ExprKind::Lambda {
@@ -53,6 +53,89 @@ impl Parser<'_> {
             ));
         }
         self.bp(0)
+    }
+
+    /// A lambda's body: an expression, or a block of Hog statements in braces (what is not
+    /// a `{placeholder}`), kept as written.
+    fn lambda_body(&mut self) -> PResult<Expr> {
+        if self.is(&TokenKind::LBrace) {
+            let save = self.pos;
+            if self.placeholder().is_ok() {
+                self.pos = save;
+            } else {
+                self.pos = save;
+                let start = self.tok().start;
+                self.bump();
+                let from = self.tok().start;
+                // Statements, `;` between them: `return [expr]`, `let name [:= expr]`, or
+                // an expression.
+                while !self.is(&TokenKind::RBrace) {
+                    if self.eat(&TokenKind::Semicolon) {
+                        continue;
+                    }
+                    if self.eat_kw("RETURN") {
+                        if !self.is(&TokenKind::Semicolon) && !self.is(&TokenKind::RBrace) {
+                            self.deeper(|p| p.expr())?;
+                        }
+                    } else if self.eat_kw("LET") {
+                        self.any_name("a variable name", false)?;
+                        if self.eat(&TokenKind::Colon) {
+                            self.expect(&TokenKind::Eq, "':=' in LET")?;
+                            self.deeper(|p| p.expr())?;
+                        }
+                    } else {
+                        self.deeper(|p| p.expr())?;
+                    }
+                    if !self.is(&TokenKind::RBrace) {
+                        self.expect(&TokenKind::Semicolon, "';' or '}' after the statement")?;
+                    }
+                }
+                let text = self.text[from..self.tok().start].trim().to_string();
+                self.bump();
+                return Ok(Expr::new(ExprKind::Block(text), self.span(start)));
+            }
+        }
+        self.deeper(|p| p.expr_no_alias())
+    }
+
+    /// `x, y -> body` (parameters without parentheses), which PostHog's grammar reads where
+    /// a whole expression stands: how many tokens make up the parameters and the arrow.
+    pub(super) fn bare_lambda_ahead(&self) -> Option<usize> {
+        let is_param = |t: &Token| matches!(t.kind, TokenKind::Word(_) | TokenKind::QuotedIdent(_));
+        let mut i = 0;
+        let mut names = 0;
+        loop {
+            if !is_param(self.nth(i)) {
+                break;
+            }
+            names += 1;
+            i += 1;
+            if !self.nth_is(i, &TokenKind::Comma) {
+                break;
+            }
+            i += 1;
+        }
+        (names >= 2 && self.nth_is(i, &TokenKind::Arrow)).then_some(i + 1)
+    }
+
+    /// A lambda with bare parameters (see [`Self::bare_lambda_ahead`]), `n` tokens long up
+    /// to its arrow.
+    pub(super) fn bare_lambda(&mut self, n: usize) -> PResult<Expr> {
+        let start = self.tok().start;
+        let mut params = Vec::new();
+        for _ in 0..n {
+            if let TokenKind::Word(w) | TokenKind::QuotedIdent(w) = self.bump().kind {
+                params.push(w);
+            }
+        }
+        let body = self.lambda_body()?;
+        Ok(Expr::new(
+            ExprKind::Lambda {
+                params,
+                body: Box::new(body),
+            },
+            self.span(start),
+        ))
     }
 
     /// If a lambda starts here, how many tokens make up its parameters and arrow.

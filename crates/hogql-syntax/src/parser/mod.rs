@@ -30,7 +30,10 @@ pub fn parse_query(text: &str) -> Result<Query, SyntaxError> {
 /// Parse a single expression (aliases allowed).
 pub fn parse_expr(text: &str) -> Result<Expr, SyntaxError> {
     let mut p = Parser::new(text)?;
-    let e = p.expr()?;
+    let e = match p.bare_lambda_ahead() {
+        Some(n) => p.bare_lambda(n)?,
+        None => p.expr()?,
+    };
     p.expect_end("end of expression")?;
     Ok(e)
 }

@@ -152,6 +152,7 @@ fn sx(e: &Expr) -> String {
                 .join(" ")
         ),
         ExprKind::PositionalRef(n) => format!("#{n}"),
+        ExprKind::Block(text) => format!("{{{text}}}"),
         ExprKind::Tag(t) => format!("<{}>", t.name),
     }
 }

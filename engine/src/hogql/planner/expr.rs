@@ -296,6 +296,12 @@ impl Planner<'_> {
                 ),
                 e.span,
             ),
+            // PostHog's resolver refuses them with the same words.
+            ExprKind::Block(_) => err(
+                "You can not use blocks in HogQL (a lambda's body in braces holds Hog \
+                 statements)",
+                e.span,
+            ),
             ExprKind::PositionalRef(n) => err(
                 format!(
                     "Positional references (#{n}) are not supported in the ClickHouse dialect: \

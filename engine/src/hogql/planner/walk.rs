@@ -127,6 +127,7 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
         | ExprKind::Star(_)
         | ExprKind::Placeholder(_)
         | ExprKind::PositionalRef(_)
+        | ExprKind::Block(_)
         | ExprKind::Tag(_)
         | ExprKind::Subquery(_)
         | ExprKind::Exists(_) => {}
