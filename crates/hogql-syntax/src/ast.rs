@@ -64,6 +64,9 @@ pub struct Select {
     /// `WINDOW name AS (spec), …`
     pub window: Vec<(String, WindowSpec)>,
     pub qualify: Option<Expr>,
+    /// `[USING] SAMPLE ratio` after PREWHERE, WHERE, GROUP BY or QUALIFY (DuckDB's form,
+    /// which PostHog's grammar reads); the table form is [`TableExpr::sample`].
+    pub sample: Option<Sample>,
     pub order_by: Vec<OrderExpr>,
     /// `LIMIT n [OFFSET m] BY exprs`
     pub limit_by: Option<LimitBy>,

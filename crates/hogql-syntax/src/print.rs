@@ -354,6 +354,14 @@ impl Printer {
             self.s(" QUALIFY ");
             self.expr(e, prec::ALIAS);
         }
+        if let Some(smp) = &s.sample {
+            self.s(" USING SAMPLE ");
+            self.expr(&smp.ratio, prec::ALIAS);
+            if let Some(o) = &smp.offset {
+                self.s(" OFFSET ");
+                self.expr(o, prec::ALIAS);
+            }
+        }
         if !s.order_by.is_empty() {
             self.s(" ORDER BY ");
             self.order_list(&s.order_by);

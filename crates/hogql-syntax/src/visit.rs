@@ -141,6 +141,10 @@ impl Walker<'_> {
             self.window(w);
         }
         self.opt(&mut s.qualify);
+        if let Some(smp) = &mut s.sample {
+            self.expr(&mut smp.ratio);
+            self.opt(&mut smp.offset);
+        }
         self.order(&mut s.order_by);
         if let Some(lb) = &mut s.limit_by {
             self.expr(&mut lb.limit);

@@ -376,10 +376,6 @@ const DIVERGENT: &[(&str, &str)] = &[
     ("interval interval '5 day' month", "nested INTERVAL is not parsed"),
     ("interval interval (1) second", "nested INTERVAL is not parsed"),
     ("select x from (a join b on 1,)", "a join chain in parentheses is not parsed"),
-    ("select 1 from t where x sample 0.1", "SAMPLE after WHERE/PREWHERE and USING SAMPLE are not parsed"),
-    ("select 1 from t prewhere x sample 0.1", "SAMPLE after WHERE/PREWHERE and USING SAMPLE are not parsed"),
-    ("select 1 from t qualify z using sample 0.1", "SAMPLE after WHERE/PREWHERE and USING SAMPLE are not parsed"),
-    ("select 1 from t group by x using sample 0.1", "SAMPLE after WHERE/PREWHERE and USING SAMPLE are not parsed"),
 ];
 
 /// Whether hedgerow accepts `input`; an accepted input must also print as text that parses

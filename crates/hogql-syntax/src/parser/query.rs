@@ -117,21 +117,27 @@ impl Parser<'_> {
         }
         if self.eat_kw("PREWHERE") {
             s.prewhere = Some(self.expr()?);
+            self.select_sample(&mut s, true)?;
         }
         if self.eat_kw("WHERE") {
             s.where_ = Some(self.expr()?);
+            self.select_sample(&mut s, true)?;
         }
         if self.eat_kw("GROUP") {
             s.group_by = Some(self.group_by()?);
+            self.select_sample(&mut s, false)?;
         }
         if self.eat_kw("HAVING") {
             s.having = Some(self.expr()?);
+            self.select_sample(&mut s, false)?;
         }
         if self.eat_kw("WINDOW") {
             s.window = self.window_clause()?;
+            self.select_sample(&mut s, false)?;
         }
         if self.eat_kw("QUALIFY") {
             s.qualify = Some(self.expr()?);
+            self.select_sample(&mut s, false)?;
         }
         if self.eat_kw("ORDER") {
             self.expect_kw("BY")?;
@@ -145,6 +151,30 @@ impl Parser<'_> {
         }
         s.span = self.span(start);
         Ok(Query::Select(Box::new(s)))
+    }
+
+    /// `[USING] SAMPLE ratio [OFFSET ratio]` after a clause (see [`Select::sample`]); without
+    /// USING only after PREWHERE and WHERE (`bare`), as PostHog's grammar reads it.
+    fn select_sample(&mut self, s: &mut Select, bare: bool) -> PResult<()> {
+        let using = self.is_kw("USING") && self.nth_kw(1, "SAMPLE");
+        if !(using || (bare && self.is_kw("SAMPLE"))) {
+            return Ok(());
+        }
+        if s.sample.is_some() {
+            return Err(self.err_here("only one SAMPLE clause is allowed"));
+        }
+        if using {
+            self.bump();
+        }
+        self.bump();
+        let ratio = self.bp(0)?;
+        let offset = if self.eat_kw("OFFSET") {
+            Some(self.bp(0)?)
+        } else {
+            None
+        };
+        s.sample = Some(Sample { ratio, offset });
+        Ok(())
     }
 
     fn ctes(&mut self) -> PResult<Vec<Cte>> {

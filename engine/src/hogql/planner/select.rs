@@ -48,6 +48,13 @@ impl Clauses {
 
 impl Planner<'_> {
     pub(super) fn select(&self, s: &ast::Select, outer: &Ctes) -> PResult<LogicalPlan> {
+        if s.sample.is_some() {
+            return err(
+                "SAMPLE after WHERE (DuckDB's USING SAMPLE) is not supported in the ClickHouse \
+                 dialect: sample the table, as in FROM events SAMPLE 0.1",
+                s.span,
+            );
+        }
         let mut ctes = outer.clone();
         for cte in &s.with {
             match cte {
