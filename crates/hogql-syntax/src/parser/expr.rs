@@ -1257,7 +1257,14 @@ impl Parser<'_> {
                 let ty = self.type_name()?;
                 Ok(format!("{} {ty}", ident(&name)))
             }
-            _ => self.type_name(),
+            TokenKind::Word(_) | TokenKind::QuotedIdent(_) => self.type_name(),
+            // Any other parameter is an expression in PostHog's grammar (`d(#1)`, `d([1])`),
+            // but for a parenthesized one (`d(())` is refused).
+            TokenKind::LParen => Err(self.expected("a type")),
+            _ => {
+                let e = self.expr()?;
+                Ok(crate::print::expr(&e))
+            }
         }
     }
 }
