@@ -633,7 +633,9 @@ impl Parser<'_> {
                 return self.trim_from(start);
             }
             "CAST" if call_follows => return self.cast(start),
-            "INTERVAL" => return self.interval(start),
+            "INTERVAL" if self.interval_name_at != Some(self.pos) => {
+                return self.interval(start);
+            }
             "EXISTS" if call_follows && self.select_ahead(2) => {
                 self.bump();
                 self.bump();
@@ -1137,9 +1139,10 @@ impl Parser<'_> {
 
     fn interval(&mut self, start: usize) -> PResult<Expr> {
         self.bump();
+        let string_first = std::mem::take(&mut self.interval_string_first);
         let t = self.tok().clone();
         if let TokenKind::String(s) = &t.kind
-            && self.at_unit(1).is_none()
+            && (string_first || self.at_unit(1).is_none())
         {
             // INTERVAL '1 day'
             self.bump();
@@ -1168,7 +1171,11 @@ impl Parser<'_> {
                 self.span(start),
             ));
         }
-        let (value, _) = self.operand(0)?;
+        let value = if self.is_kw("INTERVAL") {
+            self.interval_value()?
+        } else {
+            self.operand(0)?.0
+        };
         let Some(unit) = self.at_unit(0) else {
             return Err(self.expected(
                 "an interval unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, QUARTER or YEAR)",
@@ -1182,6 +1189,34 @@ impl Parser<'_> {
             },
             self.span(start),
         ))
+    }
+
+    /// The value of `INTERVAL INTERVAL …`, read as PostHog's grammar reads it: a nested
+    /// interval followed by the outer unit (`INTERVAL INTERVAL '5 day' MONTH`), else a column
+    /// or function named `interval` (`INTERVAL interval - x SECOND`, `INTERVAL interval(1)
+    /// SECOND`).
+    fn interval_value(&mut self) -> PResult<Expr> {
+        let save = self.pos;
+        for string_first in [false, true] {
+            if self.interval_tries >= 64 {
+                break;
+            }
+            self.interval_tries += 1;
+            self.pos = save;
+            self.interval_string_first = string_first;
+            let nested = self.operand(0);
+            self.interval_string_first = false;
+            if let Ok((v, _)) = nested
+                && self.at_unit(0).is_some()
+            {
+                return Ok(v);
+            }
+        }
+        self.pos = save;
+        self.interval_name_at = Some(save);
+        let value = self.operand(0);
+        self.interval_name_at = None;
+        Ok(value?.0)
     }
 
     /// A type after `AS` in CAST or after `::`, normalized: `Nullable(String)`,
