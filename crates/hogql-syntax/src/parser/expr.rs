@@ -916,9 +916,15 @@ impl Parser<'_> {
             self.bump();
             self.bump();
             loop {
-                let e = self.expr_no_alias()?;
-                self.expect_kw("AS")?;
-                let name = self.any_name("a column name after AS", false)?;
+                // `x + 1 AS x`; the value may carry an alias of its own (`a AS b AS c`).
+                let e = self.expr()?;
+                let (e, name) = if self.eat_kw("AS") {
+                    (e, self.any_name("a column name after AS", false)?)
+                } else if let ExprKind::Alias { expr, name } = e.kind {
+                    (*expr, name)
+                } else {
+                    return Err(self.expected("AS and a column name"));
+                };
                 replace.push((e, name));
                 if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
                     break;
