@@ -126,6 +126,9 @@ pub enum TableSource {
     },
     /// `{name}` in FROM.
     Placeholder(String),
+    /// A join chain as one table: in parentheses (`FROM (a JOIN b ON …)`) or under a PIVOT
+    /// (`FROM a JOIN b ON … PIVOT (…)`). Parsed so the error can be precise.
+    Joined(Box<From>),
     /// A HogQLX tag in FROM (`FROM <HogQLQuery query='…' />`). Parsed so the error can be
     /// precise; never executed.
     Tag(Box<Tag>),

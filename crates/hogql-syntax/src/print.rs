@@ -408,6 +408,14 @@ impl Printer {
                 self.s("}");
             }
             TableSource::Tag(tag) => self.tag(tag),
+            TableSource::Joined(from) => {
+                self.s("(");
+                self.table(&from.first);
+                for j in &from.joins {
+                    self.join(j);
+                }
+                self.s(")");
+            }
             TableSource::Pivot { base, pivot } => {
                 self.table(base);
                 self.s(if pivot.unpivot {

@@ -98,6 +98,18 @@ impl Walker<'_> {
             TableSource::Function { args, .. } => self.exprs(args),
             TableSource::Table(_) | TableSource::Placeholder(_) => {}
             TableSource::Tag(tag) => self.tag(tag),
+            TableSource::Joined(from) => {
+                let from = &mut **from;
+                self.deeper(|w| {
+                    w.table(&mut from.first);
+                    for j in &mut from.joins {
+                        w.table(&mut j.table);
+                        if let Some(JoinConstraint::On(e)) = &mut j.constraint {
+                            w.expr(e);
+                        }
+                    }
+                });
+            }
             TableSource::Pivot { base, pivot } => {
                 self.table(base);
                 self.exprs(&mut pivot.values);

@@ -363,12 +363,9 @@ const DIVERGENT: &[(&str, &str)] = &[
     ("select columns('gk'), where * columns('gk') with totals", "a star followed by COLUMNS(…) as a clause body is not parsed"),
     ("select a, prewhere * columns('y')", "a star followed by COLUMNS(…) as a clause body is not parsed"),
     ("(select 1) offset a ?? b", "OFFSET after a parenthesized query is not parsed (ClickHouse refuses it too)"),
-    ("select 1 from a join b on x pivot (s for t in (u))", "PIVOT over a join chain, a parenthesized table or an operand holding IN is not parsed"),
-    ("select 1 from (a join b) pivot (x for y in (z))", "PIVOT over a join chain, a parenthesized table or an operand holding IN is not parsed"),
     ("select 1 from a window w as (range between preceding)", "BETWEEN as a column in a frame bound is not parsed"),
     ("{x}", "a placeholder as a whole query is not parsed"),
     ("({x})", "a placeholder as a whole query is not parsed"),
-    ("select x from (a join b on 1,)", "a join chain in parentheses is not parsed"),
 ];
 
 /// Whether hedgerow accepts `input`; an accepted input must also print as text that parses

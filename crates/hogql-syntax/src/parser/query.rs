@@ -398,6 +398,11 @@ impl Parser<'_> {
 
     fn parse_from(&mut self) -> PResult<From> {
         let first = self.table_expr()?;
+        self.join_chain(first)
+    }
+
+    /// The joins after `first`.
+    fn join_chain(&mut self, mut first: TableExpr) -> PResult<From> {
         let mut joins = Vec::new();
         loop {
             let start = self.tok().start;
@@ -433,6 +438,26 @@ impl Parser<'_> {
                 break;
             }
             joins.push(self.join()?);
+            // `a JOIN b ON x PIVOT (…)`: the PIVOT takes the whole chain.
+            if joins.last().is_some_and(|j: &Join| j.constraint.is_some())
+                && (self.is_kw("PIVOT") || self.is_kw("UNPIVOT"))
+                && self.nth_is(1, &TokenKind::LParen)
+            {
+                let start = first.span.start;
+                let chain = From {
+                    first,
+                    joins: std::mem::take(&mut joins),
+                };
+                let (source, alias) =
+                    self.pivots(start, TableSource::Joined(Box::new(chain)), None)?;
+                first = TableExpr {
+                    source,
+                    alias,
+                    sample: None,
+                    is_final: false,
+                    span: self.span(start),
+                };
+            }
         }
         Ok(From { first, joins })
     }
@@ -556,8 +581,24 @@ impl Parser<'_> {
                 {
                     return Err(self.expected("a subquery (SELECT …)"));
                 }
-                let t = self.deeper(|p| p.table_expr())?;
+                let chain = self.deeper(|p| {
+                    let first = p.table_expr()?;
+                    p.join_chain(first)
+                })?;
                 self.expect(&TokenKind::RParen, "')' after the table")?;
+                if !chain.joins.is_empty() {
+                    let source = TableSource::Joined(Box::new(chain));
+                    let alias = self.table_alias()?;
+                    let (source, alias) = self.pivots(start, source, alias)?;
+                    return Ok(TableExpr {
+                        source,
+                        alias,
+                        sample: None,
+                        is_final: false,
+                        span: self.span(start),
+                    });
+                }
+                let t = chain.first;
                 let plain = t.alias.is_none()
                     && !t.is_final
                     && t.sample.is_none()
@@ -590,8 +631,36 @@ impl Parser<'_> {
             }
             _ => return Err(self.expected("a table name, subquery or table function")),
         };
-        let mut alias = self.table_alias()?;
-        let mut source = source;
+        let alias = self.table_alias()?;
+        let (source, alias) = self.pivots(start, source, alias)?;
+        let is_final = self.eat_kw("FINAL");
+        let sample = if self.eat_kw("SAMPLE") {
+            let ratio = self.bp(0)?;
+            let offset = if self.eat_kw("OFFSET") {
+                Some(self.bp(0)?)
+            } else {
+                None
+            };
+            Some(Sample { ratio, offset })
+        } else {
+            None
+        };
+        Ok(TableExpr {
+            source,
+            alias,
+            sample,
+            is_final,
+            span: self.span(start),
+        })
+    }
+
+    /// The PIVOTs and UNPIVOTs on a table (each with its alias).
+    fn pivots(
+        &mut self,
+        start: usize,
+        mut source: TableSource,
+        mut alias: Option<String>,
+    ) -> PResult<(TableSource, Option<String>)> {
         let mut pivots = 0;
         while (self.is_kw("PIVOT") || self.is_kw("UNPIVOT")) && self.nth_is(1, &TokenKind::LParen) {
             pivots += 1;
@@ -612,25 +681,7 @@ impl Parser<'_> {
             };
             alias = self.table_alias()?;
         }
-        let is_final = self.eat_kw("FINAL");
-        let sample = if self.eat_kw("SAMPLE") {
-            let ratio = self.bp(0)?;
-            let offset = if self.eat_kw("OFFSET") {
-                Some(self.bp(0)?)
-            } else {
-                None
-            };
-            Some(Sample { ratio, offset })
-        } else {
-            None
-        };
-        Ok(TableExpr {
-            source,
-            alias,
-            sample,
-            is_final,
-            span: self.span(start),
-        })
+        Ok((source, alias))
     }
 
     fn table_alias(&mut self) -> PResult<Option<String>> {

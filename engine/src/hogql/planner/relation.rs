@@ -98,6 +98,13 @@ impl Planner<'_> {
                     t.span,
                 );
             }
+            ast::TableSource::Joined(_) => {
+                return err(
+                    "A join chain in parentheses is not supported: write the joins without \
+                     parentheses",
+                    t.span,
+                );
+            }
             ast::TableSource::Tag(tag) => {
                 return err(
                     format!(
