@@ -849,12 +849,30 @@ impl Parser<'_> {
             None
         };
         if let Some(units) = units {
-            let (start, end) = if self.eat_kw("BETWEEN") {
-                let s = self.frame_bound()?;
-                self.expect_kw("AND")?;
-                (s, Some(self.frame_bound()?))
+            let save = self.pos;
+            let between = if self.eat_kw("BETWEEN") {
+                let both = self.frame_bound().and_then(|s| {
+                    self.expect_kw("AND")?;
+                    Ok((s, Some(self.frame_bound()?)))
+                });
+                match both {
+                    Ok(b) => Some(b),
+                    // `RANGE between PRECEDING`: a column named `between` as the offset, as
+                    // PostHog's grammar reads it.
+                    Err(e) => {
+                        self.pos = save;
+                        if !self.nth_kw(1, "PRECEDING") && !self.nth_kw(1, "FOLLOWING") {
+                            return Err(e);
+                        }
+                        None
+                    }
+                }
             } else {
-                (self.frame_bound()?, None)
+                None
+            };
+            let (start, end) = match between {
+                Some(b) => b,
+                None => (self.frame_bound()?, None),
             };
             spec.frame = Some(WindowFrame { units, start, end });
         }
