@@ -38,6 +38,9 @@ pub enum Query {
         left: Box<Query>,
         right: Box<Query>,
     },
+    /// `{name}` standing for a whole query (PostHog's grammar; its placeholders can hold
+    /// queries, hedgerow's `values` cannot).
+    Placeholder(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

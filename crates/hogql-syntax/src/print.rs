@@ -247,12 +247,17 @@ impl Printer {
     fn query_inner(&mut self, q: &Query) {
         match q {
             Query::Select(s) => self.select(s),
+            Query::Placeholder(name) => {
+                self.s("{");
+                self.s(&placeholder(name));
+                self.s("}");
+            }
             Query::SetOp { op, left, right } => {
                 let level = |op: SetOp| if op == SetOp::Intersect { 2 } else { 1 };
                 let mine = level(*op);
                 let needs = |q: &Query, right: bool| match q {
                     Query::SetOp { op, .. } => level(*op) < mine || (right && level(*op) == mine),
-                    Query::Select(_) => false,
+                    Query::Select(_) | Query::Placeholder(_) => false,
                 };
                 self.set_operand(left, needs(left, false));
                 self.s(match op {

@@ -40,6 +40,7 @@ impl Walker<'_> {
     fn query(&mut self, q: &mut Query) {
         self.deeper(|w| match q {
             Query::Select(s) => w.select(s),
+            Query::Placeholder(_) => {}
             Query::SetOp { left, right, .. } => {
                 w.query(left);
                 w.query(right);

@@ -338,7 +338,9 @@ fn limit_rules(q: &mut ast::Query) -> (usize, usize, Option<usize>) {
             }
         }
         // Set operations: the outer LIMIT applies to the whole result.
-        ast::Query::SetOp { .. } => (DEFAULT_LIMIT, 0, Some(DEFAULT_LIMIT)),
+        ast::Query::SetOp { .. } | ast::Query::Placeholder(_) => {
+            (DEFAULT_LIMIT, 0, Some(DEFAULT_LIMIT))
+        }
     }
 }
 

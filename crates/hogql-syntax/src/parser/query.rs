@@ -75,6 +75,8 @@ impl Parser<'_> {
             Ok(q)
         } else if self.is_kw("SELECT") || self.is_kw("WITH") {
             self.select()
+        } else if self.is(&TokenKind::LBrace) {
+            Ok(Query::Placeholder(self.placeholder()?))
         } else {
             Err(self.expected("SELECT"))
         }

@@ -531,6 +531,7 @@ fn aliases_do_not_swallow_keywords() {
                 Query::Select(s) => *s,
                 _ => panic!(),
             },
+            Query::Placeholder(_) => panic!(),
         };
         assert_eq!(sx(&s.columns[0]), "a", "{kw}");
     }
@@ -694,6 +695,7 @@ fn set_operations() {
                 Query::SetOp { op, left, right } => {
                     format!("({op:?} {} {})", go(left), go(right))
                 }
+                Query::Placeholder(name) => format!("{{{name}}}"),
             }
         }
         go(&parse_query(text).unwrap())

@@ -7,6 +7,13 @@ impl Planner<'_> {
     pub(super) fn query(&self, q: &ast::Query, ctes: &Ctes) -> PResult<LogicalPlan> {
         match q {
             ast::Query::Select(s) => self.select(s, ctes),
+            ast::Query::Placeholder(name) => Err(PlanError::new(
+                format!(
+                    "A placeholder cannot stand for a whole query: {{{name}}} (values fill \
+                     placeholders with constants)"
+                ),
+                None,
+            )),
             ast::Query::SetOp { op, left, right } => {
                 let l = self.query(left, ctes)?;
                 let r = self.query(right, ctes)?;
