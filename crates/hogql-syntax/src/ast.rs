@@ -454,6 +454,9 @@ pub enum ExprKind {
     },
     /// A HogQLX tag used as a value.
     Tag(Box<Tag>),
+    /// `*COLUMNS('regex')`: the matching columns spread into a call's arguments (PostHog's
+    /// grammar).
+    Spread(Box<Expr>),
     /// `#3`: the 3rd column, by position (PostHog's grammar, for DuckDB-like databases).
     PositionalRef(u64),
     /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,

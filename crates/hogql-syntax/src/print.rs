@@ -331,8 +331,10 @@ impl Printer {
             }
         }
         if let Some(g) = &s.group_by {
-            self.s(" GROUP BY ");
-            self.exprs(&g.exprs);
+            if !g.exprs.is_empty() {
+                self.s(" GROUP BY ");
+                self.exprs(&g.exprs);
+            }
             match g.modifier {
                 GroupByModifier::None => {}
                 GroupByModifier::Rollup => self.s(" WITH ROLLUP"),
@@ -895,6 +897,10 @@ impl Printer {
                 self.s(" }");
             }
             ExprKind::Tag(tag) => self.tag(tag),
+            ExprKind::Spread(cols) => {
+                self.s("*");
+                self.expr(cols, prec::POSTFIX);
+            }
             ExprKind::WithinGroup { call, order_by } => {
                 self.postfix_base(call);
                 self.s(" WITHIN GROUP (ORDER BY ");

@@ -182,6 +182,7 @@ impl Walker<'_> {
                 w.order(order_by);
             }
             ExprKind::Tag(tag) => w.tag(tag),
+            ExprKind::Spread(cols) => w.expr(cols),
             ExprKind::Index { base, index, .. } => {
                 w.expr(base);
                 w.expr(index);

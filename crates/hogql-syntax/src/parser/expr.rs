@@ -563,6 +563,14 @@ impl Parser<'_> {
                 let name = self.placeholder()?;
                 Ok(Expr::new(ExprKind::Placeholder(name), self.span(start)))
             }
+            TokenKind::Star if self.nth_kw(1, "COLUMNS") && self.nth_is(2, &TokenKind::LParen) => {
+                self.bump();
+                let cols = self.deeper(|p| p.prefix())?;
+                Ok(Expr::new(
+                    ExprKind::Spread(Box::new(cols)),
+                    self.span(start),
+                ))
+            }
             TokenKind::Star => {
                 self.bump();
                 self.star_modifiers(None, start, false)

@@ -128,6 +128,15 @@ impl Parser<'_> {
         if self.eat_kw("GROUP") {
             s.group_by = Some(self.group_by()?);
             self.select_sample(&mut s, false)?;
+        } else if self.is_kw("WITH") && self.nth_kw(1, "TOTALS") {
+            // `WITH TOTALS` without GROUP BY, as PostHog's grammar reads it.
+            self.bump();
+            self.bump();
+            s.group_by = Some(GroupBy {
+                exprs: Vec::new(),
+                modifier: GroupByModifier::None,
+                with_totals: true,
+            });
         }
         if self.eat_kw("HAVING") {
             s.having = Some(self.expr()?);

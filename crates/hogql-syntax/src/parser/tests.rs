@@ -154,6 +154,7 @@ fn sx(e: &Expr) -> String {
         ExprKind::PositionalRef(n) => format!("#{n}"),
         ExprKind::Block(text) => format!("{{{text}}}"),
         ExprKind::Tag(t) => format!("<{}>", t.name),
+        ExprKind::Spread(c) => format!("(spread {})", sx(c)),
     }
 }
 

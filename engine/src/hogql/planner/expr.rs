@@ -288,6 +288,10 @@ impl Planner<'_> {
                 self.respect_nulls.set(false);
                 planned
             }
+            ExprKind::Spread(_) => err(
+                "*COLUMNS(…) (columns spread into a call's arguments) is not supported",
+                e.span,
+            ),
             ExprKind::Tag(tag) => err(
                 format!(
                     "HogQLX tags (<{} … />) are not supported: hedgerow runs HogQL, not \

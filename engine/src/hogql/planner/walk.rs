@@ -129,6 +129,7 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
         | ExprKind::PositionalRef(_)
         | ExprKind::Block(_)
         | ExprKind::Tag(_)
+        | ExprKind::Spread(_)
         | ExprKind::Subquery(_)
         | ExprKind::Exists(_) => {}
     }
