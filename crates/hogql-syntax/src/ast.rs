@@ -220,6 +220,9 @@ pub struct Join {
 pub enum JoinConstraint {
     On(Expr),
     Using(Vec<String>),
+    /// `USING` with expressions that are not column names (`USING 1`): PostHog's grammar
+    /// reads a list of expressions; ClickHouse takes names only.
+    UsingExprs(Vec<Expr>),
 }
 
 /// `[LEFT] ARRAY JOIN expr AS alias, …` (PostHog requires the alias)

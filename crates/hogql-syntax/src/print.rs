@@ -483,6 +483,11 @@ impl Printer {
                 self.s(" ON ");
                 self.expr(e, prec::ALIAS);
             }
+            Some(JoinConstraint::UsingExprs(exprs)) => {
+                self.s(" USING (");
+                self.exprs(exprs);
+                self.s(")");
+            }
             Some(JoinConstraint::Using(names)) => {
                 self.s(" USING (");
                 self.list(names, |p, n| p.s(&ident(n)));

@@ -542,26 +542,52 @@ impl Parser<'_> {
         } else if self.eat_kw("ON") {
             Some(JoinConstraint::On(self.expr()?))
         } else if self.eat_kw("USING") {
+            let parens = self.eat(&TokenKind::LParen);
+            // Column names, the usual case; else any expressions (`USING 1`), read again.
+            let save = self.pos;
             let mut names = Vec::new();
-            if self.eat(&TokenKind::LParen) {
-                loop {
-                    names.push(self.name("a column name")?);
+            let mut plain = true;
+            loop {
+                if !self.at_name(0) {
+                    plain = false;
+                    break;
+                }
+                names.push(self.name("a column name")?);
+                if parens {
                     if !self.eat(&TokenKind::Comma) {
                         break;
                     }
-                }
-                self.expect(&TokenKind::RParen, "',' or ')' in the USING list")?;
-            } else {
-                // `USING a, b`: a list, as ClickHouse and PostHog read it.
-                loop {
-                    names.push(self.name("a column name")?);
-                    if !(self.is(&TokenKind::Comma) && self.at_name(1)) {
-                        break;
-                    }
+                } else if !(self.is(&TokenKind::Comma) && self.at_name(1)) {
+                    // `USING a, b`: a list, as ClickHouse and PostHog read it.
+                    break;
+                } else {
                     self.bump();
                 }
             }
-            Some(JoinConstraint::Using(names))
+            let plain = plain && (!parens || self.is(&TokenKind::RParen));
+            let constraint = if plain {
+                JoinConstraint::Using(names)
+            } else {
+                self.pos = save;
+                let mut exprs = Vec::new();
+                loop {
+                    exprs.push(self.expr()?);
+                    if parens {
+                        if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
+                            break;
+                        }
+                    } else if !(self.is(&TokenKind::Comma) && self.body_starts(1)) {
+                        break;
+                    } else {
+                        self.bump();
+                    }
+                }
+                JoinConstraint::UsingExprs(exprs)
+            };
+            if parens {
+                self.expect(&TokenKind::RParen, "',' or ')' in the USING list")?;
+            }
+            Some(constraint)
         } else {
             // PostHog's grammar reads a JOIN without a constraint; the engine refuses it,
             // as ClickHouse does.

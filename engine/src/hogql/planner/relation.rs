@@ -554,6 +554,12 @@ impl Planner<'_> {
                     }
                     builder.cross_join(right)
                 }
+                Some(ast::JoinConstraint::UsingExprs(_)) => {
+                    return err(
+                        "JOIN … USING takes column names, not expressions (as in ClickHouse)",
+                        j.span,
+                    );
+                }
                 Some(ast::JoinConstraint::Using(cols)) => {
                     let keys = cols.iter().map(|c| Column::from_name(c.clone())).collect();
                     builder.join_using(right, join_type, keys)
