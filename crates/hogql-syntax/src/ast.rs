@@ -38,6 +38,12 @@ pub enum Query {
         left: Box<Query>,
         right: Box<Query>,
     },
+    /// `(query) OFFSET n`: an OFFSET after a parenthesized query (PostHog's grammar;
+    /// ClickHouse refuses it).
+    Offset {
+        query: Box<Query>,
+        offset: Box<Expr>,
+    },
     /// `{name}` standing for a whole query (PostHog's grammar; its placeholders can hold
     /// queries, hedgerow's `values` cannot).
     Placeholder(String),
@@ -533,6 +539,9 @@ pub enum ExprKind {
     },
     /// `{name}`: filled from the request's `values` before resolution.
     Placeholder(String),
+    /// `{expr}`: a placeholder holding an expression (PostHog's templates), which values by
+    /// name cannot fill.
+    PlaceholderExpr(Box<Expr>),
     /// `(SELECT …)` used as a value.
     Subquery(Box<Query>),
     /// `EXISTS (SELECT …)`

@@ -252,12 +252,18 @@ impl Printer {
                 self.s(&placeholder(name));
                 self.s("}");
             }
+            Query::Offset { query, offset } => {
+                self.s("(");
+                self.query_inner(query);
+                self.s(") OFFSET ");
+                self.expr(offset, prec::ALIAS);
+            }
             Query::SetOp { op, left, right } => {
                 let level = |op: SetOp| if op == SetOp::Intersect { 2 } else { 1 };
                 let mine = level(*op);
                 let needs = |q: &Query, right: bool| match q {
                     Query::SetOp { op, .. } => level(*op) < mine || (right && level(*op) == mine),
-                    Query::Select(_) | Query::Placeholder(_) => false,
+                    Query::Select(_) | Query::Placeholder(_) | Query::Offset { .. } => false,
                 };
                 self.set_operand(left, needs(left, false));
                 self.s(match op {
@@ -902,6 +908,11 @@ impl Printer {
                 self.s(" }");
             }
             ExprKind::Tag(tag) => self.tag(tag),
+            ExprKind::PlaceholderExpr(inner) => {
+                self.s("{");
+                self.expr(inner, prec::ALIAS);
+                self.s("}");
+            }
             ExprKind::Spread(cols) => {
                 self.s("*");
                 self.expr(cols, prec::POSTFIX);

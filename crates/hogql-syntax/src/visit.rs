@@ -41,6 +41,10 @@ impl Walker<'_> {
         self.deeper(|w| match q {
             Query::Select(s) => w.select(s),
             Query::Placeholder(_) => {}
+            Query::Offset { query, offset } => {
+                w.query(query);
+                w.expr(offset);
+            }
             Query::SetOp { left, right, .. } => {
                 w.query(left);
                 w.query(right);
@@ -183,6 +187,7 @@ impl Walker<'_> {
             }
             ExprKind::Tag(tag) => w.tag(tag),
             ExprKind::Spread(cols) => w.expr(cols),
+            ExprKind::PlaceholderExpr(inner) => w.expr(inner),
             ExprKind::Index { base, index, .. } => {
                 w.expr(base);
                 w.expr(index);

@@ -338,7 +338,7 @@ fn limit_rules(q: &mut ast::Query) -> (usize, usize, Option<usize>) {
             }
         }
         // Set operations: the outer LIMIT applies to the whole result.
-        ast::Query::SetOp { .. } | ast::Query::Placeholder(_) => {
+        ast::Query::SetOp { .. } | ast::Query::Placeholder(_) | ast::Query::Offset { .. } => {
             (DEFAULT_LIMIT, 0, Some(DEFAULT_LIMIT))
         }
     }

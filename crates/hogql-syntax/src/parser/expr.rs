@@ -560,8 +560,24 @@ impl Parser<'_> {
                 Ok(Expr::new(ExprKind::Array(items), self.span(start)))
             }
             TokenKind::LBrace => {
-                let name = self.placeholder()?;
-                Ok(Expr::new(ExprKind::Placeholder(name), self.span(start)))
+                let save = self.pos;
+                match self.placeholder() {
+                    Ok(name) => Ok(Expr::new(ExprKind::Placeholder(name), self.span(start))),
+                    Err(e) => {
+                        // `{1 ? a : b}`: an expression in braces, as PostHog's grammar reads it.
+                        self.pos = save;
+                        self.bump();
+                        if self.is(&TokenKind::RBrace) {
+                            return Err(e);
+                        }
+                        let inner = self.deeper(|p| p.expr())?;
+                        self.expect(&TokenKind::RBrace, "'}' to close the placeholder")?;
+                        Ok(Expr::new(
+                            ExprKind::PlaceholderExpr(Box::new(inner)),
+                            self.span(start),
+                        ))
+                    }
+                }
             }
             TokenKind::Star if self.nth_kw(1, "COLUMNS") && self.nth_is(2, &TokenKind::LParen) => {
                 self.bump();

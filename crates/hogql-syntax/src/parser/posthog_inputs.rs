@@ -358,8 +358,6 @@ const CASES: &[(Mode, Verdict, &str)] = &[
 /// Inputs hedgerow does not yet answer as PostHog does, with the reason. Only shrinks.
 #[rustfmt::skip]
 const DIVERGENT: &[(&str, &str)] = &[
-    ("select 1 where 1 == {1 ? hogql_val_1 : hogql_val_2}", "placeholders holding an expression are not parsed"),
-    ("(select 1) offset a ?? b", "OFFSET after a parenthesized query is not parsed (ClickHouse refuses it too)"),
 ];
 
 /// Whether hedgerow accepts `input`; an accepted input must also print as text that parses

@@ -12,7 +12,17 @@ impl Parser<'_> {
     pub(super) fn query(&mut self) -> PResult<Query> {
         self.deeper(|p| {
             let (first, h) = p.measured(|p| p.select_operand())?;
-            p.set_ops(first, h)
+            let q = p.set_ops(first, h)?;
+            // `(SELECT …) OFFSET n`, as PostHog's grammar reads it.
+            if p.is_kw("OFFSET") && p.pos > 0 && p.toks[p.pos - 1].kind == TokenKind::RParen {
+                p.bump();
+                let offset = p.expr()?;
+                return Ok(Query::Offset {
+                    query: Box::new(q),
+                    offset: Box::new(offset),
+                });
+            }
+            Ok(q)
         })
     }
 

@@ -155,6 +155,7 @@ fn sx(e: &Expr) -> String {
         ExprKind::Block(text) => format!("{{{text}}}"),
         ExprKind::Tag(t) => format!("<{}>", t.name),
         ExprKind::Spread(c) => format!("(spread {})", sx(c)),
+        ExprKind::PlaceholderExpr(e) => format!("{{{}}}", sx(e)),
     }
 }
 
@@ -532,7 +533,7 @@ fn aliases_do_not_swallow_keywords() {
                 Query::Select(s) => *s,
                 _ => panic!(),
             },
-            Query::Placeholder(_) => panic!(),
+            Query::Placeholder(_) | Query::Offset { .. } => panic!(),
         };
         assert_eq!(sx(&s.columns[0]), "a", "{kw}");
     }
@@ -697,6 +698,7 @@ fn set_operations() {
                     format!("({op:?} {} {})", go(left), go(right))
                 }
                 Query::Placeholder(name) => format!("{{{name}}}"),
+                Query::Offset { query, .. } => format!("(offset {})", go(query)),
             }
         }
         go(&parse_query(text).unwrap())
@@ -821,10 +823,10 @@ fn error_positions() {
         ("SELECT é", 1, 8, "unexpected character 'é'"),
         ("SELECT f(x) OVER", 1, 17, "expected a window name or '('"),
         (
-            "SELECT {1}",
+            "SELECT {}",
             1,
             9,
-            "expected a placeholder name after '{', found '1'",
+            "expected a placeholder name after '{', found '}'",
         ),
         (
             "SELECT 1 FROM t CROSS JOIN u ON 1",

@@ -288,6 +288,11 @@ impl Planner<'_> {
                 self.respect_nulls.set(false);
                 planned
             }
+            ExprKind::PlaceholderExpr(_) => err(
+                "A placeholder holding an expression ({…}) is not supported: values fill \
+                 placeholders by name, as in {name}",
+                e.span,
+            ),
             ExprKind::Spread(_) => err(
                 "*COLUMNS(…) (columns spread into a call's arguments) is not supported",
                 e.span,

@@ -7,6 +7,11 @@ impl Planner<'_> {
     pub(super) fn query(&self, q: &ast::Query, ctes: &Ctes) -> PResult<LogicalPlan> {
         match q {
             ast::Query::Select(s) => self.select(s, ctes),
+            ast::Query::Offset { .. } => Err(PlanError::new(
+                "OFFSET after a parenthesized query is not supported (ClickHouse refuses it): \
+                 put the OFFSET inside the parentheses",
+                None,
+            )),
             ast::Query::Placeholder(name) => Err(PlanError::new(
                 format!(
                     "A placeholder cannot stand for a whole query: {{{name}}} (values fill \

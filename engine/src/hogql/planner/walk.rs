@@ -130,6 +130,7 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
         | ExprKind::Block(_)
         | ExprKind::Tag(_)
         | ExprKind::Spread(_)
+        | ExprKind::PlaceholderExpr(_)
         | ExprKind::Subquery(_)
         | ExprKind::Exists(_) => {}
     }
