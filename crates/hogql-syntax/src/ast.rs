@@ -38,6 +38,15 @@ pub enum Query {
         left: Box<Query>,
         right: Box<Query>,
     },
+    /// `(query) OFFSET n`: an OFFSET after a parenthesized query (PostHog's grammar;
+    /// ClickHouse refuses it).
+    Offset {
+        query: Box<Query>,
+        offset: Box<Expr>,
+    },
+    /// `{name}` standing for a whole query (PostHog's grammar; its placeholders can hold
+    /// queries, hedgerow's `values` cannot).
+    Placeholder(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +73,9 @@ pub struct Select {
     /// `WINDOW name AS (spec), …`
     pub window: Vec<(String, WindowSpec)>,
     pub qualify: Option<Expr>,
+    /// `[USING] SAMPLE ratio` after PREWHERE, WHERE, GROUP BY or QUALIFY (DuckDB's form,
+    /// which PostHog's grammar reads); the table form is [`TableExpr::sample`].
+    pub sample: Option<Sample>,
     pub order_by: Vec<OrderExpr>,
     /// `LIMIT n [OFFSET m] BY exprs`
     pub limit_by: Option<LimitBy>,
@@ -123,12 +135,46 @@ pub enum TableSource {
     },
     /// `{name}` in FROM.
     Placeholder(String),
+    /// A join chain as one table: in parentheses (`FROM (a JOIN b ON …)`) or under a PIVOT
+    /// (`FROM a JOIN b ON … PIVOT (…)`). Parsed so the error can be precise.
+    Joined(Box<From>),
+    /// A HogQLX tag in FROM (`FROM <HogQLQuery query='…' />`). Parsed so the error can be
+    /// precise; never executed.
+    Tag(Box<Tag>),
     /// `base PIVOT (…)` / `base UNPIVOT (…)` (DuckDB's and Snowflake's form, which PostHog's
     /// grammar reads). Parsed so the error can be precise; ClickHouse has no PIVOT.
     Pivot {
         base: Box<TableExpr>,
         pivot: Box<Pivot>,
     },
+}
+
+/// A HogQLX tag (PostHog's JSX-like syntax): `<Name attr='text' other={expr} flag />` or
+/// `<Name …>children</Name>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tag {
+    pub name: String,
+    pub attrs: Vec<(String, TagValue)>,
+    pub children: Vec<TagChild>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagValue {
+    /// `attr='text'`
+    String(String),
+    /// `attr={expr}`
+    Expr(Expr),
+    /// `attr` alone
+    Flag,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagChild {
+    /// Text between tags, trimmed.
+    Text(String),
+    /// `{expr}`
+    Expr(Expr),
+    Tag(Tag),
 }
 
 /// The inside of `PIVOT (values FOR column IN (list))`; for UNPIVOT, `values` names the
@@ -180,6 +226,9 @@ pub struct Join {
 pub enum JoinConstraint {
     On(Expr),
     Using(Vec<String>),
+    /// `USING` with expressions that are not column names (`USING 1`): PostHog's grammar
+    /// reads a list of expressions; ClickHouse takes names only.
+    UsingExprs(Vec<Expr>),
 }
 
 /// `[LEFT] ARRAY JOIN expr AS alias, …` (PostHog requires the alias)
@@ -406,12 +455,28 @@ pub enum ExprKind {
         expr: Box<Expr>,
         respect: bool,
     },
+    /// `f(x) WITHIN GROUP (ORDER BY …)`: an ordered-set aggregate (PostHog's grammar; its
+    /// ClickHouse dialect refuses it).
+    WithinGroup {
+        call: Box<Expr>,
+        order_by: Vec<OrderExpr>,
+    },
+    /// A HogQLX tag used as a value.
+    Tag(Box<Tag>),
+    /// `*COLUMNS('regex')`: the matching columns spread into a call's arguments (PostHog's
+    /// grammar).
+    Spread(Box<Expr>),
+    /// `#3`: the 3rd column, by position (PostHog's grammar, for DuckDB-like databases).
+    PositionalRef(u64),
     /// A call on an expression rather than a function name: `(x -> x * 2)(3)`, `a.b(1)`,
     /// `a['b'](1)` (PostHog's grammar reads them; ClickHouse has no such call).
     ExprCall {
         callee: Box<Expr>,
         args: Vec<Expr>,
     },
+    /// A Hog statement block as a lambda's body (`x -> { return x * 2 }`), kept as written
+    /// between its braces: PostHog's grammar reads it, its HogQL refuses it.
+    Block(String),
     /// `x -> body`, `(x, y) -> body`
     Lambda {
         params: Vec<String>,
@@ -474,6 +539,9 @@ pub enum ExprKind {
     },
     /// `{name}`: filled from the request's `values` before resolution.
     Placeholder(String),
+    /// `{expr}`: a placeholder holding an expression (PostHog's templates), which values by
+    /// name cannot fill.
+    PlaceholderExpr(Box<Expr>),
     /// `(SELECT …)` used as a value.
     Subquery(Box<Query>),
     /// `EXISTS (SELECT …)`

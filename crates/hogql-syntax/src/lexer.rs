@@ -111,6 +111,8 @@ pub enum TokenKind {
     IRegex,
     /// `!~*`
     NotIRegex,
+    /// `#3`: a positional reference (PostHog's grammar), its digits as written.
+    Positional(String),
     /// `f'` opening a template string (`f'hello {event}'`).
     TemplateOpen,
     /// A piece of a template string's text, escapes decoded.
@@ -311,6 +313,16 @@ impl Lexer<'_> {
                     continue;
                 }
                 b'.' => (TokenKind::Dot, 1),
+                b'#' if c1.is_ascii_digit() => {
+                    let mut end = start + 1;
+                    while end < self.bytes.len() && self.bytes[end].is_ascii_digit() {
+                        end += 1;
+                    }
+                    self.pos = end;
+                    let digits = self.text[start + 1..end].to_string();
+                    self.push(TokenKind::Positional(digits), start);
+                    continue;
+                }
                 b'0'..=b'9' => {
                     let after_dot = matches!(
                         self.tokens.last(),

@@ -176,7 +176,8 @@ fn precedence(e: &Expr) -> u8 {
         ExprKind::Index { .. }
         | ExprKind::TupleElement { .. }
         | ExprKind::ExprCall { .. }
-        | ExprKind::NullsAction { .. } => prec::POSTFIX,
+        | ExprKind::NullsAction { .. }
+        | ExprKind::WithinGroup { .. } => prec::POSTFIX,
         _ => prec::PRIMARY,
     }
 }
@@ -246,12 +247,23 @@ impl Printer {
     fn query_inner(&mut self, q: &Query) {
         match q {
             Query::Select(s) => self.select(s),
+            Query::Placeholder(name) => {
+                self.s("{");
+                self.s(&placeholder(name));
+                self.s("}");
+            }
+            Query::Offset { query, offset } => {
+                self.s("(");
+                self.query_inner(query);
+                self.s(") OFFSET ");
+                self.expr(offset, prec::ALIAS);
+            }
             Query::SetOp { op, left, right } => {
                 let level = |op: SetOp| if op == SetOp::Intersect { 2 } else { 1 };
                 let mine = level(*op);
                 let needs = |q: &Query, right: bool| match q {
                     Query::SetOp { op, .. } => level(*op) < mine || (right && level(*op) == mine),
-                    Query::Select(_) => false,
+                    Query::Select(_) | Query::Placeholder(_) | Query::Offset { .. } => false,
                 };
                 self.set_operand(left, needs(left, false));
                 self.s(match op {
@@ -325,8 +337,10 @@ impl Printer {
             }
         }
         if let Some(g) = &s.group_by {
-            self.s(" GROUP BY ");
-            self.exprs(&g.exprs);
+            if !g.exprs.is_empty() {
+                self.s(" GROUP BY ");
+                self.exprs(&g.exprs);
+            }
             match g.modifier {
                 GroupByModifier::None => {}
                 GroupByModifier::Rollup => self.s(" WITH ROLLUP"),
@@ -352,6 +366,14 @@ impl Printer {
         if let Some(e) = &s.qualify {
             self.s(" QUALIFY ");
             self.expr(e, prec::ALIAS);
+        }
+        if let Some(smp) = &s.sample {
+            self.s(" USING SAMPLE ");
+            self.expr(&smp.ratio, prec::ALIAS);
+            if let Some(o) = &smp.offset {
+                self.s(" OFFSET ");
+                self.expr(o, prec::ALIAS);
+            }
         }
         if !s.order_by.is_empty() {
             self.s(" ORDER BY ");
@@ -397,6 +419,15 @@ impl Printer {
                 self.s("{");
                 self.s(&placeholder(name));
                 self.s("}");
+            }
+            TableSource::Tag(tag) => self.tag(tag),
+            TableSource::Joined(from) => {
+                self.s("(");
+                self.table(&from.first);
+                for j in &from.joins {
+                    self.join(j);
+                }
+                self.s(")");
             }
             TableSource::Pivot { base, pivot } => {
                 self.table(base);
@@ -457,6 +488,11 @@ impl Printer {
             Some(JoinConstraint::On(e)) => {
                 self.s(" ON ");
                 self.expr(e, prec::ALIAS);
+            }
+            Some(JoinConstraint::UsingExprs(exprs)) => {
+                self.s(" USING (");
+                self.exprs(exprs);
+                self.s(")");
             }
             Some(JoinConstraint::Using(names)) => {
                 self.s(" USING (");
@@ -865,6 +901,28 @@ impl Printer {
                 }
                 self.s(")");
             }
+            ExprKind::PositionalRef(n) => self.s(&format!("#{n}")),
+            ExprKind::Block(text) => {
+                self.s("{ ");
+                self.s(text);
+                self.s(" }");
+            }
+            ExprKind::Tag(tag) => self.tag(tag),
+            ExprKind::PlaceholderExpr(inner) => {
+                self.s("{");
+                self.expr(inner, prec::ALIAS);
+                self.s("}");
+            }
+            ExprKind::Spread(cols) => {
+                self.s("*");
+                self.expr(cols, prec::POSTFIX);
+            }
+            ExprKind::WithinGroup { call, order_by } => {
+                self.postfix_base(call);
+                self.s(" WITHIN GROUP (ORDER BY ");
+                self.order_list(order_by);
+                self.s(")");
+            }
             ExprKind::NullsAction { expr, respect } => {
                 self.postfix_base(expr);
                 self.s(if *respect {
@@ -895,6 +953,46 @@ impl Printer {
     }
 
     /// The base of `x[i]` / `x.1`: a number literal needs parentheses (`(1).1`, `(-1)[1]`).
+    fn tag(&mut self, t: &Tag) {
+        self.s("<");
+        self.s(&t.name);
+        for (name, value) in &t.attrs {
+            self.s(" ");
+            self.s(name);
+            match value {
+                TagValue::String(v) => {
+                    self.s("=");
+                    self.s(&string(v));
+                }
+                TagValue::Expr(e) => {
+                    self.s("={");
+                    self.expr(e, prec::ALIAS);
+                    self.s("}");
+                }
+                TagValue::Flag => {}
+            }
+        }
+        if t.children.is_empty() {
+            self.s(" />");
+            return;
+        }
+        self.s(">");
+        for c in &t.children {
+            match c {
+                TagChild::Text(text) => self.s(text),
+                TagChild::Expr(e) => {
+                    self.s("{");
+                    self.expr(e, prec::ALIAS);
+                    self.s("}");
+                }
+                TagChild::Tag(inner) => self.tag(inner),
+            }
+        }
+        self.s("</");
+        self.s(&t.name);
+        self.s(">");
+    }
+
     fn postfix_base(&mut self, base: &Expr) {
         // A star too: `*.10` would read back as `*` and the number `.10` (found by fuzzing).
         if is_number(base) || matches!(base.kind, ExprKind::Star(_)) {

@@ -40,6 +40,11 @@ impl Walker<'_> {
     fn query(&mut self, q: &mut Query) {
         self.deeper(|w| match q {
             Query::Select(s) => w.select(s),
+            Query::Placeholder(_) => {}
+            Query::Offset { query, offset } => {
+                w.query(query);
+                w.expr(offset);
+            }
             Query::SetOp { left, right, .. } => {
                 w.query(left);
                 w.query(right);
@@ -50,6 +55,21 @@ impl Walker<'_> {
     fn exprs(&mut self, v: &mut [Expr]) {
         for e in v {
             self.expr(e);
+        }
+    }
+
+    fn tag(&mut self, t: &mut Tag) {
+        for (_, v) in &mut t.attrs {
+            if let TagValue::Expr(e) = v {
+                self.expr(e);
+            }
+        }
+        for c in &mut t.children {
+            match c {
+                TagChild::Expr(e) => self.expr(e),
+                TagChild::Tag(inner) => self.deeper(|w| w.tag(inner)),
+                TagChild::Text(_) => {}
+            }
         }
     }
 
@@ -82,6 +102,19 @@ impl Walker<'_> {
             TableSource::Subquery(q) => self.query(q),
             TableSource::Function { args, .. } => self.exprs(args),
             TableSource::Table(_) | TableSource::Placeholder(_) => {}
+            TableSource::Tag(tag) => self.tag(tag),
+            TableSource::Joined(from) => {
+                let from = &mut **from;
+                self.deeper(|w| {
+                    w.table(&mut from.first);
+                    for j in &mut from.joins {
+                        w.table(&mut j.table);
+                        if let Some(JoinConstraint::On(e)) = &mut j.constraint {
+                            w.expr(e);
+                        }
+                    }
+                });
+            }
             TableSource::Pivot { base, pivot } => {
                 self.table(base);
                 self.exprs(&mut pivot.values);
@@ -125,6 +158,10 @@ impl Walker<'_> {
             self.window(w);
         }
         self.opt(&mut s.qualify);
+        if let Some(smp) = &mut s.sample {
+            self.expr(&mut smp.ratio);
+            self.opt(&mut smp.offset);
+        }
         self.order(&mut s.order_by);
         if let Some(lb) = &mut s.limit_by {
             self.expr(&mut lb.limit);
@@ -141,7 +178,16 @@ impl Walker<'_> {
             ExprKind::Literal(_)
             | ExprKind::Field(_)
             | ExprKind::Star(_)
-            | ExprKind::Placeholder(_) => {}
+            | ExprKind::Placeholder(_)
+            | ExprKind::PositionalRef(_)
+            | ExprKind::Block(_) => {}
+            ExprKind::WithinGroup { call, order_by } => {
+                w.expr(call);
+                w.order(order_by);
+            }
+            ExprKind::Tag(tag) => w.tag(tag),
+            ExprKind::Spread(cols) => w.expr(cols),
+            ExprKind::PlaceholderExpr(inner) => w.expr(inner),
             ExprKind::Index { base, index, .. } => {
                 w.expr(base);
                 w.expr(index);

@@ -319,6 +319,10 @@ fn limit_rules(q: &mut ast::Query) -> (usize, usize, Option<usize>) {
     match q {
         ast::Query::Select(s) => {
             let offset = lit_usize(&s.offset).unwrap_or(0);
+            // `LIMIT p %` counts a share of the rows, not rows: PostHog caps it with nothing.
+            if s.limit_percent {
+                return (MAX_LIMIT, offset, Some(MAX_LIMIT));
+            }
             match lit_usize(&s.limit) {
                 None if s.limit.is_none() => (DEFAULT_LIMIT, offset, Some(DEFAULT_LIMIT)),
                 Some(n) if n > MAX_LIMIT => {
@@ -334,7 +338,9 @@ fn limit_rules(q: &mut ast::Query) -> (usize, usize, Option<usize>) {
             }
         }
         // Set operations: the outer LIMIT applies to the whole result.
-        ast::Query::SetOp { .. } => (DEFAULT_LIMIT, 0, Some(DEFAULT_LIMIT)),
+        ast::Query::SetOp { .. } | ast::Query::Placeholder(_) | ast::Query::Offset { .. } => {
+            (DEFAULT_LIMIT, 0, Some(DEFAULT_LIMIT))
+        }
     }
 }
 

@@ -42,7 +42,7 @@ impl Parser<'_> {
                     params.push(w);
                 }
             }
-            let body = self.deeper(|p| p.expr_no_alias())?;
+            let body = self.lambda_body()?;
             let span = self.span(start);
             return Ok(Expr::new(
                 ExprKind::Lambda {
@@ -53,6 +53,89 @@ impl Parser<'_> {
             ));
         }
         self.bp(0)
+    }
+
+    /// A lambda's body: an expression, or a block of Hog statements in braces (what is not
+    /// a `{placeholder}`), kept as written.
+    fn lambda_body(&mut self) -> PResult<Expr> {
+        if self.is(&TokenKind::LBrace) {
+            let save = self.pos;
+            if self.placeholder().is_ok() {
+                self.pos = save;
+            } else {
+                self.pos = save;
+                let start = self.tok().start;
+                self.bump();
+                let from = self.tok().start;
+                // Statements, `;` between them: `return [expr]`, `let name [:= expr]`, or
+                // an expression.
+                while !self.is(&TokenKind::RBrace) {
+                    if self.eat(&TokenKind::Semicolon) {
+                        continue;
+                    }
+                    if self.eat_kw("RETURN") {
+                        if !self.is(&TokenKind::Semicolon) && !self.is(&TokenKind::RBrace) {
+                            self.deeper(|p| p.expr())?;
+                        }
+                    } else if self.eat_kw("LET") {
+                        self.any_name("a variable name", false)?;
+                        if self.eat(&TokenKind::Colon) {
+                            self.expect(&TokenKind::Eq, "':=' in LET")?;
+                            self.deeper(|p| p.expr())?;
+                        }
+                    } else {
+                        self.deeper(|p| p.expr())?;
+                    }
+                    if !self.is(&TokenKind::RBrace) {
+                        self.expect(&TokenKind::Semicolon, "';' or '}' after the statement")?;
+                    }
+                }
+                let text = self.text[from..self.tok().start].trim().to_string();
+                self.bump();
+                return Ok(Expr::new(ExprKind::Block(text), self.span(start)));
+            }
+        }
+        self.deeper(|p| p.expr_no_alias())
+    }
+
+    /// `x, y -> body` (parameters without parentheses), which PostHog's grammar reads where
+    /// a whole expression stands: how many tokens make up the parameters and the arrow.
+    pub(super) fn bare_lambda_ahead(&self) -> Option<usize> {
+        let is_param = |t: &Token| matches!(t.kind, TokenKind::Word(_) | TokenKind::QuotedIdent(_));
+        let mut i = 0;
+        let mut names = 0;
+        loop {
+            if !is_param(self.nth(i)) {
+                break;
+            }
+            names += 1;
+            i += 1;
+            if !self.nth_is(i, &TokenKind::Comma) {
+                break;
+            }
+            i += 1;
+        }
+        (names >= 2 && self.nth_is(i, &TokenKind::Arrow)).then_some(i + 1)
+    }
+
+    /// A lambda with bare parameters (see [`Self::bare_lambda_ahead`]), `n` tokens long up
+    /// to its arrow.
+    pub(super) fn bare_lambda(&mut self, n: usize) -> PResult<Expr> {
+        let start = self.tok().start;
+        let mut params = Vec::new();
+        for _ in 0..n {
+            if let TokenKind::Word(w) | TokenKind::QuotedIdent(w) = self.bump().kind {
+                params.push(w);
+            }
+        }
+        let body = self.lambda_body()?;
+        Ok(Expr::new(
+            ExprKind::Lambda {
+                params,
+                body: Box::new(body),
+            },
+            self.span(start),
+        ))
     }
 
     /// If a lambda starts here, how many tokens make up its parameters and arrow.
@@ -411,6 +494,23 @@ impl Parser<'_> {
                 let lit = self.number(false)?;
                 self.literal(lit, start)
             }
+            TokenKind::Positional(digits) => {
+                // As PostHog's lexer: `#017` is `#` and an octal literal, which is no position.
+                if digits.len() > 1
+                    && digits.starts_with('0')
+                    && digits.bytes().all(|b| (b'0'..=b'7').contains(&b))
+                {
+                    return Err(self.err_at(
+                        &t,
+                        format!("invalid position '#{digits}': write it without leading zeros"),
+                    ));
+                }
+                let n = digits
+                    .parse::<u64>()
+                    .map_err(|_| self.err_at(&t, format!("invalid position '#{digits}'")))?;
+                self.bump();
+                Ok(Expr::new(ExprKind::PositionalRef(n), self.span(start)))
+            }
             TokenKind::String(s) => {
                 self.bump();
                 self.literal(Literal::String(s.clone()), start)
@@ -460,8 +560,32 @@ impl Parser<'_> {
                 Ok(Expr::new(ExprKind::Array(items), self.span(start)))
             }
             TokenKind::LBrace => {
-                let name = self.placeholder()?;
-                Ok(Expr::new(ExprKind::Placeholder(name), self.span(start)))
+                let save = self.pos;
+                match self.placeholder() {
+                    Ok(name) => Ok(Expr::new(ExprKind::Placeholder(name), self.span(start))),
+                    Err(e) => {
+                        // `{1 ? a : b}`: an expression in braces, as PostHog's grammar reads it.
+                        self.pos = save;
+                        self.bump();
+                        if self.is(&TokenKind::RBrace) {
+                            return Err(e);
+                        }
+                        let inner = self.deeper(|p| p.expr())?;
+                        self.expect(&TokenKind::RBrace, "'}' to close the placeholder")?;
+                        Ok(Expr::new(
+                            ExprKind::PlaceholderExpr(Box::new(inner)),
+                            self.span(start),
+                        ))
+                    }
+                }
+            }
+            TokenKind::Star if self.nth_kw(1, "COLUMNS") && self.nth_is(2, &TokenKind::LParen) => {
+                self.bump();
+                let cols = self.deeper(|p| p.prefix())?;
+                Ok(Expr::new(
+                    ExprKind::Spread(Box::new(cols)),
+                    self.span(start),
+                ))
             }
             TokenKind::Star => {
                 self.bump();
@@ -479,6 +603,10 @@ impl Parser<'_> {
             }
             TokenKind::Word(w) => self.word(w.clone(), start),
             TokenKind::TemplateOpen => self.template(start),
+            TokenKind::Lt if self.tag_ahead(0) => {
+                let tag = self.tag()?;
+                Ok(Expr::new(ExprKind::Tag(Box::new(tag)), self.span(start)))
+            }
             _ => Err(self.expected_expr()),
         }
     }
@@ -499,6 +627,11 @@ impl Parser<'_> {
             return self.literal(lit, start);
         }
         match up.as_str() {
+            // `not < 2`: a column named `not`, as PostHog reads it (`not <a/>` negates a tag).
+            "NOT" if self.nth_is(1, &TokenKind::Lt) && !self.tag_ahead(1) => {
+                self.bump();
+                return Ok(Expr::new(ExprKind::Field(vec![w]), self.span(start)));
+            }
             "NOT" => {
                 self.bump();
                 let (e, _) = self.operand(prec::NOT)?;
@@ -524,7 +657,9 @@ impl Parser<'_> {
                 return self.trim_from(start);
             }
             "CAST" if call_follows => return self.cast(start),
-            "INTERVAL" => return self.interval(start),
+            "INTERVAL" if self.interval_name_at != Some(self.pos) => {
+                return self.interval(start);
+            }
             "EXISTS" if call_follows && self.select_ahead(2) => {
                 self.bump();
                 self.bump();
@@ -670,6 +805,23 @@ impl Parser<'_> {
         } else {
             (None, a1, d1)
         };
+        // `f(x) WITHIN GROUP (ORDER BY …)`
+        let within = if self.is_kw("WITHIN")
+            && self.nth_kw(1, "GROUP")
+            && self.nth_is(2, &TokenKind::LParen)
+        {
+            self.bump();
+            self.bump();
+            self.bump();
+            if !(self.eat_kw("ORDER") && self.eat_kw("BY")) {
+                return Err(self.expected("ORDER BY after WITHIN GROUP ("));
+            }
+            let order = self.order_list()?;
+            self.expect(&TokenKind::RParen, "')' to close WITHIN GROUP")?;
+            Some(order)
+        } else {
+            None
+        };
         // `f(x) IGNORE NULLS OVER (…)`: the same tree as `f(x) OVER (…) IGNORE NULLS`.
         let nulls = if (self.is_kw("IGNORE") || self.is_kw("RESPECT")) && self.nth_kw(1, "NULLS") {
             let respect = self.bump().is_word("RESPECT");
@@ -706,6 +858,16 @@ impl Parser<'_> {
                 },
                 span,
             )
+        };
+        let call = match within {
+            Some(order_by) => Expr::new(
+                ExprKind::WithinGroup {
+                    call: Box::new(call),
+                    order_by,
+                },
+                span,
+            ),
+            None => call,
         };
         Ok(match nulls {
             Some(respect) => Expr::new(
@@ -778,9 +940,15 @@ impl Parser<'_> {
             self.bump();
             self.bump();
             loop {
-                let e = self.expr_no_alias()?;
-                self.expect_kw("AS")?;
-                let name = self.any_name("a column name after AS", false)?;
+                // `x + 1 AS x`; the value may carry an alias of its own (`a AS b AS c`).
+                let e = self.expr()?;
+                let (e, name) = if self.eat_kw("AS") {
+                    (e, self.any_name("a column name after AS", false)?)
+                } else if let ExprKind::Alias { expr, name } = e.kind {
+                    (*expr, name)
+                } else {
+                    return Err(self.expected("AS and a column name"));
+                };
                 replace.push((e, name));
                 if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
                     break;
@@ -1001,9 +1169,10 @@ impl Parser<'_> {
 
     fn interval(&mut self, start: usize) -> PResult<Expr> {
         self.bump();
+        let string_first = std::mem::take(&mut self.interval_string_first);
         let t = self.tok().clone();
         if let TokenKind::String(s) = &t.kind
-            && self.at_unit(1).is_none()
+            && (string_first || self.at_unit(1).is_none())
         {
             // INTERVAL '1 day'
             self.bump();
@@ -1032,7 +1201,11 @@ impl Parser<'_> {
                 self.span(start),
             ));
         }
-        let (value, _) = self.operand(0)?;
+        let value = if self.is_kw("INTERVAL") {
+            self.interval_value()?
+        } else {
+            self.operand(0)?.0
+        };
         let Some(unit) = self.at_unit(0) else {
             return Err(self.expected(
                 "an interval unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, QUARTER or YEAR)",
@@ -1046,6 +1219,34 @@ impl Parser<'_> {
             },
             self.span(start),
         ))
+    }
+
+    /// The value of `INTERVAL INTERVAL …`, read as PostHog's grammar reads it: a nested
+    /// interval followed by the outer unit (`INTERVAL INTERVAL '5 day' MONTH`), else a column
+    /// or function named `interval` (`INTERVAL interval - x SECOND`, `INTERVAL interval(1)
+    /// SECOND`).
+    fn interval_value(&mut self) -> PResult<Expr> {
+        let save = self.pos;
+        for string_first in [false, true] {
+            if self.interval_tries >= 64 {
+                break;
+            }
+            self.interval_tries += 1;
+            self.pos = save;
+            self.interval_string_first = string_first;
+            let nested = self.operand(0);
+            self.interval_string_first = false;
+            if let Ok((v, _)) = nested
+                && self.at_unit(0).is_some()
+            {
+                return Ok(v);
+            }
+        }
+        self.pos = save;
+        self.interval_name_at = Some(save);
+        let value = self.operand(0);
+        self.interval_name_at = None;
+        Ok(value?.0)
     }
 
     /// A type after `AS` in CAST or after `::`, normalized: `Nullable(String)`,
@@ -1121,7 +1322,14 @@ impl Parser<'_> {
                 let ty = self.type_name()?;
                 Ok(format!("{} {ty}", ident(&name)))
             }
-            _ => self.type_name(),
+            TokenKind::Word(_) | TokenKind::QuotedIdent(_) => self.type_name(),
+            // Any other parameter is an expression in PostHog's grammar (`d(#1)`, `d([1])`),
+            // but for a parenthesized one (`d(())` is refused).
+            TokenKind::LParen => Err(self.expected("a type")),
+            _ => {
+                let e = self.expr()?;
+                Ok(crate::print::expr(&e))
+            }
         }
     }
 }
@@ -1132,4 +1340,102 @@ fn normalize_type(text: &str) -> PResult<String> {
     let ty = p.type_name()?;
     p.expect_end("end of the type")?;
     Ok(ty)
+}
+
+impl Parser<'_> {
+    /// Whether a HogQLX tag (`<name …`) starts at token `n`: `<`, a name, then `/`, `>`
+    /// or an attribute name.
+    pub(super) fn tag_ahead(&self, n: usize) -> bool {
+        self.nth_is(n, &TokenKind::Lt)
+            && self.at_keyword_name(n + 1)
+            && (matches!(self.nth(n + 2).kind, TokenKind::Slash | TokenKind::Gt)
+                || self.at_keyword_name(n + 2))
+    }
+
+    /// A HogQLX tag; the current token is its `<`.
+    pub(super) fn tag(&mut self) -> PResult<Tag> {
+        self.deeper(|p| p.tag_inner())
+    }
+
+    fn tag_inner(&mut self) -> PResult<Tag> {
+        self.expect(&TokenKind::Lt, "'<'")?;
+        let name = self.keyword_name("a tag name")?;
+        let mut attrs = Vec::new();
+        while self.at_keyword_name(0) {
+            let attr = self.keyword_name("an attribute name")?;
+            let value = if self.eat(&TokenKind::Eq) {
+                match self.tok().kind.clone() {
+                    TokenKind::String(s) => {
+                        self.bump();
+                        TagValue::String(s)
+                    }
+                    TokenKind::LBrace => {
+                        self.bump();
+                        let e = self.expr()?;
+                        self.expect(&TokenKind::RBrace, "'}' after the attribute's value")?;
+                        TagValue::Expr(e)
+                    }
+                    _ => return Err(self.expected("a string or {expression} as the value")),
+                }
+            } else {
+                TagValue::Flag
+            };
+            attrs.push((attr, value));
+        }
+        if self.eat(&TokenKind::Slash) {
+            self.expect(&TokenKind::Gt, "'>' to close the tag")?;
+            return Ok(Tag {
+                name,
+                attrs,
+                children: vec![],
+            });
+        }
+        self.expect(&TokenKind::Gt, "'>' or '/>' to close the tag")?;
+        let mut children = Vec::new();
+        loop {
+            match self.tok().kind.clone() {
+                TokenKind::Lt if self.nth_is(1, &TokenKind::Slash) => {
+                    self.bump();
+                    self.bump();
+                    let t = self.tok().clone();
+                    let close = self.keyword_name("the tag's name")?;
+                    if close != name {
+                        return Err(self.err_at(&t, format!("</{close}> does not close <{name}>")));
+                    }
+                    self.expect(&TokenKind::Gt, "'>' to close the tag")?;
+                    break;
+                }
+                TokenKind::Lt => children.push(TagChild::Tag(self.tag()?)),
+                TokenKind::LBrace => {
+                    self.bump();
+                    let e = self.expr()?;
+                    self.expect(&TokenKind::RBrace, "'}' after the expression")?;
+                    children.push(TagChild::Expr(e));
+                }
+                TokenKind::Eof => return Err(self.expected(&format!("</{name}>"))),
+                _ => {
+                    // Text: everything up to the next tag or `{`.
+                    let from = self.tok().start;
+                    while !matches!(
+                        self.tok().kind,
+                        TokenKind::Lt | TokenKind::LBrace | TokenKind::Eof
+                    ) {
+                        self.bump();
+                    }
+                    let text = self.text[from..self.tok().start].trim();
+                    children.push(TagChild::Text(text.to_string()));
+                }
+            }
+        }
+        if !children.is_empty() && attrs.iter().any(|(a, _)| a == "children") {
+            return Err(self.err_here(format!(
+                "<{name}> has both children and a `children` attribute"
+            )));
+        }
+        Ok(Tag {
+            name,
+            attrs,
+            children,
+        })
+    }
 }

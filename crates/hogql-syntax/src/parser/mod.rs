@@ -30,7 +30,10 @@ pub fn parse_query(text: &str) -> Result<Query, SyntaxError> {
 /// Parse a single expression (aliases allowed).
 pub fn parse_expr(text: &str) -> Result<Expr, SyntaxError> {
     let mut p = Parser::new(text)?;
-    let e = p.expr()?;
+    let e = match p.bare_lambda_ahead() {
+        Some(n) => p.bare_lambda(n)?,
+        None => p.expr()?,
+    };
     p.expect_end("end of expression")?;
     Ok(e)
 }
@@ -47,6 +50,12 @@ struct Parser<'a> {
     hw: usize,
     /// SELECTs open around the current position.
     selects: usize,
+    /// The INTERVAL token at this position names a column (`INTERVAL interval SECOND`).
+    interval_name_at: Option<usize>,
+    /// The next INTERVAL takes `'5 day'` as its whole value even before a unit.
+    interval_string_first: bool,
+    /// Readings of `INTERVAL INTERVAL …` tried so far, bounded against blow-up.
+    interval_tries: u32,
 }
 
 impl Nested for Parser<'_> {
@@ -144,6 +153,9 @@ impl<'a> Parser<'a> {
             nest: Nesting::new(MAX_DEPTH),
             hw: 0,
             selects: 0,
+            interval_name_at: None,
+            interval_string_first: false,
+            interval_tries: 0,
         })
     }
 

@@ -12,7 +12,17 @@ impl Parser<'_> {
     pub(super) fn query(&mut self) -> PResult<Query> {
         self.deeper(|p| {
             let (first, h) = p.measured(|p| p.select_operand())?;
-            p.set_ops(first, h)
+            let q = p.set_ops(first, h)?;
+            // `(SELECT …) OFFSET n`, as PostHog's grammar reads it.
+            if p.is_kw("OFFSET") && p.pos > 0 && p.toks[p.pos - 1].kind == TokenKind::RParen {
+                p.bump();
+                let offset = p.expr()?;
+                return Ok(Query::Offset {
+                    query: Box::new(q),
+                    offset: Box::new(offset),
+                });
+            }
+            Ok(q)
         })
     }
 
@@ -75,6 +85,8 @@ impl Parser<'_> {
             Ok(q)
         } else if self.is_kw("SELECT") || self.is_kw("WITH") {
             self.select()
+        } else if self.is(&TokenKind::LBrace) {
+            Ok(Query::Placeholder(self.placeholder()?))
         } else {
             Err(self.expected("SELECT"))
         }
@@ -117,21 +129,36 @@ impl Parser<'_> {
         }
         if self.eat_kw("PREWHERE") {
             s.prewhere = Some(self.expr()?);
+            self.select_sample(&mut s, true)?;
         }
         if self.eat_kw("WHERE") {
             s.where_ = Some(self.expr()?);
+            self.select_sample(&mut s, true)?;
         }
         if self.eat_kw("GROUP") {
             s.group_by = Some(self.group_by()?);
+            self.select_sample(&mut s, false)?;
+        } else if self.is_kw("WITH") && self.nth_kw(1, "TOTALS") {
+            // `WITH TOTALS` without GROUP BY, as PostHog's grammar reads it.
+            self.bump();
+            self.bump();
+            s.group_by = Some(GroupBy {
+                exprs: Vec::new(),
+                modifier: GroupByModifier::None,
+                with_totals: true,
+            });
         }
         if self.eat_kw("HAVING") {
             s.having = Some(self.expr()?);
+            self.select_sample(&mut s, false)?;
         }
         if self.eat_kw("WINDOW") {
             s.window = self.window_clause()?;
+            self.select_sample(&mut s, false)?;
         }
         if self.eat_kw("QUALIFY") {
             s.qualify = Some(self.expr()?);
+            self.select_sample(&mut s, false)?;
         }
         if self.eat_kw("ORDER") {
             self.expect_kw("BY")?;
@@ -145,6 +172,30 @@ impl Parser<'_> {
         }
         s.span = self.span(start);
         Ok(Query::Select(Box::new(s)))
+    }
+
+    /// `[USING] SAMPLE ratio [OFFSET ratio]` after a clause (see [`Select::sample`]); without
+    /// USING only after PREWHERE and WHERE (`bare`), as PostHog's grammar reads it.
+    fn select_sample(&mut self, s: &mut Select, bare: bool) -> PResult<()> {
+        let using = self.is_kw("USING") && self.nth_kw(1, "SAMPLE");
+        if !(using || (bare && self.is_kw("SAMPLE"))) {
+            return Ok(());
+        }
+        if s.sample.is_some() {
+            return Err(self.err_here("only one SAMPLE clause is allowed"));
+        }
+        if using {
+            self.bump();
+        }
+        self.bump();
+        let ratio = self.bp(0)?;
+        let offset = if self.eat_kw("OFFSET") {
+            Some(self.bp(0)?)
+        } else {
+            None
+        };
+        s.sample = Some(Sample { ratio, offset });
+        Ok(())
     }
 
     fn ctes(&mut self) -> PResult<Vec<Cte>> {
@@ -368,9 +419,23 @@ impl Parser<'_> {
 
     fn parse_from(&mut self) -> PResult<From> {
         let first = self.table_expr()?;
+        self.join_chain(first)
+    }
+
+    /// The joins after `first`.
+    fn join_chain(&mut self, mut first: TableExpr) -> PResult<From> {
         let mut joins = Vec::new();
         loop {
             let start = self.tok().start;
+            // A join's ON or USING list may end in a comma (PostHog's grammar reads both
+            // as expression lists): `… JOIN b ON x,` before the end of the FROM clause.
+            if self.is(&TokenKind::Comma)
+                && joins.last().is_some_and(|j: &Join| j.constraint.is_some())
+                && (self.nth_is(1, &TokenKind::Eof) || self.nth_is(1, &TokenKind::RParen))
+            {
+                self.bump();
+                break;
+            }
             if self.eat(&TokenKind::Comma) {
                 let table = self.table_expr()?;
                 joins.push(Join {
@@ -394,6 +459,26 @@ impl Parser<'_> {
                 break;
             }
             joins.push(self.join()?);
+            // `a JOIN b ON x PIVOT (…)`: the PIVOT takes the whole chain.
+            if joins.last().is_some_and(|j: &Join| j.constraint.is_some())
+                && (self.is_kw("PIVOT") || self.is_kw("UNPIVOT"))
+                && self.nth_is(1, &TokenKind::LParen)
+            {
+                let start = first.span.start;
+                let chain = From {
+                    first,
+                    joins: std::mem::take(&mut joins),
+                };
+                let (source, alias) =
+                    self.pivots(start, TableSource::Joined(Box::new(chain)), None)?;
+                first = TableExpr {
+                    source,
+                    alias,
+                    sample: None,
+                    is_final: false,
+                    span: self.span(start),
+                };
+            }
         }
         Ok(From { first, joins })
     }
@@ -467,26 +552,52 @@ impl Parser<'_> {
         } else if self.eat_kw("ON") {
             Some(JoinConstraint::On(self.expr()?))
         } else if self.eat_kw("USING") {
+            let parens = self.eat(&TokenKind::LParen);
+            // Column names, the usual case; else any expressions (`USING 1`), read again.
+            let save = self.pos;
             let mut names = Vec::new();
-            if self.eat(&TokenKind::LParen) {
-                loop {
-                    names.push(self.name("a column name")?);
+            let mut plain = true;
+            loop {
+                if !self.at_name(0) {
+                    plain = false;
+                    break;
+                }
+                names.push(self.name("a column name")?);
+                if parens {
                     if !self.eat(&TokenKind::Comma) {
                         break;
                     }
-                }
-                self.expect(&TokenKind::RParen, "',' or ')' in the USING list")?;
-            } else {
-                // `USING a, b`: a list, as ClickHouse and PostHog read it.
-                loop {
-                    names.push(self.name("a column name")?);
-                    if !(self.is(&TokenKind::Comma) && self.at_name(1)) {
-                        break;
-                    }
+                } else if !(self.is(&TokenKind::Comma) && self.at_name(1)) {
+                    // `USING a, b`: a list, as ClickHouse and PostHog read it.
+                    break;
+                } else {
                     self.bump();
                 }
             }
-            Some(JoinConstraint::Using(names))
+            let plain = plain && (!parens || self.is(&TokenKind::RParen));
+            let constraint = if plain {
+                JoinConstraint::Using(names)
+            } else {
+                self.pos = save;
+                let mut exprs = Vec::new();
+                loop {
+                    exprs.push(self.expr()?);
+                    if parens {
+                        if !self.eat(&TokenKind::Comma) || self.is(&TokenKind::RParen) {
+                            break;
+                        }
+                    } else if !(self.is(&TokenKind::Comma) && self.body_starts(1)) {
+                        break;
+                    } else {
+                        self.bump();
+                    }
+                }
+                JoinConstraint::UsingExprs(exprs)
+            };
+            if parens {
+                self.expect(&TokenKind::RParen, "',' or ')' in the USING list")?;
+            }
+            Some(constraint)
         } else {
             // PostHog's grammar reads a JOIN without a constraint; the engine refuses it,
             // as ClickHouse does.
@@ -506,17 +617,35 @@ impl Parser<'_> {
         let start = self.tok().start;
         let source = match self.tok().kind.clone() {
             TokenKind::LBrace => TableSource::Placeholder(self.placeholder()?),
+            TokenKind::Lt if self.tag_ahead(0) => TableSource::Tag(Box::new(self.tag()?)),
             TokenKind::LParen if !self.select_ahead(0) => {
                 // `(t)`, `(t PIVOT (…) FINAL)`: a table in parentheses is that table.
                 self.bump();
                 if !(self.at_keyword_name(0)
                     || self.is(&TokenKind::LBrace)
-                    || self.is(&TokenKind::LParen))
+                    || self.is(&TokenKind::LParen)
+                    || self.tag_ahead(0))
                 {
                     return Err(self.expected("a subquery (SELECT …)"));
                 }
-                let t = self.deeper(|p| p.table_expr())?;
+                let chain = self.deeper(|p| {
+                    let first = p.table_expr()?;
+                    p.join_chain(first)
+                })?;
                 self.expect(&TokenKind::RParen, "')' after the table")?;
+                if !chain.joins.is_empty() {
+                    let source = TableSource::Joined(Box::new(chain));
+                    let alias = self.table_alias()?;
+                    let (source, alias) = self.pivots(start, source, alias)?;
+                    return Ok(TableExpr {
+                        source,
+                        alias,
+                        sample: None,
+                        is_final: false,
+                        span: self.span(start),
+                    });
+                }
+                let t = chain.first;
                 let plain = t.alias.is_none()
                     && !t.is_final
                     && t.sample.is_none()
@@ -549,8 +678,36 @@ impl Parser<'_> {
             }
             _ => return Err(self.expected("a table name, subquery or table function")),
         };
-        let mut alias = self.table_alias()?;
-        let mut source = source;
+        let alias = self.table_alias()?;
+        let (source, alias) = self.pivots(start, source, alias)?;
+        let is_final = self.eat_kw("FINAL");
+        let sample = if self.eat_kw("SAMPLE") {
+            let ratio = self.bp(0)?;
+            let offset = if self.eat_kw("OFFSET") {
+                Some(self.bp(0)?)
+            } else {
+                None
+            };
+            Some(Sample { ratio, offset })
+        } else {
+            None
+        };
+        Ok(TableExpr {
+            source,
+            alias,
+            sample,
+            is_final,
+            span: self.span(start),
+        })
+    }
+
+    /// The PIVOTs and UNPIVOTs on a table (each with its alias).
+    fn pivots(
+        &mut self,
+        start: usize,
+        mut source: TableSource,
+        mut alias: Option<String>,
+    ) -> PResult<(TableSource, Option<String>)> {
         let mut pivots = 0;
         while (self.is_kw("PIVOT") || self.is_kw("UNPIVOT")) && self.nth_is(1, &TokenKind::LParen) {
             pivots += 1;
@@ -571,25 +728,7 @@ impl Parser<'_> {
             };
             alias = self.table_alias()?;
         }
-        let is_final = self.eat_kw("FINAL");
-        let sample = if self.eat_kw("SAMPLE") {
-            let ratio = self.bp(0)?;
-            let offset = if self.eat_kw("OFFSET") {
-                Some(self.bp(0)?)
-            } else {
-                None
-            };
-            Some(Sample { ratio, offset })
-        } else {
-            None
-        };
-        Ok(TableExpr {
-            source,
-            alias,
-            sample,
-            is_final,
-            span: self.span(start),
-        })
+        Ok((source, alias))
     }
 
     fn table_alias(&mut self) -> PResult<Option<String>> {
@@ -757,12 +896,30 @@ impl Parser<'_> {
             None
         };
         if let Some(units) = units {
-            let (start, end) = if self.eat_kw("BETWEEN") {
-                let s = self.frame_bound()?;
-                self.expect_kw("AND")?;
-                (s, Some(self.frame_bound()?))
+            let save = self.pos;
+            let between = if self.eat_kw("BETWEEN") {
+                let both = self.frame_bound().and_then(|s| {
+                    self.expect_kw("AND")?;
+                    Ok((s, Some(self.frame_bound()?)))
+                });
+                match both {
+                    Ok(b) => Some(b),
+                    // `RANGE between PRECEDING`: a column named `between` as the offset, as
+                    // PostHog's grammar reads it.
+                    Err(e) => {
+                        self.pos = save;
+                        if !self.nth_kw(1, "PRECEDING") && !self.nth_kw(1, "FOLLOWING") {
+                            return Err(e);
+                        }
+                        None
+                    }
+                }
             } else {
-                (self.frame_bound()?, None)
+                None
+            };
+            let (start, end) = match between {
+                Some(b) => b,
+                None => (self.frame_bound()?, None),
             };
             spec.frame = Some(WindowFrame { units, start, end });
         }
@@ -798,7 +955,7 @@ impl Parser<'_> {
         }
     }
 
-    fn order_list(&mut self) -> PResult<Vec<OrderExpr>> {
+    pub(super) fn order_list(&mut self) -> PResult<Vec<OrderExpr>> {
         let mut out = Vec::new();
         loop {
             let expr = self.expr()?;

@@ -142,6 +142,20 @@ fn sx(e: &Expr) -> String {
             sx(expr)
         ),
         ExprKind::ExprCall { callee, args } => format!("(call {} [{}])", sx(callee), list(args)),
+        ExprKind::WithinGroup { call, order_by } => format!(
+            "(within-group {} [{}])",
+            sx(call),
+            order_by
+                .iter()
+                .map(|o| sx(&o.expr))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        ExprKind::PositionalRef(n) => format!("#{n}"),
+        ExprKind::Block(text) => format!("{{{text}}}"),
+        ExprKind::Tag(t) => format!("<{}>", t.name),
+        ExprKind::Spread(c) => format!("(spread {})", sx(c)),
+        ExprKind::PlaceholderExpr(e) => format!("{{{}}}", sx(e)),
     }
 }
 
@@ -519,6 +533,7 @@ fn aliases_do_not_swallow_keywords() {
                 Query::Select(s) => *s,
                 _ => panic!(),
             },
+            Query::Placeholder(_) | Query::Offset { .. } => panic!(),
         };
         assert_eq!(sx(&s.columns[0]), "a", "{kw}");
     }
@@ -682,6 +697,8 @@ fn set_operations() {
                 Query::SetOp { op, left, right } => {
                     format!("({op:?} {} {})", go(left), go(right))
                 }
+                Query::Placeholder(name) => format!("{{{name}}}"),
+                Query::Offset { query, .. } => format!("(offset {})", go(query)),
             }
         }
         go(&parse_query(text).unwrap())
@@ -806,10 +823,10 @@ fn error_positions() {
         ("SELECT é", 1, 8, "unexpected character 'é'"),
         ("SELECT f(x) OVER", 1, 17, "expected a window name or '('"),
         (
-            "SELECT {1}",
+            "SELECT {}",
             1,
             9,
-            "expected a placeholder name after '{', found '1'",
+            "expected a placeholder name after '{', found '}'",
         ),
         (
             "SELECT 1 FROM t CROSS JOIN u ON 1",

@@ -10,10 +10,12 @@
 
 mod aggregate;
 mod posthog_names;
-pub(crate) use aggregate::frame_value_udaf;
+pub(crate) use aggregate::{frame_value_respect_udaf, frame_value_udaf};
 pub mod budget;
 mod scalar;
-pub(crate) use scalar::{agree_numeric, stored_uuid, to_uuid, uuid_order_key, uuid_text};
+pub(crate) use scalar::{
+    agree_numeric, city_hash_64_of, stored_uuid, to_uuid, uuid_order_key, uuid_text,
+};
 
 use chrono::{DateTime, Utc};
 use datafusion::arrow::datatypes::DataType;

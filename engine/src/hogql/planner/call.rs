@@ -15,6 +15,8 @@ impl Planner<'_> {
         over: Option<&ast::Over>,
         scope: &Scope<'_>,
     ) -> PResult<Expr> {
+        // `RESPECT NULLS` applies to this call only, not to calls among its arguments.
+        let respect = self.respect_nulls.replace(false);
         // arrayJoin was computed before grouping.
         if name == "arrayJoin" {
             return scope
@@ -248,6 +250,11 @@ impl Planner<'_> {
             }
         }
         let v = self.call_translated(name, params, final_args, distinct, scope, whole.span)?;
+        let v = if respect {
+            respect_nulls(v).map_err(df)?
+        } else {
+            v
+        };
         match over {
             None => Ok(v),
             Some(o) => {
@@ -268,10 +275,14 @@ impl Planner<'_> {
                         ))
                     })
                     .collect::<PResult<Vec<_>>>()?;
+                let keys = order
+                    .iter()
+                    .map(|s| s.expr.get_type(&scope.schema).map_err(df))
+                    .collect::<PResult<Vec<_>>>()?;
                 let frame = spec
                     .frame
                     .as_ref()
-                    .map(|f| self.frame(f, whole.span))
+                    .map(|f| self.frame(f, &keys, whole.span))
                     .transpose()?;
                 to_window(v, partition, order, frame).map_err(df)
             }
@@ -338,27 +349,57 @@ impl Planner<'_> {
         err("Named windows refer to each other in a cycle", span)
     }
 
-    pub(super) fn frame(&self, f: &ast::WindowFrame, span: Span) -> PResult<WindowFrame> {
-        let offset = |b: &ast::FrameBound| {
-            matches!(
-                b,
-                ast::FrameBound::Preceding(_) | ast::FrameBound::Following(_)
-            )
-        };
-        if f.units == ast::FrameUnits::Range
-            && (offset(&f.start) || f.end.as_ref().is_some_and(offset))
-        {
-            // DataFusion's answers for them are not ClickHouse's (found by grammar.slt):
-            // refused rather than answered wrongly.
-            return err(
-                "RANGE frames with an offset (`n PRECEDING` / `n FOLLOWING`) are not supported; \
-                 use ROWS, or RANGE with UNBOUNDED and CURRENT ROW",
-                span,
-            );
-        }
+    /// A window frame; `keys` are the types of the window's ORDER BY keys. A RANGE frame
+    /// with an offset works as in ClickHouse: one ORDER BY key, a number of the key's units
+    /// (days for a Date, seconds for a DateTime), a non-negative 32-bit integer.
+    pub(super) fn frame(
+        &self,
+        f: &ast::WindowFrame,
+        keys: &[DataType],
+        span: Span,
+    ) -> PResult<WindowFrame> {
         let units = match f.units {
             ast::FrameUnits::Rows => WindowFrameUnits::Rows,
             ast::FrameUnits::Range => WindowFrameUnits::Range,
+        };
+        let offset = |e: &ast::Expr| -> PResult<ScalarValue> {
+            let n = const_usize(e, "a frame offset")?;
+            if f.units == ast::FrameUnits::Rows {
+                return Ok(ScalarValue::UInt64(Some(n as u64)));
+            }
+            if n > u32::MAX as usize {
+                return err(
+                    "The offset of a RANGE frame must be a non-negative 32-bit integer",
+                    e.span,
+                );
+            }
+            let [key] = keys else {
+                return err(
+                    format!(
+                        "The RANGE OFFSET window frame requires exactly one ORDER BY column, {} \
+                         given",
+                        keys.len()
+                    ),
+                    span,
+                );
+            };
+            let n = n as i64;
+            match key {
+                t if t.is_integer() || t.is_floating() => {
+                    ScalarValue::Int64(Some(n)).cast_to(t).map_err(df)
+                }
+                DataType::Date32 => Ok(ScalarValue::new_interval_mdn(0, n as i32, 0)),
+                DataType::Timestamp(TimeUnit::Second, _) => {
+                    Ok(ScalarValue::new_interval_mdn(0, 0, n * 1_000_000_000))
+                }
+                t => err(
+                    format!(
+                        "The RANGE OFFSET frame is not implemented for an ORDER BY column of \
+                         type {t} (ClickHouse has it for numbers, Date and DateTime only)"
+                    ),
+                    span,
+                ),
+            }
         };
         let bound = |b: &ast::FrameBound| -> PResult<WindowFrameBound> {
             Ok(match b {
@@ -369,12 +410,8 @@ impl Planner<'_> {
                     WindowFrameBound::Following(ScalarValue::UInt64(None))
                 }
                 ast::FrameBound::CurrentRow => WindowFrameBound::CurrentRow,
-                ast::FrameBound::Preceding(e) => WindowFrameBound::Preceding(ScalarValue::UInt64(
-                    Some(const_usize(e, "a frame bound")? as u64),
-                )),
-                ast::FrameBound::Following(e) => WindowFrameBound::Following(ScalarValue::UInt64(
-                    Some(const_usize(e, "a frame bound")? as u64),
-                )),
+                ast::FrameBound::Preceding(e) => WindowFrameBound::Preceding(offset(e)?),
+                ast::FrameBound::Following(e) => WindowFrameBound::Following(offset(e)?),
             })
         };
         let start = bound(&f.start)?;

@@ -251,8 +251,7 @@ impl Planner<'_> {
                  the select list",
                 e.span,
             ),
-            // ClickHouse: IGNORE NULLS changes no function's answer (they skip NULLs already);
-            // RESPECT NULLS picks a function's `_respect_nulls` variant, which hedgerow lacks.
+            // ClickHouse: IGNORE NULLS changes no function's answer (they skip NULLs already).
             ExprKind::NullsAction {
                 expr,
                 respect: false,
@@ -261,14 +260,82 @@ impl Planner<'_> {
                 "IGNORE NULLS must follow a function call, as in `first_value(x) IGNORE NULLS`",
                 e.span,
             ),
-            ExprKind::NullsAction { respect: true, .. } => err(
-                "RESPECT NULLS is not supported: hedgerow has no `_respect_nulls` variants of \
-                 any, anyLast, first_value and last_value",
+            // RESPECT NULLS picks ClickHouse's `_respect_nulls` variant, which only any,
+            // anyLast, any_value, first_value and last_value have.
+            ExprKind::NullsAction {
+                expr: inner,
+                respect: true,
+            } => {
+                let ExprKind::Call { name, .. } = &inner.kind else {
+                    return err(
+                        "RESPECT NULLS must follow a function call, as in \
+                         `first_value(x) RESPECT NULLS`",
+                        e.span,
+                    );
+                };
+                let has_variant = matches!(name.as_str(), "any" | "anyLast")
+                    || ["any_value", "first_value", "last_value"]
+                        .iter()
+                        .any(|k| name.eq_ignore_ascii_case(k));
+                if !has_variant {
+                    return err(
+                        format!("Function {name} does not support RESPECT NULLS"),
+                        e.span,
+                    );
+                }
+                self.respect_nulls.set(true);
+                let planned = self.expr(inner, scope);
+                self.respect_nulls.set(false);
+                planned
+            }
+            ExprKind::PlaceholderExpr(_) => err(
+                "A placeholder holding an expression ({…}) is not supported: values fill \
+                 placeholders by name, as in {name}",
                 e.span,
             ),
+            ExprKind::Spread(_) => err(
+                "*COLUMNS(…) (columns spread into a call's arguments) is not supported",
+                e.span,
+            ),
+            ExprKind::Tag(tag) => err(
+                format!(
+                    "HogQLX tags (<{} … />) are not supported: hedgerow runs HogQL, not \
+                     PostHog's HogQLX components",
+                    tag.name
+                ),
+                e.span,
+            ),
+            // PostHog's resolver refuses them with the same words.
+            ExprKind::Block(_) => err(
+                "You can not use blocks in HogQL (a lambda's body in braces holds Hog \
+                 statements)",
+                e.span,
+            ),
+            ExprKind::PositionalRef(n) => err(
+                format!(
+                    "Positional references (#{n}) are not supported in the ClickHouse dialect: \
+                     name the column"
+                ),
+                e.span,
+            ),
+            // PostHog's ClickHouse printer refuses it with the same words.
+            ExprKind::WithinGroup { call, .. } => {
+                let name = match &call.kind {
+                    ExprKind::Call { name, .. } => name.as_str(),
+                    _ => "?",
+                };
+                err(
+                    format!(
+                        "Aggregation '{name}' with WITHIN GROUP is not supported in ClickHouse \
+                         dialect"
+                    ),
+                    e.span,
+                )
+            }
+            // PostHog's resolver refuses these with the same words.
             ExprKind::ExprCall { .. } => err(
-                "Calling an expression (such as `(x -> x * 2)(3)` or `a.b(1)`) is not supported: \
-                 ClickHouse can only call functions by name",
+                "You can only call simple functions in HogQL, not expressions (such as \
+                 `(x -> x * 2)(3)` or `a.b(1)`): ClickHouse calls functions by name",
                 e.span,
             ),
         }

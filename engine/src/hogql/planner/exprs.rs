@@ -313,10 +313,14 @@ pub(super) fn to_window(
         Expr::AggregateFunction(AggregateFunction { func, params }) => {
             // `first_value`/`last_value` (ClickHouse's any/anyLast, NULLs skipped) by an
             // aggregate that can retract rows, so sliding frames work.
+            let respect = params.null_treatment
+                == Some(datafusion::logical_expr::expr::NullTreatment::RespectNulls);
             let func = match func.name() {
                 "any_value" if params.null_treatment.is_none() => {
                     functions::frame_value_udaf(false)
                 }
+                "first_value" if respect => functions::frame_value_respect_udaf(false),
+                "last_value" if respect => functions::frame_value_respect_udaf(true),
                 "last_value" => functions::frame_value_udaf(true),
                 _ => func,
             };
@@ -367,4 +371,30 @@ pub fn parse_datetime_in(s: &str, tz: &str) -> Option<DateTime<Utc>> {
     zone.from_local_datetime(&naive)
         .earliest()
         .map(|d| d.with_timezone(&Utc))
+}
+
+/// `any(x) RESPECT NULLS` and its kin (ClickHouse's `any_respect_nulls`,
+/// `anyLast_respect_nulls`, `first_value_respect_nulls`, `last_value_respect_nulls`): the
+/// first (last) row's value even when it is NULL, where the plain functions skip NULLs.
+pub(super) fn respect_nulls(e: Expr) -> datafusion::error::Result<Expr> {
+    use datafusion::logical_expr::expr::NullTreatment;
+    e.transform_down(|x| match x {
+        Expr::AggregateFunction(AggregateFunction { func, mut params })
+            if matches!(func.name(), "any_value" | "last_value") =>
+        {
+            let func = if func.name() == "any_value" {
+                datafusion::functions_aggregate::first_last::first_value_udaf()
+            } else {
+                func
+            };
+            params.null_treatment = Some(NullTreatment::RespectNulls);
+            Ok(Transformed::new(
+                Expr::AggregateFunction(AggregateFunction { func, params }),
+                true,
+                TreeNodeRecursion::Jump,
+            ))
+        }
+        other => Ok(Transformed::no(other)),
+    })
+    .map(|t| t.data)
 }

@@ -93,6 +93,7 @@ pub fn plan_query(query: &ast::Query, ctx: &PlanContext<'_>) -> PResult<LogicalP
     let planner = Planner {
         ctx,
         value_subqueries: std::cell::Cell::new(Nesting::new(MAX_VALUE_SUBQUERY_DEPTH)),
+        respect_nulls: std::cell::Cell::new(false),
     };
     planner.query(query, &Ctes::default())
 }
@@ -118,6 +119,8 @@ struct Planner<'a> {
     ctx: &'a PlanContext<'a>,
     /// Subqueries used as values (scalar, `IN`, `EXISTS`) open around the current position.
     value_subqueries: std::cell::Cell<Nesting>,
+    /// Set while planning the call under `RESPECT NULLS` (read and cleared by [`Planner::call`]).
+    respect_nulls: std::cell::Cell<bool>,
 }
 
 /// The most subqueries used as values (`(SELECT …)`, `IN (SELECT …)`, `EXISTS (…)`) nested

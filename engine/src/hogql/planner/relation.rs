@@ -7,6 +7,18 @@ impl Planner<'_> {
     pub(super) fn query(&self, q: &ast::Query, ctes: &Ctes) -> PResult<LogicalPlan> {
         match q {
             ast::Query::Select(s) => self.select(s, ctes),
+            ast::Query::Offset { .. } => Err(PlanError::new(
+                "OFFSET after a parenthesized query is not supported (ClickHouse refuses it): \
+                 put the OFFSET inside the parentheses",
+                None,
+            )),
+            ast::Query::Placeholder(name) => Err(PlanError::new(
+                format!(
+                    "A placeholder cannot stand for a whole query: {{{name}}} (values fill \
+                     placeholders with constants)"
+                ),
+                None,
+            )),
             ast::Query::SetOp { op, left, right } => {
                 let l = self.query(left, ctes)?;
                 let r = self.query(right, ctes)?;
@@ -48,13 +60,23 @@ impl Planner<'_> {
         ctes: &Ctes,
         lazy: &HashSet<String>,
     ) -> PResult<(LogicalPlan, Relation)> {
-        if t.sample.is_some() {
-            // Sampling would change answers silently; refuse rather than ignore.
-            return err(
-                "SAMPLE is not supported: hedgerow reads every row (remove SAMPLE)",
-                t.span,
-            );
-        }
+        // SAMPLE: PostHog's events table samples by cityHash64(distinct_id); nothing else
+        // has a sampling key.
+        let sample = match &t.sample {
+            None => None,
+            Some(smp) => {
+                let events = matches!(&t.source, ast::TableSource::Table(p)
+                    if p.len() == 1 && p[0] == "events" && ctes.query("events").is_none());
+                if !events {
+                    return err(
+                        "SAMPLE is only supported on the events table (the one table with a \
+                         sampling key, cityHash64(distinct_id))",
+                        t.span,
+                    );
+                }
+                sample_range(smp, t.span)?
+            }
+        };
         let mut props = None;
         let (plan, alias, events) = match &t.source {
             ast::TableSource::Function { name, args } if name == "numbers" => {
@@ -73,10 +95,34 @@ impl Planner<'_> {
             }
             ast::TableSource::Pivot { pivot, .. } => {
                 let word = if pivot.unpivot { "UNPIVOT" } else { "PIVOT" };
+                // PostHog's resolver refuses both outside its Postgres dialect (ClickHouse has
+                // neither), so a query PostHog runs never holds one.
+                let instead = if pivot.unpivot {
+                    "ARRAY JOIN over an array of (name, value) tuples"
+                } else {
+                    "GROUP BY with sumIf/countIf per value"
+                };
                 return err(
                     format!(
-                        "{word} is not supported: ClickHouse has no {word}; aggregate with \
-                         GROUP BY and sumIf/countIf (or ARRAY JOIN for UNPIVOT) instead"
+                        "{word} is not allowed in the ClickHouse dialect (PostHog refuses it too; \
+                         ClickHouse has no {word}): use {instead} instead"
+                    ),
+                    t.span,
+                );
+            }
+            ast::TableSource::Joined(_) => {
+                return err(
+                    "A join chain in parentheses is not supported: write the joins without \
+                     parentheses",
+                    t.span,
+                );
+            }
+            ast::TableSource::Tag(tag) => {
+                return err(
+                    format!(
+                        "HogQLX tags (<{} … />) are not supported as tables: write the query \
+                         itself, as a subquery",
+                        tag.name
                     ),
                     t.span,
                 );
@@ -111,7 +157,23 @@ impl Planner<'_> {
                         );
                     }
                     let alias = t.alias.clone().unwrap_or_else(|| parts[0].clone());
-                    let plan = self.stored_table(&parts[0], t.span)?;
+                    let mut plan = self.stored_table(&parts[0], t.span)?;
+                    if let Some((lower, upper)) = sample {
+                        let key = functions::city_hash_64_of(Expr::Column(Column::from_name(
+                            "distinct_id",
+                        )));
+                        let mut keep = lit(true);
+                        if lower > 0 {
+                            keep = keep.and(key.clone().gt_eq(lit(lower)));
+                        }
+                        if let Some(upper) = upper {
+                            keep = keep.and(key.lt(lit(upper)));
+                        }
+                        plan = LogicalPlanBuilder::from(plan)
+                            .filter(keep)
+                            .and_then(|b| b.build())
+                            .map_err(df)?;
+                    }
                     props = match parts[0].as_str() {
                         "events" => Some(PropertyKind::Event),
                         "persons" => Some(PropertyKind::Person),
@@ -331,6 +393,94 @@ impl Planner<'_> {
         Ok(plan)
     }
 
+    /// The order that puts an ASOF JOIN's closest right row first: the ON clause's one
+    /// inequality, by its right-table side (`a.t >= b.t`: the greatest `b.t`; `a.t <= b.t`:
+    /// the least).
+    fn asof_order(
+        &self,
+        on: &ast::Expr,
+        scope: &Scope<'_>,
+        right_alias: &str,
+        span: Span,
+    ) -> PResult<Sort> {
+        fn conjuncts<'e>(e: &'e ast::Expr, out: &mut Vec<&'e ast::Expr>) {
+            match &e.kind {
+                ExprKind::Binary {
+                    op: BinaryOp::And,
+                    left,
+                    right,
+                } => {
+                    conjuncts(left, out);
+                    conjuncts(right, out);
+                }
+                _ => out.push(e),
+            }
+        }
+        let mut all = Vec::new();
+        conjuncts(on, &mut all);
+        let inequalities: Vec<_> = all
+            .iter()
+            .filter_map(|c| match &c.kind {
+                ExprKind::Binary { op, left, right }
+                    if matches!(
+                        op,
+                        BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::Lt | BinaryOp::LtEq
+                    ) =>
+                {
+                    Some((*op, &**left, &**right))
+                }
+                _ => None,
+            })
+            .collect();
+        let [(op, l, r)] = inequalities[..] else {
+            return err(
+                "ASOF JOIN needs exactly one inequality (>=, >, <=, <) in ON, besides its \
+                 equalities",
+                span,
+            );
+        };
+        if all.len() < 2 {
+            return err(
+                "ASOF JOIN needs at least one equality in ON besides its inequality",
+                span,
+            );
+        }
+        let of_right = |e: &Expr| {
+            let refs = e.column_refs();
+            let right = refs
+                .iter()
+                .filter(|c| {
+                    c.relation
+                        .as_ref()
+                        .is_some_and(|q| q.table() == right_alias)
+                })
+                .count();
+            (right > 0, right < refs.len())
+        };
+        let (le, re) = (self.expr(l, scope)?, self.expr(r, scope)?);
+        // `left op right`, with `right` the right table's side.
+        let (right_side, op) = match (of_right(&le), of_right(&re)) {
+            ((false, true), (true, false)) => (re, op),
+            ((true, false), (false, true)) => (
+                le,
+                match op {
+                    BinaryOp::Gt => BinaryOp::Lt,
+                    BinaryOp::GtEq => BinaryOp::LtEq,
+                    BinaryOp::Lt => BinaryOp::Gt,
+                    _ => BinaryOp::GtEq,
+                },
+            ),
+            _ => {
+                return err(
+                    "The ASOF JOIN inequality must compare a column of each table",
+                    span,
+                );
+            }
+        };
+        let descending = matches!(op, BinaryOp::Gt | BinaryOp::GtEq);
+        Ok(Sort::new(right_side, !descending, false))
+    }
+
     pub(super) fn from(
         &self,
         from: &ast::From,
@@ -370,9 +520,26 @@ impl Planner<'_> {
                     j.span,
                 );
             }
-            if matches!(j.strictness, Some(ast::JoinStrictness::Asof)) {
-                return err("ASOF JOIN is not supported", j.span);
+            // ASOF JOIN: each left row takes the one right row that matches the equalities
+            // and is closest under the inequality; numbered first so that one can be picked.
+            let asof = matches!(j.strictness, Some(ast::JoinStrictness::Asof));
+            if asof {
+                if !matches!(j.kind, ast::JoinKind::Inner | ast::JoinKind::Left) {
+                    return err(
+                        "ASOF JOIN is either INNER or LEFT (as in ClickHouse)",
+                        j.span,
+                    );
+                }
+                if !matches!(j.constraint, Some(ast::JoinConstraint::On(_))) {
+                    return err(
+                        "ASOF JOIN needs ON with equalities and one inequality, as in \
+                         `ON a.id = b.id AND a.t >= b.t`",
+                        j.span,
+                    );
+                }
+                plan = with_row_number(plan, ASOF_ROW)?;
             }
+            let mut asof_order = None;
             let join_type = match (j.kind, j.strictness) {
                 (ast::JoinKind::Left, Some(ast::JoinStrictness::Semi)) => JoinType::LeftSemi,
                 (ast::JoinKind::Left, Some(ast::JoinStrictness::Anti)) => JoinType::LeftAnti,
@@ -391,6 +558,12 @@ impl Planner<'_> {
                         return err("JOIN needs ON or USING (or use CROSS JOIN)", j.span);
                     }
                     builder.cross_join(right)
+                }
+                Some(ast::JoinConstraint::UsingExprs(_)) => {
+                    return err(
+                        "JOIN … USING takes column names, not expressions (as in ClickHouse)",
+                        j.span,
+                    );
                 }
                 Some(ast::JoinConstraint::Using(cols)) => {
                     let keys = cols.iter().map(|c| Column::from_name(c.clone())).collect();
@@ -411,6 +584,9 @@ impl Planner<'_> {
                         array_joins: vec![],
                         windows: &[],
                     };
+                    if asof {
+                        asof_order = Some(self.asof_order(on, &scope, &rel.alias, j.span)?);
+                    }
                     // ClickHouse joins match NULL keys to nothing: plain `=` here.
                     let on = self.predicate(on, &scope, true)?;
                     builder.join_on(right, join_type, vec![on])
@@ -418,6 +594,9 @@ impl Planner<'_> {
             }
             .and_then(|b| b.build())
             .map_err(df)?;
+            if let Some(order) = asof_order {
+                plan = closest_match(plan, order)?;
+            }
             if matches!(join_type, JoinType::Left | JoinType::Right | JoinType::Full) {
                 plan = join_defaults(plan, &right_nullability, &rel.alias, &rels, join_type)?;
             }
@@ -429,4 +608,170 @@ impl Planner<'_> {
     // ---------------------------------------------------------------------------------
     // SELECT
     // ---------------------------------------------------------------------------------
+}
+
+/// A non-negative number as an exact fraction (numerator, denominator): what ClickHouse
+/// reads a SAMPLE ratio as (`0.1` is 1/10, not the float).
+fn ratio_of(e: &ast::Expr) -> PResult<(u128, u128)> {
+    let bad = || {
+        PlanError::new(
+            "SAMPLE takes a non-negative number or a fraction of two, such as 0.1 or 1/10",
+            Some(e.span),
+        )
+    };
+    let number = |e: &ast::Expr| -> PResult<(u128, u128)> {
+        match &e.kind {
+            ExprKind::Literal(Literal::Int(i)) if *i >= 0 => Ok((*i as u128, 1)),
+            ExprKind::Literal(Literal::Float(f)) if *f >= 0.0 && f.is_finite() => {
+                // The shortest decimal that reads back as `f`: the number as written.
+                let text = format!("{f}");
+                let (whole, frac) = text.split_once('.').unwrap_or((&text, ""));
+                let den = 10u128.checked_pow(frac.len() as u32).ok_or_else(bad)?;
+                let num = format!("{whole}{frac}")
+                    .parse::<u128>()
+                    .map_err(|_| bad())?;
+                Ok((num, den))
+            }
+            _ => Err(bad()),
+        }
+    };
+    let (n, d) = match &e.kind {
+        ExprKind::Binary {
+            op: BinaryOp::Div,
+            left,
+            right,
+        } => {
+            let (a, b) = number(left)?;
+            let (c, d) = number(right)?;
+            if c == 0 {
+                return Err(PlanError::new("SAMPLE divides by zero", Some(e.span)));
+            }
+            (
+                a.checked_mul(d).ok_or_else(bad)?,
+                b.checked_mul(c).ok_or_else(bad)?,
+            )
+        }
+        _ => number(e)?,
+    };
+    let g = gcd(n, d);
+    Ok((n / g, d / g))
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
+}
+
+/// `SAMPLE k [OFFSET m]` as ClickHouse reads it over a UInt64 sampling key: the rows whose
+/// key is at least ⌊m·2^64⌋ (when that is above 0) and below ⌊(m+k)·2^64⌋ (when m+k < 1).
+/// `SAMPLE 0` and `SAMPLE 1` sample nothing away. A k or m above 1 counts rows, which
+/// ClickHouse turns into a ratio from its storage's estimate of the rows to read: refused.
+/// Returns None when every row is kept, else (lower bound, upper bound if any).
+fn sample_range(smp: &ast::Sample, span: Span) -> PResult<Option<(u64, Option<u64>)>> {
+    let (kn, kd) = ratio_of(&smp.ratio)?;
+    let (mn, md) = match &smp.offset {
+        Some(o) => ratio_of(o)?,
+        None => (0, 1),
+    };
+    if kn > kd || mn > md {
+        return err(
+            "SAMPLE with a number of rows (above 1) is not supported: ClickHouse turns it into \
+             a ratio from its storage's row estimate; write a ratio such as SAMPLE 1/10",
+            span,
+        );
+    }
+    if kn == 0 || kn == kd {
+        if mn > 0 {
+            return err(
+                "Sampling offset is incorrect because no sampling (SAMPLE 0 and SAMPLE 1 keep \
+                 every row)",
+                span,
+            );
+        }
+        return Ok(None);
+    }
+    // ⌊n/d · 2^64⌋ for n < d, by long division (d stays below 2^127).
+    let scaled = |n: u128, d: u128| -> PResult<u64> {
+        if d >= 1 << 126 {
+            return err("SAMPLE ratio has too many digits", span);
+        }
+        let (mut q, mut r) = (0u64, n);
+        for _ in 0..64 {
+            r <<= 1;
+            q <<= 1;
+            if r >= d {
+                r -= d;
+                q |= 1;
+            }
+        }
+        Ok(q)
+    };
+    let lower = if mn == 0 { 0 } else { scaled(mn, md)? };
+    // m + k = (mn·kd + kn·md) / (md·kd)
+    let too_big = || PlanError::new("SAMPLE ratio has too many digits", Some(span));
+    let sn = mn
+        .checked_mul(kd)
+        .and_then(|a| kn.checked_mul(md).and_then(|b| a.checked_add(b)))
+        .ok_or_else(too_big)?;
+    let sd = md.checked_mul(kd).ok_or_else(too_big)?;
+    let upper = if sn >= sd {
+        None
+    } else {
+        Some(scaled(sn, sd)?)
+    };
+    Ok(Some((lower, upper)))
+}
+
+/// The row number column an ASOF JOIN gives its left rows.
+const ASOF_ROW: &str = "__asof_row";
+
+/// `plan` with a `name` column numbering its rows.
+fn with_row_number(plan: LogicalPlan, name: &str) -> PResult<LogicalPlan> {
+    let rn = Expr::from(WindowFunction::new(
+        WindowFunctionDefinition::WindowUDF(
+            datafusion::functions_window::row_number::row_number_udwf(),
+        ),
+        vec![],
+    ));
+    let rn = window_with(rn, vec![], vec![], None).map_err(df)?;
+    let rn_name = rn.schema_name().to_string();
+    let mut cols: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+        .collect();
+    cols.push(Expr::Column(Column::from_name(rn_name)).alias(name));
+    LogicalPlanBuilder::window_plan(plan, vec![rn])
+        .and_then(|p| LogicalPlanBuilder::from(p).project(cols)?.build())
+        .map_err(df)
+}
+
+/// Keeps, of each left row's matches, the first under `order` (an unmatched row of an ASOF
+/// LEFT JOIN is its own only match), and drops the row numbers.
+fn closest_match(plan: LogicalPlan, order: Sort) -> PResult<LogicalPlan> {
+    let row = Expr::Column(Column::from_name(ASOF_ROW));
+    let rn = Expr::from(WindowFunction::new(
+        WindowFunctionDefinition::WindowUDF(
+            datafusion::functions_window::row_number::row_number_udwf(),
+        ),
+        vec![],
+    ));
+    let rn = window_with(rn, vec![row], vec![order], None).map_err(df)?;
+    let rn_col = Expr::Column(Column::from_name(rn.schema_name().to_string()));
+    let keep: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .filter(|(_, f)| f.name() != ASOF_ROW)
+        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+        .collect();
+    LogicalPlanBuilder::window_plan(plan, vec![rn])
+        .and_then(|p| {
+            LogicalPlanBuilder::from(p)
+                .filter(rn_col.eq(lit(1u64)))?
+                .project(keep)?
+                .build()
+        })
+        .map_err(df)
 }

@@ -48,10 +48,10 @@ impl Clauses {
 
 impl Planner<'_> {
     pub(super) fn select(&self, s: &ast::Select, outer: &Ctes) -> PResult<LogicalPlan> {
-        if s.limit_percent {
+        if s.sample.is_some() {
             return err(
-                "LIMIT … % (a percentage of the rows) is not supported: ClickHouse has no \
-                 percentage LIMIT",
+                "SAMPLE after WHERE (DuckDB's USING SAMPLE) is not supported in the ClickHouse \
+                 dialect: sample the table, as in FROM events SAMPLE 0.1",
                 s.span,
             );
         }
@@ -606,6 +606,9 @@ impl Planner<'_> {
         items: &[(Expr, String)],
         sorts: &[Sort],
     ) -> PResult<LogicalPlan> {
+        if s.limit_percent {
+            return self.limit_percent(plan, s, items, sorts);
+        }
         let limit = s
             .limit
             .as_ref()
@@ -788,6 +791,100 @@ impl Planner<'_> {
                     )?
                     .project(cols)?
                     .build()
+            })
+            .map_err(df)
+    }
+
+    /// `LIMIT p %`: PostHog prints it for ClickHouse as the fractional `LIMIT p/100`, which
+    /// keeps the first `ceil(rows × p/100)` rows (rows counted before OFFSET, computed in
+    /// Float64); `LIMIT 100 %` prints as `LIMIT 1.0`, which ClickHouse reads as one row.
+    /// Only a constant between 0 and 100 is allowed, as in PostHog.
+    fn limit_percent(
+        &self,
+        plan: LogicalPlan,
+        s: &ast::Select,
+        items: &[(Expr, String)],
+        sorts: &[Sort],
+    ) -> PResult<LogicalPlan> {
+        let Some(l) = &s.limit else {
+            return err("LIMIT … % needs a percentage", s.span);
+        };
+        let percent = match &l.kind {
+            ExprKind::Literal(Literal::Int(i)) => *i as f64,
+            ExprKind::Literal(Literal::Float(f)) => *f,
+            _ => {
+                return err(
+                    "LIMIT percent with expressions is not supported (PostHog allows only a \
+                     number: LIMIT 10 %)",
+                    l.span,
+                );
+            }
+        };
+        if !(0.0..=100.0).contains(&percent) {
+            return err("Limit percent must be between 0 and 100", l.span);
+        }
+        if s.with_ties {
+            return err(
+                "LIMIT … % WITH TIES is not supported: use LIMIT n WITH TIES",
+                l.span,
+            );
+        }
+        let offset = s
+            .offset
+            .as_ref()
+            .map(|l| const_usize(l, "OFFSET"))
+            .transpose()?
+            .unwrap_or(0);
+        let fraction = percent / 100.0;
+        if fraction == 0.0 || fraction >= 1.0 {
+            let n = if fraction == 0.0 { 0 } else { 1 };
+            return LogicalPlanBuilder::from(plan)
+                .limit(offset, Some(n))
+                .and_then(|b| b.build())
+                .map_err(df);
+        }
+        let order = output_sorts(items, sorts);
+        let resort = order.len() == sorts.len() && !order.is_empty();
+        let rn = Expr::from(WindowFunction::new(
+            WindowFunctionDefinition::WindowUDF(
+                datafusion::functions_window::row_number::row_number_udwf(),
+            ),
+            vec![],
+        ));
+        let rn = window_with(
+            rn,
+            vec![],
+            if resort { order.clone() } else { vec![] },
+            None,
+        )
+        .map_err(df)?;
+        let count = Expr::from(WindowFunction::new(
+            WindowFunctionDefinition::AggregateUDF(
+                datafusion::functions_aggregate::count::count_udaf(),
+            ),
+            vec![lit(1u8)],
+        ));
+        let count = window_with(count, vec![], vec![], None).map_err(df)?;
+        let rn_col = Expr::Column(Column::from_name(rn.schema_name().to_string()));
+        let count_col = Expr::Column(Column::from_name(count.schema_name().to_string()));
+        // rn - offset <= ceil(count × fraction), in Float64 as ClickHouse computes it.
+        let kept = datafusion::functions::math::expr_fn::ceil(
+            cast(count_col, DataType::Float64) * lit(fraction),
+        );
+        let cols: Vec<Expr> = items
+            .iter()
+            .map(|(_, n)| Expr::Column(Column::from_name(n.clone())))
+            .collect();
+        LogicalPlanBuilder::window_plan(plan, vec![rn, count])
+            .and_then(|p| {
+                let b = LogicalPlanBuilder::from(p).filter(
+                    rn_col
+                        .clone()
+                        .gt(lit(offset as u64))
+                        .and(cast(rn_col, DataType::Float64).lt_eq(lit(offset as f64) + kept)),
+                )?;
+                let b = if resort { b.sort(order)? } else { b };
+                b.project(cols)?.build()
             })
             .map_err(df)
     }

@@ -108,6 +108,10 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
         }
         ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().for_each(go),
         ExprKind::NullsAction { expr, .. } => go(expr),
+        ExprKind::WithinGroup { call, order_by } => {
+            go(call);
+            order_by.iter().for_each(|o| go(&o.expr));
+        }
         ExprKind::ExprCall { callee, args } => {
             go(callee);
             args.iter().for_each(go);
@@ -122,6 +126,11 @@ pub(super) fn walk<'a>(e: &'a ast::Expr, f: &mut dyn FnMut(&'a ast::Expr)) {
         | ExprKind::Field(_)
         | ExprKind::Star(_)
         | ExprKind::Placeholder(_)
+        | ExprKind::PositionalRef(_)
+        | ExprKind::Block(_)
+        | ExprKind::Tag(_)
+        | ExprKind::Spread(_)
+        | ExprKind::PlaceholderExpr(_)
         | ExprKind::Subquery(_)
         | ExprKind::Exists(_) => {}
     }

@@ -18,6 +18,8 @@ use datafusion::logical_expr::{
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct FrameValue {
     last: bool,
+    /// `RESPECT NULLS`: the frame's first (last) row even when NULL.
+    respect: bool,
     signature: Signature,
 }
 
@@ -26,16 +28,28 @@ struct FrameValue {
 pub(crate) fn frame_value_udaf(last: bool) -> Arc<AggregateUDF> {
     Arc::new(AggregateUDF::from(FrameValue {
         last,
+        respect: false,
+        signature: Signature::any(1, Volatility::Immutable),
+    }))
+}
+
+/// The same with `RESPECT NULLS` (ClickHouse's `first_value_respect_nulls` /
+/// `last_value_respect_nulls`): the frame's first (last) row's value, NULL included.
+pub(crate) fn frame_value_respect_udaf(last: bool) -> Arc<AggregateUDF> {
+    Arc::new(AggregateUDF::from(FrameValue {
+        last,
+        respect: true,
         signature: Signature::any(1, Volatility::Immutable),
     }))
 }
 
 impl AggregateUDFImpl for FrameValue {
     fn name(&self) -> &str {
-        if self.last {
-            "last_value"
-        } else {
-            "first_value"
+        match (self.last, self.respect) {
+            (true, false) => "last_value",
+            (false, false) => "first_value",
+            (true, true) => "last_value_respect_nulls",
+            (false, true) => "first_value_respect_nulls",
         }
     }
 
@@ -62,6 +76,7 @@ impl AggregateUDFImpl for FrameValue {
     fn accumulator(&self, acc_args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(FrameAcc {
             last: self.last,
+            respect: self.respect,
             dt: acc_args.expr_fields[0].data_type().clone(),
             rows: VecDeque::new(),
         }))
@@ -71,6 +86,7 @@ impl AggregateUDFImpl for FrameValue {
 #[derive(Debug)]
 struct FrameAcc {
     last: bool,
+    respect: bool,
     dt: DataType,
     /// The frame's rows in order (NULL ones too, so retracting counts rows).
     rows: VecDeque<ScalarValue>,
@@ -105,7 +121,13 @@ impl Accumulator for FrameAcc {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let found = if self.last {
+        let found = if self.respect {
+            if self.last {
+                self.rows.back()
+            } else {
+                self.rows.front()
+            }
+        } else if self.last {
             self.rows.iter().rev().find(|v| !v.is_null())
         } else {
             self.rows.iter().find(|v| !v.is_null())

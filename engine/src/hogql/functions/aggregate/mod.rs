@@ -20,7 +20,7 @@ use super::{Arg, FnContext, FnInfo, FnKind, FunctionError};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, ExprSchemable};
-pub(crate) use frame::frame_value_udaf;
+pub(crate) use frame::{frame_value_respect_udaf, frame_value_udaf};
 
 /// How a name is spelled in the registry and whether it matches in any case.
 struct Entry {

@@ -5,8 +5,10 @@
 //! of the group modules; functions DataFusion's built-ins answer like ClickHouse use those,
 //! the rest are `udf::KernelUdf` kernels.
 
+mod cityhash;
 mod conditional;
 mod convert;
+pub(crate) use cityhash::city_hash_64_of;
 pub(crate) use conditional::agree_numeric;
 pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
 mod datetime;
