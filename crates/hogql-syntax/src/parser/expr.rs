@@ -35,22 +35,7 @@ impl Parser<'_> {
     /// An expression without a trailing alias: a lambda or an operator expression.
     pub(super) fn expr_no_alias(&mut self) -> PResult<Expr> {
         if let Some(n) = self.lambda_ahead() {
-            let start = self.tok().start;
-            let mut params = Vec::new();
-            for _ in 0..n {
-                if let TokenKind::Word(w) | TokenKind::QuotedIdent(w) = self.bump().kind {
-                    params.push(w);
-                }
-            }
-            let body = self.lambda_body()?;
-            let span = self.span(start);
-            return Ok(Expr::new(
-                ExprKind::Lambda {
-                    params,
-                    body: Box::new(body),
-                },
-                span,
-            ));
+            return self.lambda(n);
         }
         self.bp(0)
     }
@@ -118,9 +103,9 @@ impl Parser<'_> {
         (names >= 2 && self.nth_is(i, &TokenKind::Arrow)).then_some(i + 1)
     }
 
-    /// A lambda with bare parameters (see [`Self::bare_lambda_ahead`]), `n` tokens long up
-    /// to its arrow.
-    pub(super) fn bare_lambda(&mut self, n: usize) -> PResult<Expr> {
+    /// A lambda whose parameters and arrow are the next `n` tokens: in parentheses or bare
+    /// (see [`Self::lambda_ahead`] and [`Self::bare_lambda_ahead`]).
+    pub(super) fn lambda(&mut self, n: usize) -> PResult<Expr> {
         let start = self.tok().start;
         let mut params = Vec::new();
         for _ in 0..n {

@@ -31,7 +31,7 @@ pub fn parse_query(text: &str) -> Result<Query, SyntaxError> {
 pub fn parse_expr(text: &str) -> Result<Expr, SyntaxError> {
     let mut p = Parser::new(text)?;
     let e = match p.bare_lambda_ahead() {
-        Some(n) => p.bare_lambda(n)?,
+        Some(n) => p.lambda(n)?,
         None => p.expr()?,
     };
     p.expect_end("end of expression")?;
