@@ -13,7 +13,9 @@ mod posthog_names;
 pub(crate) use aggregate::frame_value_udaf;
 pub mod budget;
 mod scalar;
-pub(crate) use scalar::{agree_numeric, stored_uuid, to_uuid, uuid_order_key, uuid_text};
+pub(crate) use scalar::{
+    IntOp, agree_numeric, int_arith, int_negate, stored_uuid, to_uuid, uuid_order_key, uuid_text,
+};
 
 use chrono::{DateTime, Utc};
 use datafusion::arrow::datatypes::DataType;

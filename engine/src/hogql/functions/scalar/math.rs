@@ -33,6 +33,10 @@ pub(crate) fn round_half_even(x: f64, n: i64) -> f64 {
     if !x.is_finite() || x == 0.0 {
         return x;
     }
+    // ClickHouse scales by 10^n first: where that overflows, the answer is ±inf.
+    if n > 0 && (x * 10f64.powi(n.min(400) as i32)).is_infinite() {
+        return f64::INFINITY.copysign(x);
+    }
     let s = format!("{:e}", x.abs());
     let (mant, exp) = s.split_once('e').expect("exponent form");
     let exp: i64 = exp.parse().expect("exponent");
@@ -592,11 +596,10 @@ pub(super) fn translate(
         "negate" => {
             let a = args.remove(0);
             let t = type_of(&a, ctx)?;
-            if t.is_unsigned_integer() {
-                Expr::Negative(Box::new(Expr::Cast(Cast::new(
-                    Box::new(a),
-                    DataType::Int64,
-                ))))
+            if t.is_unsigned_integer() || matches!(a, Expr::Literal(..)) && t.is_integer() {
+                super::intarith::int_negate(a.clone(), &t)
+                    .map_err(|e| invalid(e.to_string()))?
+                    .unwrap_or_else(|| Expr::Negative(Box::new(a)))
             } else {
                 Expr::Negative(Box::new(a))
             }
@@ -669,8 +672,20 @@ pub(super) fn translate(
             |v| Ok((v[0] >> bit_position(v[1])?) & 1),
             ctx,
         )?,
-        "greatest" => f::greatest(args),
-        "least" => f::least(args),
+        // ClickHouse's common type of the arguments (Int64 for Int64 with UInt64, not
+        // DataFusion's Decimal)
+        "greatest" | "least" => {
+            let types = args
+                .iter()
+                .map(|a| type_of(a, ctx))
+                .collect::<Result<Vec<_>, _>>()?;
+            let greatest = name == "greatest";
+            match super::intarith::int_extreme(greatest, &args, &types) {
+                Some(e) => e,
+                None if greatest => f::greatest(super::agree_numeric(args, ctx.schema)),
+                None => f::least(super::agree_numeric(args, ctx.schema)),
+            }
+        }
         "sign" => sign(args.remove(0)),
         "e" => lit(std::f64::consts::E),
         "pi" => lit(std::f64::consts::PI),

@@ -7,8 +7,10 @@
 
 mod conditional;
 mod convert;
+mod intarith;
 pub(crate) use conditional::agree_numeric;
 pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
+pub(crate) use intarith::{IntOp, int_arith, int_negate};
 mod datetime;
 mod json;
 mod math;

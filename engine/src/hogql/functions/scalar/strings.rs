@@ -660,16 +660,17 @@ pub(super) fn translate(
             let (a, b) = window(len, v[0], v.get(1).copied());
             Ok(char_slice(s, a, b))
         }),
-        // PostHog's left/right are ClickHouse's leftUTF8/rightUTF8: they count characters.
+        // PostHog prints left/right as ClickHouse's left/right, which count bytes (a cut
+        // inside a character leaves invalid UTF-8, read here as U+FFFD).
         "left" => str_ints(name, args, |s, v, _| {
             let n = v[0];
-            let len = s.chars().count() as i64;
+            let len = s.len() as i64;
             let end = if n >= 0 { n.min(len) } else { (len + n).max(0) };
-            Ok(char_slice(s, 0, end as usize))
+            Ok(bytes_str(s, 0, end as usize))
         }),
         "right" => str_ints(name, args, |s, v, _| {
             let n = v[0];
-            let len = s.chars().count() as i64;
+            let len = s.len() as i64;
             if n == i64::MIN {
                 // ClickHouse refuses the one count it cannot negate.
                 return Err(DataFusionError::Execution(format!(
@@ -681,7 +682,7 @@ pub(super) fn translate(
             } else {
                 (-n).min(len)
             };
-            Ok(char_slice(s, start as usize, len as usize))
+            Ok(bytes_str(s, start as usize, len as usize))
         }),
         // trim(s[, chars]): without `chars`, spaces (ClickHouse's trim removes only ' ').
         "trim" | "trimBoth" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
@@ -973,8 +974,10 @@ mod tests {
             (call("left", vec![s("hello"), i(-2)]), "hel"),
             (call("right", vec![s("hello"), i(2)]), "lo"),
             (call("right", vec![s("hello"), i(-2)]), "llo"),
-            (call("left", vec![s("Grüße"), i(3)]), "Grü"),
-            (call("right", vec![s("日本語"), i(2)]), "本語"),
+            // bytes, as ClickHouse's left/right
+            (call("left", vec![s("Grüße"), i(4)]), "Grü"),
+            (call("left", vec![s("Grüße"), i(3)]), "Gr\u{fffd}"),
+            (call("right", vec![s("日本語"), i(6)]), "本語"),
             (call("trim", vec![s("xxhixx"), s("x")]), "hi"),
             (call("ltrim", vec![s("xyhi"), s("yx")]), "hi"),
             (call("rtrim", vec![s("  hi  ")]), "  hi"),

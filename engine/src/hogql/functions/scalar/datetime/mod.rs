@@ -241,7 +241,11 @@ fn to_datetime(
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
     );
     let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
-    let unit = unit.unwrap_or(if is_str {
+    // PostHog prints `toDateTime` of a constant 'YYYY-MM-DD hh:mm:ss' or 'YYYY-MM-DD' as
+    // ClickHouse's toDateTime (a DateTime, whole seconds); of any other string as
+    // parseDateTime64BestEffort(…, 6) or toDateTime64(…, 6) (a DateTime64(6)).
+    let whole_seconds = is_str && lit_str(&t).is_some_and(|s| second_shape(&s));
+    let unit = unit.unwrap_or(if is_str && !whole_seconds {
         TimeUnit::Microsecond
     } else {
         TimeUnit::Second
@@ -257,6 +261,29 @@ fn to_datetime(
         vec![t],
         k,
     ))
+}
+
+/// 'YYYY-MM-DD hh:mm:ss' or 'YYYY-MM-DD', digits only.
+fn second_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let date = |b: &[u8]| b.len() >= 10 && b[4] == b'-' && b[7] == b'-';
+    match b.len() {
+        10 => date(b) && digits(0..4) && digits(5..7) && digits(8..10),
+        19 => {
+            date(b)
+                && digits(0..4)
+                && digits(5..7)
+                && digits(8..10)
+                && b[10] == b' '
+                && b[13] == b':'
+                && b[16] == b':'
+                && digits(11..13)
+                && digits(14..16)
+                && digits(17..19)
+        }
+        _ => false,
+    }
 }
 
 fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
