@@ -145,6 +145,34 @@ fn common(
     Ok((list, other))
 }
 
+/// Array functions that answer NULL for a NULL literal array (ClickHouse's Nullable(Nothing)).
+const NULL_IN_NULL_OUT: &[&str] = &[
+    "arrayReverse",
+    "arraySort",
+    "arrayReverseSort",
+    "arrayDistinct",
+    "arrayCompact",
+    "arraySlice",
+    "arrayPopBack",
+    "arrayPopFront",
+    "arrayPushBack",
+    "arrayPushFront",
+    "arrayCumSum",
+    "arraySum",
+    "arrayAvg",
+    "arrayMin",
+    "arrayMax",
+    "arrayProduct",
+    "arrayDifference",
+    "arrayStringConcat",
+    "arrayElement",
+    "hasAny",
+    "hasAll",
+    "arrayUniq",
+    "arrayEnumerate",
+    "arrayFlatten",
+];
+
 pub(super) fn translate(
     name: &str,
     args: Vec<Expr>,
@@ -160,6 +188,14 @@ pub(super) fn translate(
         Some(a) => type_of(a, ctx)?,
         None => DataType::Null,
     };
+    // ClickHouse: an array function of a NULL literal is NULL (has, indexOf and countEqual
+    // refuse it, as here)
+    if t0 == DataType::Null
+        && matches!(args.first(), Some(Expr::Literal(v, _)) if v.is_null())
+        && NULL_IN_NULL_OUT.contains(&name)
+    {
+        return Ok(lit(ScalarValue::Null));
+    }
     let simple = |op: Op, ret: DataType, args: Vec<Expr>| Ok(call(op, name_static, ret, args));
     match name {
         "array" => Ok(fnn::make_array::make_array_udf().call(args)),
