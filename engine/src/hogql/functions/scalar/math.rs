@@ -332,6 +332,51 @@ fn modulo_variant(
 }
 
 /// A Float64 function of Float64 arguments (integers read as floats), NULL in, NULL out.
+/// formatReadableSize (1024-based, KiB…), formatReadableDecimalSize (1000-based, KB…) and
+/// formatReadableQuantity (1000-based, thousand…): two decimals and the unit.
+fn readable(x: f64, which: u8) -> String {
+    const BINARY: [&str; 9] = [
+        " B", " KiB", " MiB", " GiB", " TiB", " PiB", " EiB", " ZiB", " YiB",
+    ];
+    const DECIMAL: [&str; 9] = [" B", " KB", " MB", " GB", " TB", " PB", " EB", " ZB", " YB"];
+    const WORDS: [&str; 9] = [
+        "",
+        " thousand",
+        " million",
+        " billion",
+        " trillion",
+        " quadrillion",
+        " quintillion",
+        " sextillion",
+        " septillion",
+    ];
+    let (base, units) = match which {
+        0 => (1024.0, &BINARY),
+        1 => (1000.0, &DECIMAL),
+        _ => (1000.0, &WORDS),
+    };
+    let mut v = x;
+    let mut i = 0;
+    while v.abs() >= base && i + 1 < units.len() {
+        v /= base;
+        i += 1;
+    }
+    format!("{v:.2}{}", units[i])
+}
+
+/// Float arguments truncated to Int64 (a bucket of 59.9 is the bucket of 59).
+fn floored(args: Vec<Expr>, ctx: &FnContext<'_>) -> Result<Vec<Expr>, FunctionError> {
+    args.into_iter()
+        .map(|a| {
+            Ok(if type_of(&a, ctx)?.is_floating() {
+                Expr::Cast(Cast::new(Box::new(a), DataType::Int64))
+            } else {
+                a
+            })
+        })
+        .collect()
+}
+
 fn float_fn(name: &str, args: Vec<Expr>, f: fn(&[f64]) -> f64) -> Expr {
     let k = kernel(move |arr, n| {
         let cols = arr
@@ -479,6 +524,78 @@ pub(super) fn translate(
         "round" => rounding(name, args, Rounding::Round, ctx)?,
         "floor" => rounding(name, args, Rounding::Floor, ctx)?,
         "ceil" | "ceiling" => rounding("ceil", args, Rounding::Ceil, ctx)?,
+        // The largest power of two not above x (integers: 0 below 1).
+        "roundToExp2" => {
+            let t = type_of(&args[0], ctx)?;
+            if t.is_floating() {
+                // ClickHouse clears the mantissa: the sign and exponent stay (-1.5 is -1, a
+                // subnormal 0, NaN inf)
+                float_fn(name, args, |v| {
+                    f64::from_bits(v[0].to_bits() & !((1u64 << 52) - 1))
+                })
+            } else {
+                int_fn(
+                    name,
+                    args,
+                    DataType::Int64,
+                    |v| {
+                        Ok(if v[0] < 1 {
+                            0
+                        } else {
+                            1i64 << (63 - v[0].leading_zeros())
+                        })
+                    },
+                    ctx,
+                )?
+            }
+        }
+        // ClickHouse's buckets for durations (seconds) and ages (years).
+        "roundDuration" => int_fn(
+            name,
+            floored(args, ctx)?,
+            DataType::UInt16,
+            |v| {
+                const STEPS: [i64; 16] = [
+                    0, 1, 10, 30, 60, 120, 180, 240, 300, 600, 1200, 1800, 3600, 7200, 18000, 36000,
+                ];
+                Ok(*STEPS.iter().rev().find(|s| v[0] >= **s).unwrap_or(&0))
+            },
+            ctx,
+        )?,
+        "roundAge" => int_fn(
+            name,
+            floored(args, ctx)?,
+            DataType::UInt8,
+            |v| {
+                Ok(match v[0] {
+                    ..1 => 0,
+                    1..=17 => 17,
+                    18..=24 => 18,
+                    25..=34 => 25,
+                    35..=44 => 35,
+                    45..=54 => 45,
+                    _ => 55,
+                })
+            },
+            ctx,
+        )?,
+        "formatReadableSize" | "formatReadableDecimalSize" | "formatReadableQuantity" => {
+            let which = match name {
+                "formatReadableSize" => 0u8,
+                "formatReadableDecimalSize" => 1,
+                _ => 2,
+            };
+            let k = kernel(move |arr, _| {
+                let c = cast(&arr[0], &DataType::Float64)?;
+                let v: datafusion::arrow::array::StringArray = c
+                    .as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|x| x.map(|x| readable(x, which)))
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+        }
         "trunc" | "truncate" => rounding("trunc", args, Rounding::Trunc, ctx)?,
         "roundBankers" => rounding(name, args, Rounding::Bankers, ctx)?,
         "abs" => abs(args.remove(0), ctx)?,

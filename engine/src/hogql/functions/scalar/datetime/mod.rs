@@ -106,6 +106,13 @@ impl Unit {
     }
 }
 
+/// 1970-01-01 as a Modified Julian Day.
+const MJD_EPOCH_DAYS: i32 = 40587;
+
+fn epoch_date() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default()
+}
+
 fn parse_tz(name: &str) -> Result<Tz, FunctionError> {
     name.parse::<Tz>()
         .map_err(|_| invalid(format!("Unknown time zone `{name}`")))
@@ -567,6 +574,118 @@ pub(super) fn translate(
         "toDate" | "to_date" | "DATE" => {
             let tz = args.get(1).cloned();
             to_date(args.swap_remove(0), tz.as_ref(), ctx)
+        }
+        // Days since 1858-11-17 (Int32), and back.
+        "toModifiedJulianDay" => {
+            let s = args.swap_remove(0);
+            let t = type_of(&s, ctx)?;
+            if !matches!(
+                t,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+            ) {
+                return Err(invalid(format!(
+                    "The argument of function `toModifiedJulianDay` must be a String, got {t}"
+                )));
+            }
+            let d = to_date(s, None, ctx)?;
+            Ok(binary_expr(
+                Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(d),
+                    DataType::Int32,
+                )),
+                Operator::Plus,
+                Expr::Literal(ScalarValue::Int32(Some(MJD_EPOCH_DAYS)), None),
+            ))
+        }
+        "fromModifiedJulianDay" => {
+            let n = args.swap_remove(0);
+            let t = type_of(&n, ctx)?;
+            if !(t.is_integer() || t == DataType::Null) {
+                return Err(invalid(format!(
+                    "Illegal type {t} of argument of function `fromModifiedJulianDay`, expected an integer"
+                )));
+            }
+            let k = kernel(move |a, _| {
+                let n = cast(&a[0], &DataType::Int64)?;
+                let v: Vec<Option<i32>> = n
+                    .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                    .iter()
+                    .map(|x| {
+                        x.and_then(|x| x.checked_sub(i64::from(MJD_EPOCH_DAYS)))
+                            .and_then(|d| i32::try_from(d).ok())
+                    })
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(name, "", DataType::Date32, nulls_of(&t), vec![n], k))
+        }
+        "timeZoneOf" => match type_of(&args[0], ctx)? {
+            DataType::Timestamp(_, Some(tz)) => {
+                Ok(Expr::Literal(ScalarValue::Utf8(Some(tz.to_string())), None))
+            }
+            t => Err(invalid(format!(
+                "Illegal type {t} of argument of function `timeZoneOf`, expected a DateTime"
+            ))),
+        },
+        // Seconds east of UTC at that instant in the value's zone.
+        "timeZoneOffset" => {
+            let t = args.swap_remove(0);
+            let ty = type_of(&t, ctx)?;
+            if !matches!(ty, DataType::Timestamp(..)) {
+                return Err(invalid(format!(
+                    "Illegal type {ty} of argument of function `timeZoneOffset`, expected a DateTime"
+                )));
+            }
+            let (tz, tz_name) = zone(&ty, None, ctx)?;
+            let k = kernel(move |a, _| {
+                use chrono::Offset;
+                let v: datafusion::arrow::array::Int32Array = instants(&a[0], tz)?
+                    .into_iter()
+                    .map(|m| {
+                        let utc = chrono::DateTime::<chrono::Utc>::from_timestamp_micros(m?)?;
+                        Some(utc.with_timezone(&tz).offset().fix().local_minus_utc())
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(
+                name,
+                tz_name,
+                DataType::Int32,
+                nulls_of(&ty),
+                vec![t],
+                k,
+            ))
+        }
+        // The Monday of ISO week 1 of the date's ISO year.
+        "toStartOfISOYear" => {
+            let d = to_date(args.swap_remove(0), None, ctx)?;
+            let k = kernel(move |a, _| {
+                let c = cast(&a[0], &DataType::Int32)?;
+                let v: Vec<Option<i32>> = c
+                    .as_primitive::<datafusion::arrow::datatypes::Int32Type>()
+                    .iter()
+                    .map(|x| {
+                        let date =
+                            epoch_date().checked_add_signed(Duration::days(i64::from(x?)))?;
+                        let start = NaiveDate::from_isoywd_opt(
+                            date.iso_week().year(),
+                            1,
+                            chrono::Weekday::Mon,
+                        )?;
+                        Some(days_of(start))
+                    })
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Date32,
+                Nulls::FromArgs,
+                vec![d],
+                k,
+            ))
         }
         "toDateTime" => {
             let tz = args.get(1).cloned();
