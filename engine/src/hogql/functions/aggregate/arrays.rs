@@ -41,8 +41,18 @@ pub(super) enum Op {
     Avg,
     Min,
     Max,
-    Sort { desc: bool },
+    Sort {
+        desc: bool,
+    },
     CumSum,
+    CumSumNonNegative,
+    /// L1 (1), L2 (2), Linf (0) or Lp (p in the second argument, -1 here) norms of number
+    /// arrays; distances of two; the array divided by its norm.
+    Norm(i8),
+    Distance(i8),
+    Normalize(i8),
+    DotProduct,
+    CosineDistance,
     Intersect,
     Zip,
     Product,
@@ -158,6 +168,7 @@ const NULL_IN_NULL_OUT: &[&str] = &[
     "arrayPushBack",
     "arrayPushFront",
     "arrayCumSum",
+    "arrayCumSumNonNegative",
     "arraySum",
     "arrayAvg",
     "arrayMin",
@@ -343,6 +354,63 @@ pub(super) fn translate(
             };
             let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
             simple(Op::CumSum, list_of(target), vec![a])
+        }
+        "arrayCumSumNonNegative" => {
+            let el = need_list(name, &t0)?;
+            if !(el.is_numeric() || matches!(el, DataType::Boolean | DataType::Null)) {
+                return Err(FunctionError::Invalid(format!(
+                    "`{name}` cannot add values of type {el}"
+                )));
+            }
+            let target = if el.is_floating() {
+                DataType::Float64
+            } else if el.is_unsigned_integer() || el == DataType::Boolean {
+                DataType::UInt64
+            } else {
+                DataType::Int64
+            };
+            let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
+            simple(Op::CumSumNonNegative, list_of(target), vec![a])
+        }
+        "L1Norm" | "L2Norm" | "LinfNorm" | "LpNorm" | "L1Distance" | "L2Distance"
+        | "LinfDistance" | "LpDistance" | "L1Normalize" | "L2Normalize" | "LinfNormalize"
+        | "LpNormalize" | "dotProduct" | "cosineDistance" => {
+            let kind = match &name[..2] {
+                "L1" => 1,
+                "L2" => 2,
+                "Li" => 0,
+                _ => -1,
+            };
+            let lists = if matches!(name, "L1Norm" | "L2Norm" | "LinfNorm" | "LpNorm")
+                || name.ends_with("Normalize")
+            {
+                1
+            } else {
+                2
+            };
+            let mut out = Vec::with_capacity(args.len());
+            for (i, a) in args.into_iter().enumerate() {
+                let t = type_of(&a, ctx)?;
+                if i < lists {
+                    let el = need_list(name, &t)?;
+                    if !(el.is_numeric() || el == DataType::Null) {
+                        return Err(FunctionError::Invalid(format!(
+                            "`{name}` needs arrays of numbers, got {t}"
+                        )));
+                    }
+                    out.push(cast_to(a, &t, &list_of(DataType::Float64)));
+                } else {
+                    out.push(a);
+                }
+            }
+            let (op, ret) = match name {
+                "dotProduct" => (Op::DotProduct, DataType::Float64),
+                "cosineDistance" => (Op::CosineDistance, DataType::Float64),
+                n if n.ends_with("Normalize") => (Op::Normalize(kind), list_of(DataType::Float64)),
+                n if n.ends_with("Distance") => (Op::Distance(kind), DataType::Float64),
+                _ => (Op::Norm(kind), DataType::Float64),
+            };
+            simple(op, ret, out)
         }
         // The other arrays are read as the first one's element type, as ClickHouse
         // (`arrayIntersect([1, 2], [1.0, 2.5])` is [1, 2]).
@@ -789,7 +857,11 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             )?))
         }
         Op::Sum | Op::Avg | Op::Min | Op::Max => reduce(op, a, ret),
-        Op::CumSum => cum_sum(&as_list(&a[0])?, ret),
+        Op::CumSum => cum_sum(&as_list(&a[0])?, ret, false),
+        Op::CumSumNonNegative => cum_sum(&as_list(&a[0])?, ret, true),
+        Op::Norm(_) | Op::Distance(_) | Op::Normalize(_) | Op::DotProduct | Op::CosineDistance => {
+            vector_op(op, a)
+        }
         Op::Intersect => intersect(a),
         Op::Zip => zip(a, ret),
         Op::Product | Op::Difference => {
@@ -900,9 +972,125 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
     }
 }
 
+/// The rows of a List(Float64) array (cast at translation) as vectors; NULL rows None.
+fn vectors(a: &ArrayRef) -> Result<Vec<Option<Vec<f64>>>> {
+    use datafusion::arrow::datatypes::Float64Type;
+    let l = as_list(a)?;
+    let vals = cast(l.values(), &DataType::Float64)?;
+    let v = vals.as_primitive::<Float64Type>();
+    Ok(spans(&l)
+        .map(|(ok, s, e)| ok.then(|| (s..e).map(|j| v.value(j)).collect()))
+        .collect())
+}
+
+fn norm(v: &[f64], p: f64) -> f64 {
+    if p.is_infinite() {
+        v.iter().fold(0.0, |m, x| m.max(x.abs()))
+    } else if p == 1.0 {
+        v.iter().map(|x| x.abs()).sum()
+    } else if p == 2.0 {
+        v.iter().map(|x| x * x).sum::<f64>().sqrt()
+    } else {
+        v.iter().map(|x| x.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+    }
+}
+
+/// L1/L2/Linf/Lp norms, distances and normalizations, dotProduct and cosineDistance.
+fn vector_op(op: Op, a: &[ArrayRef]) -> Result<ArrayRef> {
+    use datafusion::arrow::datatypes::Float64Type;
+    let first = vectors(&a[0])?;
+    let rows = first.len();
+    let second = match op {
+        Op::Distance(_) | Op::DotProduct | Op::CosineDistance => Some(vectors(&a[1])?),
+        _ => None,
+    };
+    // Lp: p is the last argument
+    let p_of = |kind: i8, r: usize| -> Result<Option<f64>> {
+        Ok(match kind {
+            1 => Some(1.0),
+            2 => Some(2.0),
+            0 => Some(f64::INFINITY),
+            _ => {
+                let c = cast(&a[a.len() - 1], &DataType::Float64)?;
+                let c = c.as_primitive::<Float64Type>();
+                if c.is_null(r) {
+                    None
+                } else {
+                    let p = c.value(r);
+                    if p.is_nan() || p < 1.0 {
+                        return Err(datafusion::common::DataFusionError::Execution(format!(
+                            "Second argument for function Lp must be not less than one, got {p}"
+                        )));
+                    }
+                    Some(p)
+                }
+            }
+        })
+    };
+    let pair = |r: usize| -> Result<Option<(Vec<f64>, Vec<f64>)>> {
+        let (Some(x), Some(y)) = (&first[r], second.as_ref().and_then(|s| s[r].as_ref())) else {
+            return Ok(None);
+        };
+        if x.len() != y.len() {
+            return Err(datafusion::common::DataFusionError::Execution(format!(
+                "Arguments of function have different array sizes: {} and {}",
+                x.len(),
+                y.len()
+            )));
+        }
+        Ok(Some((x.clone(), y.clone())))
+    };
+    if let Op::Normalize(kind) = op {
+        let mut offsets = vec![0i32];
+        let mut values = Vec::new();
+        let mut valid = Vec::with_capacity(rows);
+        for (r, x) in first.iter().enumerate() {
+            match (x, p_of(kind, r)?) {
+                (Some(x), Some(p)) => {
+                    let n = norm(x, p);
+                    values.extend(x.iter().map(|v| v / n));
+                    valid.push(true);
+                }
+                _ => valid.push(false),
+            }
+            offsets.push(values.len() as i32);
+        }
+        return Ok(Arc::new(ListArray::try_new(
+            Arc::new(Field::new_list_field(DataType::Float64, true)),
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(datafusion::arrow::array::Float64Array::from(values)),
+            Some(valid.into()),
+        )?));
+    }
+    let mut out = Vec::with_capacity(rows);
+    for (r, x) in first.iter().enumerate() {
+        out.push(match op {
+            Op::Norm(kind) => match (x, p_of(kind, r)?) {
+                (Some(x), Some(p)) => Some(norm(x, p)),
+                _ => None,
+            },
+            Op::Distance(kind) => match (pair(r)?, p_of(kind, r)?) {
+                (Some((x, y)), Some(p)) => {
+                    let d: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a - b).collect();
+                    Some(norm(&d, p))
+                }
+                _ => None,
+            },
+            Op::DotProduct => pair(r)?.map(|(x, y)| x.iter().zip(&y).map(|(a, b)| a * b).sum()),
+            _ => pair(r)?.map(|(x, y)| {
+                let dot: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+                let (xx, yy): (f64, f64) =
+                    (x.iter().map(|a| a * a).sum(), y.iter().map(|b| b * b).sum());
+                1.0 - dot / (xx * yy).sqrt()
+            }),
+        });
+    }
+    Ok(Arc::new(datafusion::arrow::array::Float64Array::from(out)))
+}
+
 /// `arrayCumSum`: running sums (NULL elements add nothing), in the list's element type
 /// (Int64, UInt64 or Float64, cast at translation).
-fn cum_sum(l: &ListArray, ret: &DataType) -> Result<ArrayRef> {
+fn cum_sum(l: &ListArray, ret: &DataType, non_negative: bool) -> Result<ArrayRef> {
     use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt64Type};
     let vals = l.values();
     let out: ArrayRef = match vals.data_type() {
@@ -914,6 +1102,9 @@ fn cum_sum(l: &ListArray, ret: &DataType) -> Result<ArrayRef> {
                 for j in s..e {
                     if v.is_valid(j) {
                         acc += v.value(j);
+                    }
+                    if non_negative && acc < 0.0 {
+                        acc = 0.0;
                     }
                     out.push(acc);
                 }
@@ -943,6 +1134,9 @@ fn cum_sum(l: &ListArray, ret: &DataType) -> Result<ArrayRef> {
                 for j in s..e {
                     if v.is_valid(j) {
                         acc = acc.wrapping_add(v.value(j));
+                    }
+                    if non_negative && acc < 0 {
+                        acc = 0;
                     }
                     out.push(acc);
                 }
