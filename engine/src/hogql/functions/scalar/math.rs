@@ -524,6 +524,55 @@ pub(super) fn translate(
         "round" => rounding(name, args, Rounding::Round, ctx)?,
         "floor" => rounding(name, args, Rounding::Floor, ctx)?,
         "ceil" | "ceiling" => rounding("ceil", args, Rounding::Ceil, ctx)?,
+        // The bucket of `operand` among `count` equal ones from `low` to `high`: 0 below (or
+        // when low >= high), count + 1 from high on.
+        "width_bucket" => {
+            let k = kernel(move |arr, n| {
+                let cols = arr[..3]
+                    .iter()
+                    .map(|a| cast(a, &DataType::Float64))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let cols: Vec<_> = cols
+                    .iter()
+                    .map(|c| c.as_primitive::<Float64Type>())
+                    .collect();
+                let count = cast(&arr[3], &DataType::Int64)?;
+                let count = count.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+                let mut out = Vec::with_capacity(n);
+                for r in 0..n {
+                    if cols.iter().any(|c| c.is_null(r)) || count.is_null(r) {
+                        out.push(None);
+                        continue;
+                    }
+                    let (x, lo, hi, c) = (
+                        cols[0].value(r),
+                        cols[1].value(r),
+                        cols[2].value(r),
+                        count.value(r),
+                    );
+                    if c <= 0 {
+                        return Err(DataFusionError::Execution(
+                            "Last argument (count) for function widthBucket must be positive"
+                                .into(),
+                        ));
+                    }
+                    if x.is_nan() || lo.is_nan() || hi.is_nan() {
+                        return Err(DataFusionError::Execution(
+                            "The first three arguments (operand, low, high) cannot be NaN in function widthBucket".into(),
+                        ));
+                    }
+                    out.push(Some(if lo >= hi || x < lo {
+                        0
+                    } else if x >= hi {
+                        c + 1
+                    } else {
+                        (((x - lo) / (hi - lo) * c as f64).floor() as i64 + 1).min(c)
+                    }));
+                }
+                Ok(Arc::new(Int64Array::from(out)) as ArrayRef)
+            });
+            call(name, "", DataType::Int64, Nulls::FromArgs, args, k)
+        }
         // The largest power of two not above x (integers: 0 below 1).
         "roundToExp2" => {
             let t = type_of(&args[0], ctx)?;

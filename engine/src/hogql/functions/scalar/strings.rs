@@ -1157,6 +1157,161 @@ pub(super) fn translate(
             });
             call(name, "", list_of_strings(), Nulls::FromArgs, args, k)
         }
+        // Case-insensitive (every character) 1-based character position, 0 if absent.
+        "positionCaseInsensitiveUTF8" => {
+            let k = kernel(move |a, n| {
+                let h = utf8(&a[0])?;
+                let nd = utf8(&a[1])?;
+                let (h, nd) = (h.as_string::<i32>(), nd.as_string::<i32>());
+                let out: UInt64Array = (0..n)
+                    .map(|r| {
+                        if h.is_null(r) || nd.is_null(r) {
+                            return None;
+                        }
+                        let hs: Vec<char> =
+                            h.value(r).chars().flat_map(char::to_lowercase).collect();
+                        let ns: Vec<char> =
+                            nd.value(r).chars().flat_map(char::to_lowercase).collect();
+                        if ns.is_empty() {
+                            return Some(1);
+                        }
+                        Some(
+                            hs.windows(ns.len())
+                                .position(|w| w == ns.as_slice())
+                                .map_or(0, |p| p as u64 + 1),
+                        )
+                    })
+                    .collect();
+                Ok(Arc::new(out) as ArrayRef)
+            });
+            call(name, "", DataType::UInt64, Nulls::FromArgs, args, k)
+        }
+        // Searches for several needles (a constant array) at once: any found, the first
+        // needle (in the array's order) found, the leftmost position of any, each one's
+        // 1-based byte position; multiMatchAny with regular expressions.
+        "multiSearchAny"
+        | "multiSearchFirstIndex"
+        | "multiSearchFirstPosition"
+        | "multiSearchAllPositions"
+        | "multiMatchAny" => {
+            let t = type_of(&args[1], ctx)?;
+            if !matches!(t, DataType::List(_) | DataType::LargeList(_)) {
+                return Err(invalid(format!(
+                    "The second argument of `{name}` must be an array of strings, got {t}"
+                )));
+            }
+            let mut args = args;
+            let needles = args.pop().expect("2 args");
+            args.push(
+                needles
+                    .cast_to(&list_of_strings(), ctx.schema)
+                    .map_err(|e| invalid(e.to_string()))?,
+            );
+            let which = name.to_string();
+            let (ret, build_list_out) = match name {
+                "multiSearchAllPositions" => (
+                    DataType::List(Arc::new(Field::new("item", DataType::UInt64, true))),
+                    true,
+                ),
+                "multiSearchAny" | "multiMatchAny" => (DataType::UInt8, false),
+                _ => (DataType::UInt64, false),
+            };
+            let k = kernel(move |a, n| {
+                let h = utf8(&a[0])?;
+                let h = h.as_string::<i32>();
+                let l = a[1].as_list::<i32>();
+                let vals = utf8(l.values())?;
+                let vals = vals.as_string::<i32>();
+                let offs = l.value_offsets();
+                let mut scalars: Vec<Option<u64>> = Vec::with_capacity(n);
+                let mut lists: Vec<Option<Vec<u64>>> = Vec::with_capacity(n);
+                let mut cache: Vec<Option<Regex>> = Vec::new();
+                for r in 0..n {
+                    if h.is_null(r) || l.is_null(r) {
+                        scalars.push(None);
+                        lists.push(None);
+                        continue;
+                    }
+                    let hs = h.value(r);
+                    let needles: Vec<&str> = (offs[r] as usize..offs[r + 1] as usize)
+                        .map(|j| vals.value(j))
+                        .collect();
+                    let pos = |nd: &str| hs.find(nd).map_or(0, |b| b as u64 + 1);
+                    match which.as_str() {
+                        "multiSearchAllPositions" => {
+                            lists.push(Some(needles.iter().map(|nd| pos(nd)).collect()));
+                            scalars.push(None);
+                        }
+                        "multiSearchAny" => {
+                            scalars.push(Some(u64::from(needles.iter().any(|nd| pos(nd) > 0))));
+                        }
+                        "multiSearchFirstIndex" => scalars.push(Some(
+                            needles
+                                .iter()
+                                .position(|nd| pos(nd) > 0)
+                                .map_or(0, |i| i as u64 + 1),
+                        )),
+                        "multiSearchFirstPosition" => scalars.push(Some(
+                            needles
+                                .iter()
+                                .map(|nd| pos(nd))
+                                .filter(|p| *p > 0)
+                                .min()
+                                .unwrap_or(0),
+                        )),
+                        _ => {
+                            if cache.len() != needles.len() {
+                                cache = needles
+                                    .iter()
+                                    .map(|p| regex_of(p).map(Some))
+                                    .collect::<Result<Vec<_>>>()?;
+                            }
+                            let mut any = false;
+                            for (i, p) in needles.iter().enumerate() {
+                                let re = match &cache[i] {
+                                    Some(re) if re.as_str() == *p => re.clone(),
+                                    _ => {
+                                        let re = regex_of(p)?;
+                                        cache[i] = Some(re.clone());
+                                        re
+                                    }
+                                };
+                                if re.is_match(hs) {
+                                    any = true;
+                                    break;
+                                }
+                            }
+                            scalars.push(Some(u64::from(any)));
+                        }
+                    }
+                }
+                Ok(if build_list_out {
+                    let mut b = datafusion::arrow::array::ListBuilder::new(
+                        datafusion::arrow::array::UInt64Builder::new(),
+                    );
+                    for row in lists {
+                        match row {
+                            Some(items) => {
+                                b.values().append_slice(&items);
+                                b.append(true);
+                            }
+                            None => b.append(false),
+                        }
+                    }
+                    Arc::new(b.finish()) as ArrayRef
+                } else if which == "multiSearchAny" || which == "multiMatchAny" {
+                    Arc::new(datafusion::arrow::array::UInt8Array::from(
+                        scalars
+                            .into_iter()
+                            .map(|v| v.map(|v| v as u8))
+                            .collect::<Vec<_>>(),
+                    )) as ArrayRef
+                } else {
+                    Arc::new(UInt64Array::from(scalars)) as ArrayRef
+                })
+            });
+            call(name, "", ret, Nulls::FromArgs, args, k)
+        }
         "base64Encode" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
             Some(base64::engine::general_purpose::STANDARD.encode(v[0]))
         }),
