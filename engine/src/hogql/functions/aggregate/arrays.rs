@@ -182,6 +182,20 @@ const NULL_IN_NULL_OUT: &[&str] = &[
     "arrayUniq",
     "arrayEnumerate",
     "arrayFlatten",
+    "L1Norm",
+    "L2Norm",
+    "LinfNorm",
+    "LpNorm",
+    "L1Distance",
+    "L2Distance",
+    "LinfDistance",
+    "LpDistance",
+    "L1Normalize",
+    "L2Normalize",
+    "LinfNormalize",
+    "LpNormalize",
+    "dotProduct",
+    "cosineDistance",
 ];
 
 pub(super) fn translate(
@@ -398,12 +412,24 @@ pub(super) fn translate(
                             "`{name}` needs arrays of numbers, got {t}"
                         )));
                     }
-                    out.push(cast_to(a, &t, &list_of(DataType::Float64)));
+                    // dotProduct of integers stays an integer (wrapping, as ClickHouse)
+                    let to = if name == "dotProduct" && (el.is_integer() || el == DataType::Null) {
+                        DataType::Int64
+                    } else {
+                        DataType::Float64
+                    };
+                    out.push(cast_to(a, &t, &list_of(to)));
                 } else {
                     out.push(a);
                 }
             }
+            let int_dot = name == "dotProduct"
+                && out.iter().all(|a| {
+                    type_of(a, ctx)
+                        .is_ok_and(|t| item(&t).is_some_and(|f| *f.data_type() == DataType::Int64))
+                });
             let (op, ret) = match name {
+                "dotProduct" if int_dot => (Op::DotProduct, DataType::Int64),
                 "dotProduct" => (Op::DotProduct, DataType::Float64),
                 "cosineDistance" => (Op::CosineDistance, DataType::Float64),
                 n if n.ends_with("Normalize") => (Op::Normalize(kind), list_of(DataType::Float64)),
@@ -997,7 +1023,35 @@ fn norm(v: &[f64], p: f64) -> f64 {
 
 /// L1/L2/Linf/Lp norms, distances and normalizations, dotProduct and cosineDistance.
 fn vector_op(op: Op, a: &[ArrayRef]) -> Result<ArrayRef> {
-    use datafusion::arrow::datatypes::Float64Type;
+    use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+    if op == Op::DotProduct
+        && let (Ok(x), Ok(y)) = (as_list(&a[0]), as_list(&a[1]))
+        && x.values().data_type() == &DataType::Int64
+        && y.values().data_type() == &DataType::Int64
+    {
+        let (xv, yv) = (
+            x.values().as_primitive::<Int64Type>(),
+            y.values().as_primitive::<Int64Type>(),
+        );
+        let mut out = Vec::with_capacity(x.len());
+        for ((ok_x, sx, ex), (ok_y, sy, ey)) in spans(&x).zip(spans(&y)) {
+            if !(ok_x && ok_y) {
+                out.push(None);
+                continue;
+            }
+            if ex - sx != ey - sy {
+                return Err(datafusion::common::DataFusionError::Execution(format!(
+                    "Arguments of function have different array sizes: {} and {}",
+                    ex - sx,
+                    ey - sy
+                )));
+            }
+            out.push(Some((0..ex - sx).fold(0i64, |acc, k| {
+                acc.wrapping_add(xv.value(sx + k).wrapping_mul(yv.value(sy + k)))
+            })));
+        }
+        return Ok(Arc::new(datafusion::arrow::array::Int64Array::from(out)));
+    }
     let first = vectors(&a[0])?;
     let rows = first.len();
     let second = match op {

@@ -339,7 +339,7 @@ fn readable(x: f64, which: u8) -> String {
         " B", " KiB", " MiB", " GiB", " TiB", " PiB", " EiB", " ZiB", " YiB",
     ];
     const DECIMAL: [&str; 9] = [" B", " KB", " MB", " GB", " TB", " PB", " EB", " ZB", " YB"];
-    const WORDS: [&str; 9] = [
+    const WORDS: [&str; 22] = [
         "",
         " thousand",
         " million",
@@ -349,8 +349,21 @@ fn readable(x: f64, which: u8) -> String {
         " quintillion",
         " sextillion",
         " septillion",
+        " octillion",
+        " nonillion",
+        " decillion",
+        " undecillion",
+        " duodecillion",
+        " tredecillion",
+        " quattuordecillion",
+        " quindecillion",
+        " sexdecillion",
+        " septendecillion",
+        " octodecillion",
+        " novemdecillion",
+        " vigintillion",
     ];
-    let (base, units) = match which {
+    let (base, units): (f64, &[&str]) = match which {
         0 => (1024.0, &BINARY),
         1 => (1000.0, &DECIMAL),
         _ => (1000.0, &WORDS),
@@ -361,7 +374,21 @@ fn readable(x: f64, which: u8) -> String {
         v /= base;
         i += 1;
     }
-    format!("{v:.2}{}", units[i])
+    // ClickHouse's fixed notation (double-conversion's ToFixed) rounds a tie away from
+    // zero; from 1e60 on it writes the shortest form instead.
+    let text = if !v.is_finite() {
+        format!("{v}")
+    } else if v.abs() >= 1e60 {
+        format!("{v:e}")
+    } else {
+        let scaled = v * 100.0;
+        if scaled.fract().abs() == 0.5 {
+            format!("{:.2}", scaled.round() / 100.0)
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    format!("{text}{}", units[i])
 }
 
 /// Float arguments truncated to Int64 (a bucket of 59.9 is the bucket of 59).
