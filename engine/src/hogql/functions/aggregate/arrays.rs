@@ -46,6 +46,10 @@ pub(super) enum Op {
     },
     CumSum,
     CumSumNonNegative,
+    /// For each element: how many times its value appeared so far (Uniq), or the 1-based
+    /// order of its value's first appearance (Dense).
+    EnumerateUniq,
+    EnumerateDense,
     /// L1 (1), L2 (2), Linf (0) or Lp (p in the second argument, -1 here) norms of number
     /// arrays; distances of two; the array divided by its norm.
     Norm(i8),
@@ -494,6 +498,15 @@ pub(super) fn translate(
             let (a, b) = common(name, a, b, true, ctx)?;
             simple(Op::HasSubstr, DataType::Boolean, vec![a, b])
         }
+        "arrayEnumerateUniq" | "arrayEnumerateDense" => {
+            need_list(name, &t0)?;
+            let op = if name == "arrayEnumerateUniq" {
+                Op::EnumerateUniq
+            } else {
+                Op::EnumerateDense
+            };
+            simple(op, list_of(DataType::UInt32), vec![args.remove(0)])
+        }
         "arrayUniq" => {
             need_list(name, &t0)?;
             simple(Op::Uniq, DataType::UInt64, vec![args.remove(0)])
@@ -885,6 +898,34 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
         Op::Sum | Op::Avg | Op::Min | Op::Max => reduce(op, a, ret),
         Op::CumSum => cum_sum(&as_list(&a[0])?, ret, false),
         Op::CumSumNonNegative => cum_sum(&as_list(&a[0])?, ret, true),
+        Op::EnumerateUniq | Op::EnumerateDense => {
+            let l = as_list(&a[0])?;
+            let rows = rows_of(l.values())?;
+            let mut values = Vec::with_capacity(l.values().len());
+            for (_, s, e) in spans(&l) {
+                let mut seen: std::collections::HashMap<Vec<u8>, u32> =
+                    std::collections::HashMap::new();
+                for j in s..e {
+                    let next = seen.len() as u32 + 1;
+                    let n = seen.entry(rows.row(j).as_ref().to_vec()).or_insert(0);
+                    if op == Op::EnumerateUniq {
+                        *n += 1;
+                        values.push(*n);
+                    } else {
+                        if *n == 0 {
+                            *n = next;
+                        }
+                        values.push(*n);
+                    }
+                }
+            }
+            Ok(Arc::new(ListArray::try_new(
+                Arc::new(Field::new_list_field(DataType::UInt32, true)),
+                l.offsets().clone(),
+                Arc::new(UInt32Array::from(values)),
+                l.nulls().cloned(),
+            )?))
+        }
         Op::Norm(_) | Op::Distance(_) | Op::Normalize(_) | Op::DotProduct | Op::CosineDistance => {
             vector_op(op, a)
         }

@@ -139,6 +139,8 @@ const ENTRIES: &[Entry] = &[
     e("arrayPopFront", false, S, 1, Some(1), (0, 0)),
     e("arrayCumSum", false, S, 1, Some(1), (0, 0)),
     e("arrayCumSumNonNegative", false, S, 1, Some(1), (0, 0)),
+    e("arrayEnumerateUniq", false, S, 1, Some(1), (0, 0)),
+    e("arrayEnumerateDense", false, S, 1, Some(1), (0, 0)),
     e("L1Norm", false, S, 1, Some(1), (0, 0)),
     e("L2Norm", false, S, 1, Some(1), (0, 0)),
     e("LinfNorm", false, S, 1, Some(1), (0, 0)),
