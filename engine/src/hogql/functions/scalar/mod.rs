@@ -68,6 +68,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("toDateTime", 1, Some(2), false, DateTime),
     ("toDateTime64", 1, Some(3), false, DateTime),
     ("toModifiedJulianDay", 1, Some(1), false, DateTime),
+    ("dateName", 2, Some(3), false, DateTime),
     ("fromModifiedJulianDay", 1, Some(1), false, DateTime),
     ("timeZoneOf", 1, Some(1), false, DateTime),
     ("timeZoneOffset", 1, Some(1), false, DateTime),

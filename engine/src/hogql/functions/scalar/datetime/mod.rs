@@ -106,6 +106,18 @@ impl Unit {
     }
 }
 
+fn weekday_name(d: chrono::Weekday) -> &'static str {
+    match d {
+        chrono::Weekday::Mon => "Monday",
+        chrono::Weekday::Tue => "Tuesday",
+        chrono::Weekday::Wed => "Wednesday",
+        chrono::Weekday::Thu => "Thursday",
+        chrono::Weekday::Fri => "Friday",
+        chrono::Weekday::Sat => "Saturday",
+        chrono::Weekday::Sun => "Sunday",
+    }
+}
+
 /// 1970-01-01 as a Modified Julian Day.
 const MJD_EPOCH_DAYS: i32 = 40587;
 
@@ -574,6 +586,66 @@ pub(super) fn translate(
         "toDate" | "to_date" | "DATE" => {
             let tz = args.get(1).cloned();
             to_date(args.swap_remove(0), tz.as_ref(), ctx)
+        }
+        // dateName(part, t[, zone]): the part as text (month and weekday as English names,
+        // week the ISO week); hour/minute/second only of a DateTime.
+        "dateName" => {
+            let part = lit_str(&args[0]).ok_or_else(|| {
+                invalid("The first argument of `dateName` must be a constant string")
+            })?;
+            const PARTS: [&str; 10] = [
+                "year",
+                "quarter",
+                "month",
+                "week",
+                "dayofyear",
+                "day",
+                "weekday",
+                "hour",
+                "minute",
+                "second",
+            ];
+            if !PARTS.contains(&part.as_str()) {
+                return Err(invalid(format!(
+                    "Invalid date part {part} for function dateName"
+                )));
+            }
+            let t = args.swap_remove(1);
+            let ty = type_of(&t, ctx)?;
+            let timed = matches!(ty, DataType::Timestamp(..));
+            if !timed && matches!(part.as_str(), "hour" | "minute" | "second") {
+                return Err(invalid(format!(
+                    "Illegal argument of type {ty} for the {part} of function dateName"
+                )));
+            }
+            let tz_arg = args.get(1).cloned();
+            let (tz, tz_name) = zone(&ty, tz_arg.as_ref(), ctx)?;
+            let key = format!("{part}/{tz_name}");
+            let k = kernel(move |a, _| {
+                let v: datafusion::arrow::array::StringArray = instants(&a[0], tz)?
+                    .into_iter()
+                    .map(|m| {
+                        let l = local(tz, m?)?;
+                        Some(match part.as_str() {
+                            "year" => l.year().to_string(),
+                            "quarter" => ((l.month() - 1) / 3 + 1).to_string(),
+                            "month" => chrono::Month::try_from(l.month() as u8)
+                                .ok()?
+                                .name()
+                                .to_string(),
+                            "week" => l.iso_week().week().to_string(),
+                            "dayofyear" => l.ordinal().to_string(),
+                            "day" => l.day().to_string(),
+                            "weekday" => weekday_name(l.weekday()).to_string(),
+                            "hour" => l.hour().to_string(),
+                            "minute" => l.minute().to_string(),
+                            _ => l.second().to_string(),
+                        })
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(name, key, DataType::Utf8, nulls_of(&ty), vec![t], k))
         }
         // Days since 1858-11-17 (Int32), and back.
         "toModifiedJulianDay" => {
