@@ -291,6 +291,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("extractURLParameter", 2, Some(2), false, Url),
     ("extractURLParameters", 1, Some(1), false, Url),
     ("cutQueryString", 1, Some(1), false, Url),
+    ("cutURLParameter", 2, Some(2), false, Url),
     ("cutQueryStringAndFragment", 1, Some(1), false, Url),
     ("extractURLParameterNames", 1, Some(1), false, Url),
     ("cutWWW", 1, Some(1), false, Url),
