@@ -114,7 +114,7 @@ macro_rules! fixed_size {
         }
     )*};
 }
-fixed_size!(bool, u64, i64, f64);
+fixed_size!(bool, u8, u64, i64, f64);
 
 /// ClickHouse's check of `repeat`'s count.
 pub(crate) fn check_repeat(times: i64) -> Result<()> {

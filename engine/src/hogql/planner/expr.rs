@@ -69,7 +69,19 @@ impl Planner<'_> {
                 let v = self.expr(expr, scope)?;
                 Ok(match op {
                     UnaryOp::Not => Expr::Not(Box::new(to_bool(v, &scope.schema)?)),
-                    UnaryOp::Neg => Expr::Negative(Box::new(v)),
+                    UnaryOp::Neg => {
+                        let t = v.get_type(&scope.schema).map_err(df)?;
+                        let literal = matches!(v, Expr::Literal(..));
+                        match (t.is_unsigned_integer() || literal)
+                            .then(|| functions::int_negate(v.clone(), &t))
+                            .transpose()
+                            .map_err(|x| PlanError::new(x.to_string(), Some(e.span)))?
+                            .flatten()
+                        {
+                            Some(n) => n,
+                            None => Expr::Negative(Box::new(v)),
+                        }
+                    }
                 })
             }
             ExprKind::Between {
@@ -398,14 +410,16 @@ impl Planner<'_> {
                 let (l, r) = self.comparison_operands(left, right, scope)?;
                 let ln = l.nullable(&scope.schema).map_err(df)?;
                 let rn = r.nullable(&scope.schema).map_err(df)?;
+                let (l0, r0) = (l.clone(), r.clone());
+                let ieee = |c: Expr| ieee_float_cmp(c, op, &l0, &r0, &scope.schema);
                 if !ln && !rn {
-                    return Ok(Expr::BinaryExpr(BinaryExpr::new(
+                    return ieee(Expr::BinaryExpr(BinaryExpr::new(
                         Box::new(l),
                         binary_operator(op),
                         Box::new(r),
                     )));
                 }
-                Ok(match op {
+                ieee(match op {
                     Eq => Expr::BinaryExpr(BinaryExpr::new(
                         Box::new(l),
                         Operator::IsNotDistinctFrom,
@@ -428,6 +442,19 @@ impl Planner<'_> {
                 let r = self.expr(right, scope)?;
                 let l = bool_to_int(l, &scope.schema)?;
                 let r = bool_to_int(r, &scope.schema)?;
+                let lt = l.get_type(&scope.schema).map_err(df)?;
+                let rt = r.get_type(&scope.schema).map_err(df)?;
+                let int_op = match op {
+                    Add => functions::IntOp::Add,
+                    Sub => functions::IntOp::Sub,
+                    Mul => functions::IntOp::Mul,
+                    _ => functions::IntOp::Mod,
+                };
+                if let Some(e) = functions::int_arith(int_op, l.clone(), r.clone(), &lt, &rt)
+                    .map_err(|e| PlanError::new(e.to_string(), Some(span)))?
+                {
+                    return Ok(e);
+                }
                 Ok(Expr::BinaryExpr(BinaryExpr::new(
                     Box::new(l),
                     binary_operator(op),

@@ -134,6 +134,36 @@ pub(super) fn binary_operator(op: BinaryOp) -> Operator {
     }
 }
 
+/// A comparison of computed floats as IEEE 754 (and ClickHouse) compare them: NaN is neither
+/// equal to, less nor greater than anything (Arrow's kernels order NaN as a value, and
+/// `log(-1)` is a negative NaN that sorts below everything). Only operands that can hold a
+/// NaN are checked: a stored column or a literal cannot (JSON has no NaN), so filters on
+/// them keep their form.
+pub(super) fn ieee_float_cmp(
+    cmp: Expr,
+    op: BinaryOp,
+    l: &Expr,
+    r: &Expr,
+    schema: &DFSchema,
+) -> PResult<Expr> {
+    let mut nan_sides = Vec::new();
+    for side in [l, r] {
+        if matches!(side, Expr::Column(_) | Expr::Literal(..)) {
+            continue;
+        }
+        if side.get_type(schema).map_err(df)?.is_floating() {
+            nan_sides.push(datafusion::functions::math::expr_fn::isnan(side.clone()));
+        }
+    }
+    Ok(nan_sides.into_iter().fold(cmp, |acc, is_nan| {
+        if op == BinaryOp::NotEq {
+            acc.or(null_to(is_nan, false))
+        } else {
+            acc.and(null_to(Expr::Not(Box::new(is_nan)), true))
+        }
+    }))
+}
+
 /// NULL → false.
 pub(super) fn null_false(e: Expr) -> Expr {
     null_to(e, false)

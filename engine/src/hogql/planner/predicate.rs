@@ -40,11 +40,13 @@ impl Planner<'_> {
                 {
                     return self.expr(e, scope);
                 }
+                let (l0, r0) = (l.clone(), r.clone());
                 let cmp = Expr::BinaryExpr(BinaryExpr::new(
                     Box::new(l),
                     binary_operator(*op),
                     Box::new(r),
                 ));
+                let cmp = ieee_float_cmp(cmp, *op, &l0, &r0, &scope.schema)?;
                 Ok(match self.implied_range(*op, left, right, scope)? {
                     Some(range) => cmp.and(range),
                     None => cmp,

@@ -41,8 +41,22 @@ pub(super) enum Op {
     Avg,
     Min,
     Max,
-    Sort { desc: bool },
+    Sort {
+        desc: bool,
+    },
     CumSum,
+    CumSumNonNegative,
+    /// For each element: how many times its value appeared so far (Uniq), or the 1-based
+    /// order of its value's first appearance (Dense).
+    EnumerateUniq,
+    EnumerateDense,
+    /// L1 (1), L2 (2), Linf (0) or Lp (p in the second argument, -1 here) norms of number
+    /// arrays; distances of two; the array divided by its norm.
+    Norm(i8),
+    Distance(i8),
+    Normalize(i8),
+    DotProduct,
+    CosineDistance,
     Intersect,
     Zip,
     Product,
@@ -145,6 +159,49 @@ fn common(
     Ok((list, other))
 }
 
+/// Array functions that answer NULL for a NULL literal array (ClickHouse's Nullable(Nothing)).
+const NULL_IN_NULL_OUT: &[&str] = &[
+    "arrayReverse",
+    "arraySort",
+    "arrayReverseSort",
+    "arrayDistinct",
+    "arrayCompact",
+    "arraySlice",
+    "arrayPopBack",
+    "arrayPopFront",
+    "arrayPushBack",
+    "arrayPushFront",
+    "arrayCumSum",
+    "arrayCumSumNonNegative",
+    "arraySum",
+    "arrayAvg",
+    "arrayMin",
+    "arrayMax",
+    "arrayProduct",
+    "arrayDifference",
+    "arrayStringConcat",
+    "arrayElement",
+    "hasAny",
+    "hasAll",
+    "arrayUniq",
+    "arrayEnumerate",
+    "arrayFlatten",
+    "L1Norm",
+    "L2Norm",
+    "LinfNorm",
+    "LpNorm",
+    "L1Distance",
+    "L2Distance",
+    "LinfDistance",
+    "LpDistance",
+    "L1Normalize",
+    "L2Normalize",
+    "LinfNormalize",
+    "LpNormalize",
+    "dotProduct",
+    "cosineDistance",
+];
+
 pub(super) fn translate(
     name: &str,
     args: Vec<Expr>,
@@ -160,6 +217,14 @@ pub(super) fn translate(
         Some(a) => type_of(a, ctx)?,
         None => DataType::Null,
     };
+    // ClickHouse: an array function of a NULL literal is NULL (has, indexOf and countEqual
+    // refuse it, as here)
+    if t0 == DataType::Null
+        && matches!(args.first(), Some(Expr::Literal(v, _)) if v.is_null())
+        && NULL_IN_NULL_OUT.contains(&name)
+    {
+        return Ok(lit(ScalarValue::Null));
+    }
     let simple = |op: Op, ret: DataType, args: Vec<Expr>| Ok(call(op, name_static, ret, args));
     match name {
         "array" => Ok(fnn::make_array::make_array_udf().call(args)),
@@ -308,6 +373,75 @@ pub(super) fn translate(
             let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
             simple(Op::CumSum, list_of(target), vec![a])
         }
+        "arrayCumSumNonNegative" => {
+            let el = need_list(name, &t0)?;
+            if !(el.is_numeric() || matches!(el, DataType::Boolean | DataType::Null)) {
+                return Err(FunctionError::Invalid(format!(
+                    "`{name}` cannot add values of type {el}"
+                )));
+            }
+            let target = if el.is_floating() {
+                DataType::Float64
+            } else if el.is_unsigned_integer() || el == DataType::Boolean {
+                DataType::UInt64
+            } else {
+                DataType::Int64
+            };
+            let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
+            simple(Op::CumSumNonNegative, list_of(target), vec![a])
+        }
+        "L1Norm" | "L2Norm" | "LinfNorm" | "LpNorm" | "L1Distance" | "L2Distance"
+        | "LinfDistance" | "LpDistance" | "L1Normalize" | "L2Normalize" | "LinfNormalize"
+        | "LpNormalize" | "dotProduct" | "cosineDistance" => {
+            let kind = match &name[..2] {
+                "L1" => 1,
+                "L2" => 2,
+                "Li" => 0,
+                _ => -1,
+            };
+            let lists = if matches!(name, "L1Norm" | "L2Norm" | "LinfNorm" | "LpNorm")
+                || name.ends_with("Normalize")
+            {
+                1
+            } else {
+                2
+            };
+            let mut out = Vec::with_capacity(args.len());
+            for (i, a) in args.into_iter().enumerate() {
+                let t = type_of(&a, ctx)?;
+                if i < lists {
+                    let el = need_list(name, &t)?;
+                    if !(el.is_numeric() || el == DataType::Null) {
+                        return Err(FunctionError::Invalid(format!(
+                            "`{name}` needs arrays of numbers, got {t}"
+                        )));
+                    }
+                    // dotProduct of integers stays an integer (wrapping, as ClickHouse)
+                    let to = if name == "dotProduct" && (el.is_integer() || el == DataType::Null) {
+                        DataType::Int64
+                    } else {
+                        DataType::Float64
+                    };
+                    out.push(cast_to(a, &t, &list_of(to)));
+                } else {
+                    out.push(a);
+                }
+            }
+            let int_dot = name == "dotProduct"
+                && out.iter().all(|a| {
+                    type_of(a, ctx)
+                        .is_ok_and(|t| item(&t).is_some_and(|f| *f.data_type() == DataType::Int64))
+                });
+            let (op, ret) = match name {
+                "dotProduct" if int_dot => (Op::DotProduct, DataType::Int64),
+                "dotProduct" => (Op::DotProduct, DataType::Float64),
+                "cosineDistance" => (Op::CosineDistance, DataType::Float64),
+                n if n.ends_with("Normalize") => (Op::Normalize(kind), list_of(DataType::Float64)),
+                n if n.ends_with("Distance") => (Op::Distance(kind), DataType::Float64),
+                _ => (Op::Norm(kind), DataType::Float64),
+            };
+            simple(op, ret, out)
+        }
         // The other arrays are read as the first one's element type, as ClickHouse
         // (`arrayIntersect([1, 2], [1.0, 2.5])` is [1, 2]).
         "arrayIntersect" => {
@@ -363,6 +497,15 @@ pub(super) fn translate(
             let a = args.pop().expect("arity");
             let (a, b) = common(name, a, b, true, ctx)?;
             simple(Op::HasSubstr, DataType::Boolean, vec![a, b])
+        }
+        "arrayEnumerateUniq" | "arrayEnumerateDense" => {
+            need_list(name, &t0)?;
+            let op = if name == "arrayEnumerateUniq" {
+                Op::EnumerateUniq
+            } else {
+                Op::EnumerateDense
+            };
+            simple(op, list_of(DataType::UInt32), vec![args.remove(0)])
         }
         "arrayUniq" => {
             need_list(name, &t0)?;
@@ -753,7 +896,39 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             )?))
         }
         Op::Sum | Op::Avg | Op::Min | Op::Max => reduce(op, a, ret),
-        Op::CumSum => cum_sum(&as_list(&a[0])?, ret),
+        Op::CumSum => cum_sum(&as_list(&a[0])?, ret, false),
+        Op::CumSumNonNegative => cum_sum(&as_list(&a[0])?, ret, true),
+        Op::EnumerateUniq | Op::EnumerateDense => {
+            let l = as_list(&a[0])?;
+            let rows = rows_of(l.values())?;
+            let mut values = Vec::with_capacity(l.values().len());
+            for (_, s, e) in spans(&l) {
+                let mut seen: std::collections::HashMap<Vec<u8>, u32> =
+                    std::collections::HashMap::new();
+                for j in s..e {
+                    let next = seen.len() as u32 + 1;
+                    let n = seen.entry(rows.row(j).as_ref().to_vec()).or_insert(0);
+                    if op == Op::EnumerateUniq {
+                        *n += 1;
+                        values.push(*n);
+                    } else {
+                        if *n == 0 {
+                            *n = next;
+                        }
+                        values.push(*n);
+                    }
+                }
+            }
+            Ok(Arc::new(ListArray::try_new(
+                Arc::new(Field::new_list_field(DataType::UInt32, true)),
+                l.offsets().clone(),
+                Arc::new(UInt32Array::from(values)),
+                l.nulls().cloned(),
+            )?))
+        }
+        Op::Norm(_) | Op::Distance(_) | Op::Normalize(_) | Op::DotProduct | Op::CosineDistance => {
+            vector_op(op, a)
+        }
         Op::Intersect => intersect(a),
         Op::Zip => zip(a, ret),
         Op::Product | Op::Difference => {
@@ -864,9 +1039,153 @@ fn eval(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
     }
 }
 
+/// The rows of a List(Float64) array (cast at translation) as vectors; NULL rows None.
+fn vectors(a: &ArrayRef) -> Result<Vec<Option<Vec<f64>>>> {
+    use datafusion::arrow::datatypes::Float64Type;
+    let l = as_list(a)?;
+    let vals = cast(l.values(), &DataType::Float64)?;
+    let v = vals.as_primitive::<Float64Type>();
+    Ok(spans(&l)
+        .map(|(ok, s, e)| ok.then(|| (s..e).map(|j| v.value(j)).collect()))
+        .collect())
+}
+
+fn norm(v: &[f64], p: f64) -> f64 {
+    if p.is_infinite() {
+        v.iter().fold(0.0, |m, x| m.max(x.abs()))
+    } else if p == 1.0 {
+        v.iter().map(|x| x.abs()).sum()
+    } else if p == 2.0 {
+        v.iter().map(|x| x * x).sum::<f64>().sqrt()
+    } else {
+        v.iter().map(|x| x.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+    }
+}
+
+/// L1/L2/Linf/Lp norms, distances and normalizations, dotProduct and cosineDistance.
+fn vector_op(op: Op, a: &[ArrayRef]) -> Result<ArrayRef> {
+    use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+    if op == Op::DotProduct
+        && let (Ok(x), Ok(y)) = (as_list(&a[0]), as_list(&a[1]))
+        && x.values().data_type() == &DataType::Int64
+        && y.values().data_type() == &DataType::Int64
+    {
+        let (xv, yv) = (
+            x.values().as_primitive::<Int64Type>(),
+            y.values().as_primitive::<Int64Type>(),
+        );
+        let mut out = Vec::with_capacity(x.len());
+        for ((ok_x, sx, ex), (ok_y, sy, ey)) in spans(&x).zip(spans(&y)) {
+            if !(ok_x && ok_y) {
+                out.push(None);
+                continue;
+            }
+            if ex - sx != ey - sy {
+                return Err(datafusion::common::DataFusionError::Execution(format!(
+                    "Arguments of function have different array sizes: {} and {}",
+                    ex - sx,
+                    ey - sy
+                )));
+            }
+            out.push(Some((0..ex - sx).fold(0i64, |acc, k| {
+                acc.wrapping_add(xv.value(sx + k).wrapping_mul(yv.value(sy + k)))
+            })));
+        }
+        return Ok(Arc::new(datafusion::arrow::array::Int64Array::from(out)));
+    }
+    let first = vectors(&a[0])?;
+    let rows = first.len();
+    let second = match op {
+        Op::Distance(_) | Op::DotProduct | Op::CosineDistance => Some(vectors(&a[1])?),
+        _ => None,
+    };
+    // Lp: p is the last argument
+    let p_of = |kind: i8, r: usize| -> Result<Option<f64>> {
+        Ok(match kind {
+            1 => Some(1.0),
+            2 => Some(2.0),
+            0 => Some(f64::INFINITY),
+            _ => {
+                let c = cast(&a[a.len() - 1], &DataType::Float64)?;
+                let c = c.as_primitive::<Float64Type>();
+                if c.is_null(r) {
+                    None
+                } else {
+                    let p = c.value(r);
+                    if p.is_nan() || p < 1.0 {
+                        return Err(datafusion::common::DataFusionError::Execution(format!(
+                            "Second argument for function Lp must be not less than one, got {p}"
+                        )));
+                    }
+                    Some(p)
+                }
+            }
+        })
+    };
+    let pair = |r: usize| -> Result<Option<(Vec<f64>, Vec<f64>)>> {
+        let (Some(x), Some(y)) = (&first[r], second.as_ref().and_then(|s| s[r].as_ref())) else {
+            return Ok(None);
+        };
+        if x.len() != y.len() {
+            return Err(datafusion::common::DataFusionError::Execution(format!(
+                "Arguments of function have different array sizes: {} and {}",
+                x.len(),
+                y.len()
+            )));
+        }
+        Ok(Some((x.clone(), y.clone())))
+    };
+    if let Op::Normalize(kind) = op {
+        let mut offsets = vec![0i32];
+        let mut values = Vec::new();
+        let mut valid = Vec::with_capacity(rows);
+        for (r, x) in first.iter().enumerate() {
+            match (x, p_of(kind, r)?) {
+                (Some(x), Some(p)) => {
+                    let n = norm(x, p);
+                    values.extend(x.iter().map(|v| v / n));
+                    valid.push(true);
+                }
+                _ => valid.push(false),
+            }
+            offsets.push(values.len() as i32);
+        }
+        return Ok(Arc::new(ListArray::try_new(
+            Arc::new(Field::new_list_field(DataType::Float64, true)),
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(datafusion::arrow::array::Float64Array::from(values)),
+            Some(valid.into()),
+        )?));
+    }
+    let mut out = Vec::with_capacity(rows);
+    for (r, x) in first.iter().enumerate() {
+        out.push(match op {
+            Op::Norm(kind) => match (x, p_of(kind, r)?) {
+                (Some(x), Some(p)) => Some(norm(x, p)),
+                _ => None,
+            },
+            Op::Distance(kind) => match (pair(r)?, p_of(kind, r)?) {
+                (Some((x, y)), Some(p)) => {
+                    let d: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a - b).collect();
+                    Some(norm(&d, p))
+                }
+                _ => None,
+            },
+            Op::DotProduct => pair(r)?.map(|(x, y)| x.iter().zip(&y).map(|(a, b)| a * b).sum()),
+            _ => pair(r)?.map(|(x, y)| {
+                let dot: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+                let (xx, yy): (f64, f64) =
+                    (x.iter().map(|a| a * a).sum(), y.iter().map(|b| b * b).sum());
+                1.0 - dot / (xx * yy).sqrt()
+            }),
+        });
+    }
+    Ok(Arc::new(datafusion::arrow::array::Float64Array::from(out)))
+}
+
 /// `arrayCumSum`: running sums (NULL elements add nothing), in the list's element type
 /// (Int64, UInt64 or Float64, cast at translation).
-fn cum_sum(l: &ListArray, ret: &DataType) -> Result<ArrayRef> {
+fn cum_sum(l: &ListArray, ret: &DataType, non_negative: bool) -> Result<ArrayRef> {
     use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt64Type};
     let vals = l.values();
     let out: ArrayRef = match vals.data_type() {
@@ -878,6 +1197,9 @@ fn cum_sum(l: &ListArray, ret: &DataType) -> Result<ArrayRef> {
                 for j in s..e {
                     if v.is_valid(j) {
                         acc += v.value(j);
+                    }
+                    if non_negative && acc < 0.0 {
+                        acc = 0.0;
                     }
                     out.push(acc);
                 }
@@ -907,6 +1229,9 @@ fn cum_sum(l: &ListArray, ret: &DataType) -> Result<ArrayRef> {
                 for j in s..e {
                     if v.is_valid(j) {
                         acc = acc.wrapping_add(v.value(j));
+                    }
+                    if non_negative && acc < 0 {
+                        acc = 0;
                     }
                     out.push(acc);
                 }

@@ -139,12 +139,54 @@ pub(crate) fn numeric_supertype(types: &[DataType]) -> Option<DataType> {
 }
 
 /// The branch values cast to [`numeric_supertype`] where they need one.
+///
+/// A non-negative integer literal counts as ClickHouse types it, the smallest unsigned type
+/// holding it (hedgerow reads it as Int64): `if(c, 9223372036854775807 + 3, 5)` is UInt64.
 pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSchema) -> Vec<Expr> {
     let types: Vec<DataType> = values
         .iter()
         .map(|v| v.get_type(schema).unwrap_or(DataType::Null))
         .collect();
-    match numeric_supertype(&types) {
+    let ch_types: Vec<DataType> = values
+        .iter()
+        .zip(&types)
+        .map(|(v, t)| match v {
+            Expr::Literal(ScalarValue::Int64(Some(x)), _) if *x >= 0 => match *x {
+                0..=0xFF => DataType::UInt8,
+                0x100..=0xFFFF => DataType::UInt16,
+                0x1_0000..=0xFFFF_FFFF => DataType::UInt32,
+                _ => DataType::UInt64,
+            },
+            _ => t.clone(),
+        })
+        .collect();
+    let numbers = ch_types.iter().filter(|t| **t != DataType::Null);
+    let same_ch_type = numbers
+        .clone()
+        .all(|t| Some(t) == ch_types.iter().find(|t| **t != DataType::Null));
+    let super_type = match numeric_supertype(&ch_types) {
+        Some(t) => Some(t),
+        // `greatest(9223372036854775807, length(s))`: a literal and a UInt64, both UInt64 in
+        // ClickHouse's typing
+        None if same_ch_type && numbers.clone().any(|t| t.is_integer()) => {
+            ch_types.iter().find(|t| **t != DataType::Null).cloned()
+        }
+        None => None,
+    }
+    // all literals of one width, or all agreeing: leave them as they are
+    .filter(|t| !types.iter().all(|x| x == t || *x == DataType::Null));
+    let super_type = super_type.map(|t| {
+        // a literal's own width is not a type to cast others to: Int64 holds every literal
+        if types
+            .iter()
+            .all(|x| *x == DataType::Int64 || *x == DataType::Null)
+        {
+            DataType::Int64
+        } else {
+            t
+        }
+    });
+    match super_type {
         Some(t) => values
             .into_iter()
             .zip(types)
@@ -167,7 +209,19 @@ pub(super) fn translate(
 ) -> Result<Expr, FunctionError> {
     let build = |r: datafusion::common::Result<Expr>| r.map_err(|e| invalid(e.to_string()));
     match name {
-        "coalesce" | "ifNull" => Ok(f::coalesce(bool_literals(args, ctx))),
+        // ClickHouse answers a first argument that cannot be NULL as it is (its type too:
+        // `ifNull(abs(x), x)` is the UInt64 abs, not a common type of both)
+        "coalesce" | "ifNull"
+            if args
+                .first()
+                .is_some_and(|a| !a.nullable(ctx.schema).unwrap_or(true)) =>
+        {
+            Ok(args.swap_remove(0))
+        }
+        "coalesce" | "ifNull" => Ok(f::coalesce(agree_numeric(
+            bool_literals(args, ctx),
+            ctx.schema,
+        ))),
         "nullIf" => {
             let b = args.pop().expect("2 args");
             let a = args.pop().expect("2 args");

@@ -140,6 +140,25 @@ fn to_float(
             m.into_iter()
                 .map(|m| m.map(|m| m.div_euclid(MICROS) as f64))
                 .collect()
+        } else if in_ty.is_integer() && !or_zero {
+            // accurateCastOrNull(x, 'Float64'): NULL where the integer has no exact Float64
+            let exact = |i: i128| {
+                let f = i as f64;
+                (f as i128 == i).then_some(f)
+            };
+            if in_ty.is_unsigned_integer() {
+                let c = cast(x, &DataType::UInt64)?;
+                c.as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+                    .iter()
+                    .map(|v| v.and_then(|v| exact(i128::from(v))))
+                    .collect()
+            } else {
+                let c = cast(x, &DataType::Int64)?;
+                c.as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                    .iter()
+                    .map(|v| v.and_then(|v| exact(i128::from(v))))
+                    .collect()
+            }
         } else {
             let c = cast(x, &DataType::Float64)?;
             c.as_primitive::<Float64Type>().iter().collect()

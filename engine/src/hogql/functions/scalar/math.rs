@@ -33,6 +33,10 @@ pub(crate) fn round_half_even(x: f64, n: i64) -> f64 {
     if !x.is_finite() || x == 0.0 {
         return x;
     }
+    // ClickHouse scales by 10^n first: where that overflows, the answer is ±inf.
+    if n > 0 && (x * 10f64.powi(n.min(400) as i32)).is_infinite() {
+        return f64::INFINITY.copysign(x);
+    }
     let s = format!("{:e}", x.abs());
     let (mant, exp) = s.split_once('e').expect("exponent form");
     let exp: i64 = exp.parse().expect("exponent");
@@ -328,6 +332,78 @@ fn modulo_variant(
 }
 
 /// A Float64 function of Float64 arguments (integers read as floats), NULL in, NULL out.
+/// formatReadableSize (1024-based, KiB…), formatReadableDecimalSize (1000-based, KB…) and
+/// formatReadableQuantity (1000-based, thousand…): two decimals and the unit.
+fn readable(x: f64, which: u8) -> String {
+    const BINARY: [&str; 9] = [
+        " B", " KiB", " MiB", " GiB", " TiB", " PiB", " EiB", " ZiB", " YiB",
+    ];
+    const DECIMAL: [&str; 9] = [" B", " KB", " MB", " GB", " TB", " PB", " EB", " ZB", " YB"];
+    const WORDS: [&str; 22] = [
+        "",
+        " thousand",
+        " million",
+        " billion",
+        " trillion",
+        " quadrillion",
+        " quintillion",
+        " sextillion",
+        " septillion",
+        " octillion",
+        " nonillion",
+        " decillion",
+        " undecillion",
+        " duodecillion",
+        " tredecillion",
+        " quattuordecillion",
+        " quindecillion",
+        " sexdecillion",
+        " septendecillion",
+        " octodecillion",
+        " novemdecillion",
+        " vigintillion",
+    ];
+    let (base, units): (f64, &[&str]) = match which {
+        0 => (1024.0, &BINARY),
+        1 => (1000.0, &DECIMAL),
+        _ => (1000.0, &WORDS),
+    };
+    let mut v = x;
+    let mut i = 0;
+    while v.abs() >= base && i + 1 < units.len() {
+        v /= base;
+        i += 1;
+    }
+    // ClickHouse's fixed notation (double-conversion's ToFixed) rounds a tie away from
+    // zero; from 1e60 on it writes the shortest form instead.
+    let text = if !v.is_finite() {
+        format!("{v}")
+    } else if v.abs() >= 1e60 {
+        format!("{v:e}")
+    } else {
+        let scaled = v * 100.0;
+        if scaled.fract().abs() == 0.5 {
+            format!("{:.2}", scaled.round() / 100.0)
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    format!("{text}{}", units[i])
+}
+
+/// Float arguments truncated to Int64 (a bucket of 59.9 is the bucket of 59).
+fn floored(args: Vec<Expr>, ctx: &FnContext<'_>) -> Result<Vec<Expr>, FunctionError> {
+    args.into_iter()
+        .map(|a| {
+            Ok(if type_of(&a, ctx)?.is_floating() {
+                Expr::Cast(Cast::new(Box::new(a), DataType::Int64))
+            } else {
+                a
+            })
+        })
+        .collect()
+}
+
 fn float_fn(name: &str, args: Vec<Expr>, f: fn(&[f64]) -> f64) -> Expr {
     let k = kernel(move |arr, n| {
         let cols = arr
@@ -475,6 +551,127 @@ pub(super) fn translate(
         "round" => rounding(name, args, Rounding::Round, ctx)?,
         "floor" => rounding(name, args, Rounding::Floor, ctx)?,
         "ceil" | "ceiling" => rounding("ceil", args, Rounding::Ceil, ctx)?,
+        // The bucket of `operand` among `count` equal ones from `low` to `high`: 0 below (or
+        // when low >= high), count + 1 from high on.
+        "width_bucket" => {
+            let k = kernel(move |arr, n| {
+                let cols = arr[..3]
+                    .iter()
+                    .map(|a| cast(a, &DataType::Float64))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let cols: Vec<_> = cols
+                    .iter()
+                    .map(|c| c.as_primitive::<Float64Type>())
+                    .collect();
+                let count = cast(&arr[3], &DataType::Int64)?;
+                let count = count.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+                let mut out = Vec::with_capacity(n);
+                for r in 0..n {
+                    if cols.iter().any(|c| c.is_null(r)) || count.is_null(r) {
+                        out.push(None);
+                        continue;
+                    }
+                    let (x, lo, hi, c) = (
+                        cols[0].value(r),
+                        cols[1].value(r),
+                        cols[2].value(r),
+                        count.value(r),
+                    );
+                    if c <= 0 {
+                        return Err(DataFusionError::Execution(
+                            "Last argument (count) for function widthBucket must be positive"
+                                .into(),
+                        ));
+                    }
+                    if x.is_nan() || lo.is_nan() || hi.is_nan() {
+                        return Err(DataFusionError::Execution(
+                            "The first three arguments (operand, low, high) cannot be NaN in function widthBucket".into(),
+                        ));
+                    }
+                    out.push(Some(if lo >= hi || x < lo {
+                        0
+                    } else if x >= hi {
+                        c + 1
+                    } else {
+                        (((x - lo) / (hi - lo) * c as f64).floor() as i64 + 1).min(c)
+                    }));
+                }
+                Ok(Arc::new(Int64Array::from(out)) as ArrayRef)
+            });
+            call(name, "", DataType::Int64, Nulls::FromArgs, args, k)
+        }
+        // The largest power of two not above x (integers: 0 below 1).
+        "roundToExp2" => {
+            let t = type_of(&args[0], ctx)?;
+            if t.is_floating() {
+                // ClickHouse clears the mantissa: the sign and exponent stay (-1.5 is -1, a
+                // subnormal 0, NaN inf)
+                float_fn(name, args, |v| {
+                    f64::from_bits(v[0].to_bits() & !((1u64 << 52) - 1))
+                })
+            } else {
+                int_fn(
+                    name,
+                    args,
+                    DataType::Int64,
+                    |v| {
+                        Ok(if v[0] < 1 {
+                            0
+                        } else {
+                            1i64 << (63 - v[0].leading_zeros())
+                        })
+                    },
+                    ctx,
+                )?
+            }
+        }
+        // ClickHouse's buckets for durations (seconds) and ages (years).
+        "roundDuration" => int_fn(
+            name,
+            floored(args, ctx)?,
+            DataType::UInt16,
+            |v| {
+                const STEPS: [i64; 16] = [
+                    0, 1, 10, 30, 60, 120, 180, 240, 300, 600, 1200, 1800, 3600, 7200, 18000, 36000,
+                ];
+                Ok(*STEPS.iter().rev().find(|s| v[0] >= **s).unwrap_or(&0))
+            },
+            ctx,
+        )?,
+        "roundAge" => int_fn(
+            name,
+            floored(args, ctx)?,
+            DataType::UInt8,
+            |v| {
+                Ok(match v[0] {
+                    ..1 => 0,
+                    1..=17 => 17,
+                    18..=24 => 18,
+                    25..=34 => 25,
+                    35..=44 => 35,
+                    45..=54 => 45,
+                    _ => 55,
+                })
+            },
+            ctx,
+        )?,
+        "formatReadableSize" | "formatReadableDecimalSize" | "formatReadableQuantity" => {
+            let which = match name {
+                "formatReadableSize" => 0u8,
+                "formatReadableDecimalSize" => 1,
+                _ => 2,
+            };
+            let k = kernel(move |arr, _| {
+                let c = cast(&arr[0], &DataType::Float64)?;
+                let v: datafusion::arrow::array::StringArray = c
+                    .as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|x| x.map(|x| readable(x, which)))
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+        }
         "trunc" | "truncate" => rounding("trunc", args, Rounding::Trunc, ctx)?,
         "roundBankers" => rounding(name, args, Rounding::Bankers, ctx)?,
         "abs" => abs(args.remove(0), ctx)?,
@@ -592,11 +789,10 @@ pub(super) fn translate(
         "negate" => {
             let a = args.remove(0);
             let t = type_of(&a, ctx)?;
-            if t.is_unsigned_integer() {
-                Expr::Negative(Box::new(Expr::Cast(Cast::new(
-                    Box::new(a),
-                    DataType::Int64,
-                ))))
+            if t.is_unsigned_integer() || matches!(a, Expr::Literal(..)) && t.is_integer() {
+                super::intarith::int_negate(a.clone(), &t)
+                    .map_err(|e| invalid(e.to_string()))?
+                    .unwrap_or_else(|| Expr::Negative(Box::new(a)))
             } else {
                 Expr::Negative(Box::new(a))
             }
@@ -669,8 +865,20 @@ pub(super) fn translate(
             |v| Ok((v[0] >> bit_position(v[1])?) & 1),
             ctx,
         )?,
-        "greatest" => f::greatest(args),
-        "least" => f::least(args),
+        // ClickHouse's common type of the arguments (Int64 for Int64 with UInt64, not
+        // DataFusion's Decimal)
+        "greatest" | "least" => {
+            let types = args
+                .iter()
+                .map(|a| type_of(a, ctx))
+                .collect::<Result<Vec<_>, _>>()?;
+            let greatest = name == "greatest";
+            match super::intarith::int_extreme(greatest, &args, &types) {
+                Some(e) => e,
+                None if greatest => f::greatest(super::agree_numeric(args, ctx.schema)),
+                None => f::least(super::agree_numeric(args, ctx.schema)),
+            }
+        }
         "sign" => sign(args.remove(0)),
         "e" => lit(std::f64::consts::E),
         "pi" => lit(std::f64::consts::PI),

@@ -9,8 +9,10 @@ mod cityhash;
 mod conditional;
 mod convert;
 pub(crate) use cityhash::city_hash_64_of;
+mod intarith;
 pub(crate) use conditional::agree_numeric;
 pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
+pub(crate) use intarith::{IntOp, int_arith, int_negate};
 mod datetime;
 mod json;
 mod math;
@@ -67,6 +69,12 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("DATE", 1, Some(2), true, DateTime),
     ("toDateTime", 1, Some(2), false, DateTime),
     ("toDateTime64", 1, Some(3), false, DateTime),
+    ("toModifiedJulianDay", 1, Some(1), false, DateTime),
+    ("dateName", 2, Some(3), false, DateTime),
+    ("fromModifiedJulianDay", 1, Some(1), false, DateTime),
+    ("timeZoneOf", 1, Some(1), false, DateTime),
+    ("timeZoneOffset", 1, Some(1), false, DateTime),
+    ("toStartOfISOYear", 1, Some(1), false, DateTime),
     ("toTimeZone", 2, Some(2), false, DateTime),
     ("toTimezone", 2, Some(2), false, DateTime),
     ("dateDiff", 3, Some(4), true, DateTime),
@@ -247,6 +255,30 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("ascii", 1, Some(1), false, Strings),
     ("regexpExtract", 2, Some(3), false, Strings),
     ("countSubstrings", 2, Some(3), false, Strings),
+    ("countSubstringsCaseInsensitive", 2, Some(3), false, Strings),
+    (
+        "countSubstringsCaseInsensitiveUTF8",
+        2,
+        Some(3),
+        false,
+        Strings,
+    ),
+    ("countMatches", 2, Some(2), false, Strings),
+    ("regexpQuoteMeta", 1, Some(1), false, Strings),
+    ("positionCaseInsensitiveUTF8", 2, Some(2), false, Strings),
+    ("multiSearchAny", 2, Some(2), false, Strings),
+    ("multiSearchFirstIndex", 2, Some(2), false, Strings),
+    ("multiSearchFirstPosition", 2, Some(2), false, Strings),
+    ("multiSearchAllPositions", 2, Some(2), false, Strings),
+    ("multiMatchAny", 2, Some(2), false, Strings),
+    ("translate", 3, Some(3), false, Strings),
+    ("translateUTF8", 3, Some(3), false, Strings),
+    ("isValidUTF8", 1, Some(1), false, Strings),
+    ("toValidUTF8", 1, Some(1), false, Strings),
+    ("encodeXMLComponent", 1, Some(1), false, Strings),
+    ("decodeXMLComponent", 1, Some(1), false, Strings),
+    ("alphaTokens", 1, Some(2), false, Strings),
+    ("splitByRegexp", 2, Some(3), false, Strings),
     ("splitByWhitespace", 1, Some(2), false, Strings),
     ("splitByNonAlpha", 1, Some(2), false, Strings),
     // URLs.
@@ -261,6 +293,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("extractURLParameter", 2, Some(2), false, Url),
     ("extractURLParameters", 1, Some(1), false, Url),
     ("cutQueryString", 1, Some(1), false, Url),
+    ("cutURLParameter", 2, Some(2), false, Url),
     ("cutQueryStringAndFragment", 1, Some(1), false, Url),
     ("extractURLParameterNames", 1, Some(1), false, Url),
     ("cutWWW", 1, Some(1), false, Url),
@@ -327,6 +360,13 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("exp2", 1, Some(1), false, Math),
     ("exp10", 1, Some(1), false, Math),
     ("cbrt", 1, Some(1), false, Math),
+    ("roundToExp2", 1, Some(1), false, Math),
+    ("width_bucket", 4, Some(4), false, Math),
+    ("roundDuration", 1, Some(1), false, Math),
+    ("roundAge", 1, Some(1), false, Math),
+    ("formatReadableSize", 1, Some(1), false, Math),
+    ("formatReadableDecimalSize", 1, Some(1), false, Math),
+    ("formatReadableQuantity", 1, Some(1), false, Math),
     ("sin", 1, Some(1), false, Math),
     ("cos", 1, Some(1), false, Math),
     ("tan", 1, Some(1), false, Math),

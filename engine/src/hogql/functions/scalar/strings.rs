@@ -179,6 +179,56 @@ fn build_str(v: Vec<Option<String>>) -> ArrayRef {
     Arc::new(StringArray::from(v))
 }
 
+fn build_u8(v: Vec<Option<u8>>) -> ArrayRef {
+    Arc::new(datafusion::arrow::array::UInt8Array::from(v))
+}
+
+fn utf8_array(a: &ArrayRef) -> Result<ArrayRef> {
+    utf8(a)
+}
+
+/// XML entities: the five named ones and numeric `&#N;` / `&#xH;`; anything else is kept.
+fn decode_xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let end = tail.find(';').filter(|e| *e <= 12);
+        let decoded = end.and_then(|e| {
+            let ent = &tail[1..e];
+            let c = match ent {
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "amp" => Some('&'),
+                "quot" => Some('"'),
+                "apos" => Some('\''),
+                _ => {
+                    let num = ent.strip_prefix('#')?;
+                    let v = match num.strip_prefix(['x', 'X']) {
+                        Some(h) => u32::from_str_radix(h, 16).ok()?,
+                        None => num.parse::<u32>().ok()?,
+                    };
+                    char::from_u32(v)
+                }
+            };
+            c.map(|c| (c, e))
+        });
+        match decoded {
+            Some((c, e)) => {
+                out.push(c);
+                rest = &tail[e + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn build_u64(v: Vec<Option<u64>>) -> ArrayRef {
     Arc::new(UInt64Array::from(v))
 }
@@ -660,16 +710,17 @@ pub(super) fn translate(
             let (a, b) = window(len, v[0], v.get(1).copied());
             Ok(char_slice(s, a, b))
         }),
-        // PostHog's left/right are ClickHouse's leftUTF8/rightUTF8: they count characters.
+        // PostHog prints left/right as ClickHouse's left/right, which count bytes (a cut
+        // inside a character leaves invalid UTF-8, read here as U+FFFD).
         "left" => str_ints(name, args, |s, v, _| {
             let n = v[0];
-            let len = s.chars().count() as i64;
+            let len = s.len() as i64;
             let end = if n >= 0 { n.min(len) } else { (len + n).max(0) };
-            Ok(char_slice(s, 0, end as usize))
+            Ok(bytes_str(s, 0, end as usize))
         }),
         "right" => str_ints(name, args, |s, v, _| {
             let n = v[0];
-            let len = s.chars().count() as i64;
+            let len = s.len() as i64;
             if n == i64::MIN {
                 // ClickHouse refuses the one count it cannot negate.
                 return Err(DataFusionError::Execution(format!(
@@ -681,7 +732,7 @@ pub(super) fn translate(
             } else {
                 (-n).min(len)
             };
-            Ok(char_slice(s, start as usize, len as usize))
+            Ok(bytes_str(s, start as usize, len as usize))
         }),
         // trim(s[, chars]): without `chars`, spaces (ClickHouse's trim removes only ' ').
         "trim" | "trimBoth" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
@@ -928,6 +979,339 @@ pub(super) fn translate(
         "rightPadUTF8" => pad_with(name, args, false, true),
         "leftPad" | "lpad" => pad(name, args, true),
         "rightPad" | "rpad" => pad(name, args, false),
+        // Case-insensitive counts: ASCII letters only, or every character (…UTF8).
+        "countSubstringsCaseInsensitive" | "countSubstringsCaseInsensitiveUTF8" => {
+            let utf8 = name.ends_with("UTF8");
+            strs_fn(
+                name,
+                String::new(),
+                DataType::UInt64,
+                args,
+                build_u64,
+                move |v| {
+                    let fold = |x: &str| {
+                        if utf8 {
+                            x.to_lowercase()
+                        } else {
+                            x.to_ascii_lowercase()
+                        }
+                    };
+                    let (h, n) = (fold(v[0]), fold(v[1]));
+                    let from = v
+                        .get(2)
+                        .and_then(|p| p.parse::<usize>().ok())
+                        .unwrap_or(1)
+                        .max(1)
+                        - 1;
+                    let h = h.get(from..).unwrap_or("");
+                    Some(if n.is_empty() {
+                        0
+                    } else {
+                        h.matches(n.as_str()).count() as u64
+                    })
+                },
+            )
+        }
+        // Non-overlapping matches of a regular expression (an empty match advances by one).
+        "countMatches" => regex_fn(name, DataType::UInt64, args, build_u64, |re, v| {
+            Ok(Some(re.find_iter(v[0]).count() as u64))
+        }),
+        // A backslash before each of \0 \ | ( ) ^ $ . [ ] ? * + { : - (ClickHouse's list).
+        "regexpQuoteMeta" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            let mut out = String::with_capacity(v[0].len());
+            for c in v[0].chars() {
+                match c {
+                    '\0' => out.push_str("\\0"),
+                    '\\' | '|' | '(' | ')' | '^' | '$' | '.' | '[' | ']' | '?' | '*' | '+'
+                    | '{' | ':' | '-' => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    c => out.push(c),
+                }
+            }
+            Some(out)
+        }),
+        // Each character of `from` becomes the one at its place in `to`; characters of
+        // `from` past the end of `to` are deleted. translate is for ASCII (ClickHouse refuses
+        // other bytes in from/to), translateUTF8 maps characters.
+        "translate" | "translateUTF8" => {
+            let utf8 = name == "translateUTF8";
+            let k = kernel(move |a, n| {
+                let cols = a.iter().map(utf8_array).collect::<Result<Vec<_>>>()?;
+                let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
+                let mut out = Vec::with_capacity(n);
+                for r in 0..n {
+                    if cols.iter().any(|c| c.is_null(r)) {
+                        out.push(None);
+                        continue;
+                    }
+                    let (s, from, to) = (cols[0].value(r), cols[1].value(r), cols[2].value(r));
+                    if !(utf8 || from.is_ascii() && to.is_ascii()) {
+                        return Err(DataFusionError::Execution(
+                            "translate: the from and to strings must be ASCII (use translateUTF8)"
+                                .into(),
+                        ));
+                    }
+                    let to: Vec<char> = to.chars().collect();
+                    let map: Vec<(char, Option<char>)> = from
+                        .chars()
+                        .enumerate()
+                        .map(|(i, c)| (c, to.get(i).copied()))
+                        .collect();
+                    let mut o = String::with_capacity(s.len());
+                    for c in s.chars() {
+                        match map.iter().find(|(f, _)| *f == c) {
+                            Some((_, Some(t))) => o.push(*t),
+                            Some((_, None)) => {}
+                            None => o.push(c),
+                        }
+                    }
+                    out.push(Some(o));
+                }
+                Ok(build_str(out))
+            });
+            call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
+        }
+        // hedgerow's strings are UTF-8 (invalid bytes were read as U+FFFD).
+        "isValidUTF8" => strs_fn(name, String::new(), DataType::UInt8, args, build_u8, |_| {
+            Some(1)
+        }),
+        "toValidUTF8" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+            Some(v[0].to_string())
+        }),
+        "encodeXMLComponent" => {
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                let mut out = String::with_capacity(v[0].len());
+                for c in v[0].chars() {
+                    match c {
+                        '<' => out.push_str("&lt;"),
+                        '>' => out.push_str("&gt;"),
+                        '&' => out.push_str("&amp;"),
+                        '"' => out.push_str("&quot;"),
+                        '\'' => out.push_str("&apos;"),
+                        c => out.push(c),
+                    }
+                }
+                Some(out)
+            })
+        }
+        "decodeXMLComponent" => {
+            strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
+                Some(decode_xml(v[0]))
+            })
+        }
+        // Runs of ASCII letters, at most `max` of them when given.
+        "alphaTokens" => strs_fn(
+            name,
+            String::new(),
+            list_of_strings(),
+            args,
+            build_list,
+            |v| {
+                let max = v
+                    .get(1)
+                    .and_then(|m| m.parse::<i64>().ok())
+                    .filter(|m| *m > 0);
+                let words = v[0]
+                    .split(|c: char| !c.is_ascii_alphabetic())
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string);
+                Some(match max {
+                    Some(m) => words.take(m as usize).collect(),
+                    None => words.collect(),
+                })
+            },
+        ),
+        // splitByRegexp(re, s[, max]): the pieces between matches; an empty expression splits
+        // into characters.
+        "splitByRegexp" => {
+            let k = kernel(move |a, n| {
+                let cols = a.iter().map(utf8_array).collect::<Result<Vec<_>>>()?;
+                let cols: Vec<_> = cols.iter().map(|c| c.as_string::<i32>()).collect();
+                let mut cache = None;
+                let mut out = Vec::with_capacity(n);
+                for r in 0..n {
+                    if cols.iter().any(|c| c.is_null(r)) {
+                        out.push(None);
+                        continue;
+                    }
+                    let (p, s) = (cols[0].value(r), cols[1].value(r));
+                    let max = cols
+                        .get(2)
+                        .and_then(|m| m.value(r).parse::<i64>().ok())
+                        .filter(|m| *m > 0)
+                        .map(|m| m as usize);
+                    let mut parts: Vec<String> = if p.is_empty() {
+                        s.chars().map(String::from).collect()
+                    } else {
+                        let re = cached_regex(&mut cache, p)?;
+                        re.split(s).map(str::to_string).collect()
+                    };
+                    if let Some(m) = max {
+                        parts.truncate(m);
+                    }
+                    out.push(Some(parts));
+                }
+                Ok(build_list(out))
+            });
+            call(name, "", list_of_strings(), Nulls::FromArgs, args, k)
+        }
+        // Case-insensitive (every character) 1-based character position, 0 if absent.
+        "positionCaseInsensitiveUTF8" => {
+            let k = kernel(move |a, n| {
+                let h = utf8(&a[0])?;
+                let nd = utf8(&a[1])?;
+                let (h, nd) = (h.as_string::<i32>(), nd.as_string::<i32>());
+                let out: UInt64Array = (0..n)
+                    .map(|r| {
+                        if h.is_null(r) || nd.is_null(r) {
+                            return None;
+                        }
+                        let hs: Vec<char> =
+                            h.value(r).chars().flat_map(char::to_lowercase).collect();
+                        let ns: Vec<char> =
+                            nd.value(r).chars().flat_map(char::to_lowercase).collect();
+                        if ns.is_empty() {
+                            return Some(1);
+                        }
+                        Some(
+                            hs.windows(ns.len())
+                                .position(|w| w == ns.as_slice())
+                                .map_or(0, |p| p as u64 + 1),
+                        )
+                    })
+                    .collect();
+                Ok(Arc::new(out) as ArrayRef)
+            });
+            call(name, "", DataType::UInt64, Nulls::FromArgs, args, k)
+        }
+        // Searches for several needles (a constant array) at once: any found, the first
+        // needle (in the array's order) found, the leftmost position of any, each one's
+        // 1-based byte position; multiMatchAny with regular expressions.
+        "multiSearchAny"
+        | "multiSearchFirstIndex"
+        | "multiSearchFirstPosition"
+        | "multiSearchAllPositions"
+        | "multiMatchAny" => {
+            let t = type_of(&args[1], ctx)?;
+            if !matches!(t, DataType::List(_) | DataType::LargeList(_)) {
+                return Err(invalid(format!(
+                    "The second argument of `{name}` must be an array of strings, got {t}"
+                )));
+            }
+            let mut args = args;
+            let needles = args.pop().expect("2 args");
+            args.push(
+                needles
+                    .cast_to(&list_of_strings(), ctx.schema)
+                    .map_err(|e| invalid(e.to_string()))?,
+            );
+            let which = name.to_string();
+            let (ret, build_list_out) = match name {
+                "multiSearchAllPositions" => (
+                    DataType::List(Arc::new(Field::new("item", DataType::UInt64, true))),
+                    true,
+                ),
+                "multiSearchAny" | "multiMatchAny" => (DataType::UInt8, false),
+                _ => (DataType::UInt64, false),
+            };
+            let k = kernel(move |a, n| {
+                let h = utf8(&a[0])?;
+                let h = h.as_string::<i32>();
+                let l = a[1].as_list::<i32>();
+                let vals = utf8(l.values())?;
+                let vals = vals.as_string::<i32>();
+                let offs = l.value_offsets();
+                let mut scalars: Vec<Option<u64>> = Vec::with_capacity(n);
+                let mut lists: Vec<Option<Vec<u64>>> = Vec::with_capacity(n);
+                let mut cache: Vec<Option<Regex>> = Vec::new();
+                for r in 0..n {
+                    if h.is_null(r) || l.is_null(r) {
+                        scalars.push(None);
+                        lists.push(None);
+                        continue;
+                    }
+                    let hs = h.value(r);
+                    let needles: Vec<&str> = (offs[r] as usize..offs[r + 1] as usize)
+                        .map(|j| vals.value(j))
+                        .collect();
+                    let pos = |nd: &str| hs.find(nd).map_or(0, |b| b as u64 + 1);
+                    match which.as_str() {
+                        "multiSearchAllPositions" => {
+                            lists.push(Some(needles.iter().map(|nd| pos(nd)).collect()));
+                            scalars.push(None);
+                        }
+                        "multiSearchAny" => {
+                            scalars.push(Some(u64::from(needles.iter().any(|nd| pos(nd) > 0))));
+                        }
+                        "multiSearchFirstIndex" => scalars.push(Some(
+                            needles
+                                .iter()
+                                .position(|nd| pos(nd) > 0)
+                                .map_or(0, |i| i as u64 + 1),
+                        )),
+                        "multiSearchFirstPosition" => scalars.push(Some(
+                            needles
+                                .iter()
+                                .map(|nd| pos(nd))
+                                .filter(|p| *p > 0)
+                                .min()
+                                .unwrap_or(0),
+                        )),
+                        _ => {
+                            if cache.len() != needles.len() {
+                                cache = needles
+                                    .iter()
+                                    .map(|p| regex_of(p).map(Some))
+                                    .collect::<Result<Vec<_>>>()?;
+                            }
+                            let mut any = false;
+                            for (i, p) in needles.iter().enumerate() {
+                                let re = match &cache[i] {
+                                    Some(re) if re.as_str() == *p => re.clone(),
+                                    _ => {
+                                        let re = regex_of(p)?;
+                                        cache[i] = Some(re.clone());
+                                        re
+                                    }
+                                };
+                                if re.is_match(hs) {
+                                    any = true;
+                                    break;
+                                }
+                            }
+                            scalars.push(Some(u64::from(any)));
+                        }
+                    }
+                }
+                Ok(if build_list_out {
+                    let mut b = datafusion::arrow::array::ListBuilder::new(
+                        datafusion::arrow::array::UInt64Builder::new(),
+                    );
+                    for row in lists {
+                        match row {
+                            Some(items) => {
+                                b.values().append_slice(&items);
+                                b.append(true);
+                            }
+                            None => b.append(false),
+                        }
+                    }
+                    Arc::new(b.finish()) as ArrayRef
+                } else if which == "multiSearchAny" || which == "multiMatchAny" {
+                    Arc::new(datafusion::arrow::array::UInt8Array::from(
+                        scalars
+                            .into_iter()
+                            .map(|v| v.map(|v| v as u8))
+                            .collect::<Vec<_>>(),
+                    )) as ArrayRef
+                } else {
+                    Arc::new(UInt64Array::from(scalars)) as ArrayRef
+                })
+            });
+            call(name, "", ret, Nulls::FromArgs, args, k)
+        }
         "base64Encode" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
             Some(base64::engine::general_purpose::STANDARD.encode(v[0]))
         }),
@@ -973,8 +1357,10 @@ mod tests {
             (call("left", vec![s("hello"), i(-2)]), "hel"),
             (call("right", vec![s("hello"), i(2)]), "lo"),
             (call("right", vec![s("hello"), i(-2)]), "llo"),
-            (call("left", vec![s("Grüße"), i(3)]), "Grü"),
-            (call("right", vec![s("日本語"), i(2)]), "本語"),
+            // bytes, as ClickHouse's left/right
+            (call("left", vec![s("Grüße"), i(4)]), "Grü"),
+            (call("left", vec![s("Grüße"), i(3)]), "Gr\u{fffd}"),
+            (call("right", vec![s("日本語"), i(6)]), "本語"),
             (call("trim", vec![s("xxhixx"), s("x")]), "hi"),
             (call("ltrim", vec![s("xyhi"), s("yx")]), "hi"),
             (call("rtrim", vec![s("  hi  ")]), "  hi"),

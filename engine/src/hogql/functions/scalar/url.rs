@@ -132,6 +132,36 @@ pub(crate) fn cut_query_string(u: &str) -> String {
 }
 
 /// `cutWWW`: a leading `www.` of the host removed when the URL spells its authority (`//`).
+/// ClickHouse's cutURLParameter: the first `name=value` of the query string (not the
+/// fragment) removed with one `&` next to it (the following one, else the preceding one).
+fn cut_url_parameter(u: &str, name: &str) -> String {
+    let Some(q) = u.find('?') else {
+        return u.to_string();
+    };
+    let end = u[q..].find('#').map_or(u.len(), |i| q + i);
+    let key = format!("{name}=");
+    let mut from = q + 1;
+    while from <= end {
+        let Some(i) = u[from..end].find(&key) else {
+            break;
+        };
+        let p = from + i;
+        if p == q + 1 || u.as_bytes()[p - 1] == b'&' {
+            let value_end = u[p..end].find('&').map_or(end, |i| p + i);
+            let (cut_from, cut_to) = if value_end < end {
+                (p, value_end + 1)
+            } else if p > q + 1 {
+                (p - 1, value_end)
+            } else {
+                (p, value_end)
+            };
+            return format!("{}{}", &u[..cut_from], &u[cut_to..]);
+        }
+        from = p + 1;
+    }
+    u.to_string()
+}
+
 fn cut_www(u: &str) -> String {
     let (start, authority) = after_scheme(u);
     if authority && u[..start].ends_with("//") && u[start..].starts_with("www.") {
@@ -354,7 +384,7 @@ use datafusion::arrow::array::Array as _;
 pub(super) fn translate(
     name: &str,
     args: Vec<Expr>,
-    _ctx: &FnContext<'_>,
+    ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
     Ok(match name {
         "protocol" => str_kernel(name, args, |v| protocol(v[0]).to_string()),
@@ -378,6 +408,17 @@ pub(super) fn translate(
         "fragment" => str_kernel(name, args, |v| fragment(v[0]).to_string()),
         "extractURLParameter" => str_kernel(name, args, |v| parameter(v[0], v[1]).to_string()),
         "cutQueryString" => str_kernel(name, args, |v| cut_query_string(v[0])),
+        "cutURLParameter" => {
+            if matches!(
+                super::type_of(&args[1], ctx)?,
+                DataType::List(_) | DataType::LargeList(_)
+            ) {
+                return Err(super::invalid(
+                    "`cutURLParameter` with an array of names is not supported; cut them one by one",
+                ));
+            }
+            str_kernel(name, args, |v| cut_url_parameter(v[0], v[1]))
+        }
         "cutWWW" => str_kernel(name, args, |v| cut_www(v[0])),
         "firstSignificantSubdomain" => str_kernel(name, args, |v| {
             let d = without_www(domain(v[0]));

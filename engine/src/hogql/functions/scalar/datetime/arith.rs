@@ -14,6 +14,11 @@ pub(super) fn add_call(
     ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
     let ty = type_of(&t, ctx)?;
+    if ty == DataType::Null {
+        // ClickHouse: a NULL date gives NULL (of no type, so `if(c, d, addDays(NULL, 1))`
+        // stays a Date)
+        return Ok(Expr::Literal(datafusion::common::ScalarValue::Null, None));
+    }
     let (tz, tz_name) = zone(&ty, None, ctx)?;
     let ret = match &ty {
         DataType::Timestamp(u, _) => DataType::Timestamp(*u, Some(tz_name.clone().into())),

@@ -106,6 +106,25 @@ impl Unit {
     }
 }
 
+fn weekday_name(d: chrono::Weekday) -> &'static str {
+    match d {
+        chrono::Weekday::Mon => "Monday",
+        chrono::Weekday::Tue => "Tuesday",
+        chrono::Weekday::Wed => "Wednesday",
+        chrono::Weekday::Thu => "Thursday",
+        chrono::Weekday::Fri => "Friday",
+        chrono::Weekday::Sat => "Saturday",
+        chrono::Weekday::Sun => "Sunday",
+    }
+}
+
+/// 1970-01-01 as a Modified Julian Day.
+const MJD_EPOCH_DAYS: i32 = 40587;
+
+fn epoch_date() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default()
+}
+
 fn parse_tz(name: &str) -> Result<Tz, FunctionError> {
     name.parse::<Tz>()
         .map_err(|_| invalid(format!("Unknown time zone `{name}`")))
@@ -241,7 +260,11 @@ fn to_datetime(
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
     );
     let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
-    let unit = unit.unwrap_or(if is_str {
+    // PostHog prints `toDateTime` of a constant 'YYYY-MM-DD hh:mm:ss' or 'YYYY-MM-DD' as
+    // ClickHouse's toDateTime (a DateTime, whole seconds); of any other string as
+    // parseDateTime64BestEffort(…, 6) or toDateTime64(…, 6) (a DateTime64(6)).
+    let whole_seconds = is_str && lit_str(&t).is_some_and(|s| second_shape(&s));
+    let unit = unit.unwrap_or(if is_str && !whole_seconds {
         TimeUnit::Microsecond
     } else {
         TimeUnit::Second
@@ -257,6 +280,29 @@ fn to_datetime(
         vec![t],
         k,
     ))
+}
+
+/// 'YYYY-MM-DD hh:mm:ss' or 'YYYY-MM-DD', digits only.
+fn second_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let date = |b: &[u8]| b.len() >= 10 && b[4] == b'-' && b[7] == b'-';
+    match b.len() {
+        10 => date(b) && digits(0..4) && digits(5..7) && digits(8..10),
+        19 => {
+            date(b)
+                && digits(0..4)
+                && digits(5..7)
+                && digits(8..10)
+                && b[10] == b' '
+                && b[13] == b':'
+                && b[16] == b':'
+                && digits(11..13)
+                && digits(14..16)
+                && digits(17..19)
+        }
+        _ => false,
+    }
 }
 
 fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
@@ -540,6 +586,178 @@ pub(super) fn translate(
         "toDate" | "to_date" | "DATE" => {
             let tz = args.get(1).cloned();
             to_date(args.swap_remove(0), tz.as_ref(), ctx)
+        }
+        // dateName(part, t[, zone]): the part as text (month and weekday as English names,
+        // week the ISO week); hour/minute/second only of a DateTime.
+        "dateName" => {
+            let part = lit_str(&args[0]).ok_or_else(|| {
+                invalid("The first argument of `dateName` must be a constant string")
+            })?;
+            const PARTS: [&str; 10] = [
+                "year",
+                "quarter",
+                "month",
+                "week",
+                "dayofyear",
+                "day",
+                "weekday",
+                "hour",
+                "minute",
+                "second",
+            ];
+            if !PARTS.contains(&part.as_str()) {
+                return Err(invalid(format!(
+                    "Invalid date part {part} for function dateName"
+                )));
+            }
+            let t = args.swap_remove(1);
+            let ty = type_of(&t, ctx)?;
+            let timed = matches!(ty, DataType::Timestamp(..));
+            if !timed && matches!(part.as_str(), "hour" | "minute" | "second") {
+                return Err(invalid(format!(
+                    "Illegal argument of type {ty} for the {part} of function dateName"
+                )));
+            }
+            let tz_arg = args.get(1).cloned();
+            let (tz, tz_name) = zone(&ty, tz_arg.as_ref(), ctx)?;
+            let key = format!("{part}/{tz_name}");
+            let k = kernel(move |a, _| {
+                let v: datafusion::arrow::array::StringArray = instants(&a[0], tz)?
+                    .into_iter()
+                    .map(|m| {
+                        let l = local(tz, m?)?;
+                        Some(match part.as_str() {
+                            "year" => l.year().to_string(),
+                            "quarter" => ((l.month() - 1) / 3 + 1).to_string(),
+                            "month" => chrono::Month::try_from(l.month() as u8)
+                                .ok()?
+                                .name()
+                                .to_string(),
+                            "week" => l.iso_week().week().to_string(),
+                            "dayofyear" => l.ordinal().to_string(),
+                            "day" => l.day().to_string(),
+                            "weekday" => weekday_name(l.weekday()).to_string(),
+                            "hour" => l.hour().to_string(),
+                            "minute" => l.minute().to_string(),
+                            _ => l.second().to_string(),
+                        })
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(name, key, DataType::Utf8, nulls_of(&ty), vec![t], k))
+        }
+        // Days since 1858-11-17 (Int32), and back.
+        "toModifiedJulianDay" => {
+            let s = args.swap_remove(0);
+            let t = type_of(&s, ctx)?;
+            if !matches!(
+                t,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+            ) {
+                return Err(invalid(format!(
+                    "The argument of function `toModifiedJulianDay` must be a String, got {t}"
+                )));
+            }
+            let d = to_date(s, None, ctx)?;
+            Ok(binary_expr(
+                Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(d),
+                    DataType::Int32,
+                )),
+                Operator::Plus,
+                Expr::Literal(ScalarValue::Int32(Some(MJD_EPOCH_DAYS)), None),
+            ))
+        }
+        "fromModifiedJulianDay" => {
+            let n = args.swap_remove(0);
+            let t = type_of(&n, ctx)?;
+            if !(t.is_integer() || t == DataType::Null) {
+                return Err(invalid(format!(
+                    "Illegal type {t} of argument of function `fromModifiedJulianDay`, expected an integer"
+                )));
+            }
+            let k = kernel(move |a, _| {
+                let n = cast(&a[0], &DataType::Int64)?;
+                let v: Vec<Option<i32>> = n
+                    .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                    .iter()
+                    .map(|x| {
+                        x.and_then(|x| x.checked_sub(i64::from(MJD_EPOCH_DAYS)))
+                            .and_then(|d| i32::try_from(d).ok())
+                    })
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(name, "", DataType::Date32, nulls_of(&t), vec![n], k))
+        }
+        "timeZoneOf" => match type_of(&args[0], ctx)? {
+            DataType::Timestamp(_, Some(tz)) => {
+                Ok(Expr::Literal(ScalarValue::Utf8(Some(tz.to_string())), None))
+            }
+            t => Err(invalid(format!(
+                "Illegal type {t} of argument of function `timeZoneOf`, expected a DateTime"
+            ))),
+        },
+        // Seconds east of UTC at that instant in the value's zone.
+        "timeZoneOffset" => {
+            let t = args.swap_remove(0);
+            let ty = type_of(&t, ctx)?;
+            if !matches!(ty, DataType::Timestamp(..)) {
+                return Err(invalid(format!(
+                    "Illegal type {ty} of argument of function `timeZoneOffset`, expected a DateTime"
+                )));
+            }
+            let (tz, tz_name) = zone(&ty, None, ctx)?;
+            let k = kernel(move |a, _| {
+                use chrono::Offset;
+                let v: datafusion::arrow::array::Int32Array = instants(&a[0], tz)?
+                    .into_iter()
+                    .map(|m| {
+                        let utc = chrono::DateTime::<chrono::Utc>::from_timestamp_micros(m?)?;
+                        Some(utc.with_timezone(&tz).offset().fix().local_minus_utc())
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(
+                name,
+                tz_name,
+                DataType::Int32,
+                nulls_of(&ty),
+                vec![t],
+                k,
+            ))
+        }
+        // The Monday of ISO week 1 of the date's ISO year.
+        "toStartOfISOYear" => {
+            let d = to_date(args.swap_remove(0), None, ctx)?;
+            let k = kernel(move |a, _| {
+                let c = cast(&a[0], &DataType::Int32)?;
+                let v: Vec<Option<i32>> = c
+                    .as_primitive::<datafusion::arrow::datatypes::Int32Type>()
+                    .iter()
+                    .map(|x| {
+                        let date =
+                            epoch_date().checked_add_signed(Duration::days(i64::from(x?)))?;
+                        let start = NaiveDate::from_isoywd_opt(
+                            date.iso_week().year(),
+                            1,
+                            chrono::Weekday::Mon,
+                        )?;
+                        Some(days_of(start))
+                    })
+                    .collect();
+                Ok(date_array(v))
+            });
+            Ok(call(
+                name,
+                "",
+                DataType::Date32,
+                Nulls::FromArgs,
+                vec![d],
+                k,
+            ))
         }
         "toDateTime" => {
             let tz = args.get(1).cloned();

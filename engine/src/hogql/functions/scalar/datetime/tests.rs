@@ -609,7 +609,7 @@ fn constants_and_edge_cases() {
         ),
         (
             call("toDateTime", vec![s("2024-03-10 02:30:00")]),
-            "2024-03-10 01:30:00.000000",
+            "2024-03-10 01:30:00",
         ),
         (
             call("toDateTime", vec![s("2024-01-02T03:04:05Z")]),
