@@ -356,7 +356,7 @@ pub(super) fn translate(
             out.extend(bounds);
             simple(Op::Slice, t0.clone(), out)
         }
-        "arrayCumSum" => {
+        "arrayCumSum" | "arrayCumSumNonNegative" => {
             let el = need_list(name, &t0)?;
             if !(el.is_numeric() || matches!(el, DataType::Boolean | DataType::Null)) {
                 return Err(FunctionError::Invalid(format!(
@@ -370,25 +370,12 @@ pub(super) fn translate(
             } else {
                 DataType::Int64
             };
-            let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
-            simple(Op::CumSum, list_of(target), vec![a])
-        }
-        "arrayCumSumNonNegative" => {
-            let el = need_list(name, &t0)?;
-            if !(el.is_numeric() || matches!(el, DataType::Boolean | DataType::Null)) {
-                return Err(FunctionError::Invalid(format!(
-                    "`{name}` cannot add values of type {el}"
-                )));
-            }
-            let target = if el.is_floating() {
-                DataType::Float64
-            } else if el.is_unsigned_integer() || el == DataType::Boolean {
-                DataType::UInt64
-            } else {
-                DataType::Int64
+            let op = match name {
+                "arrayCumSum" => Op::CumSum,
+                _ => Op::CumSumNonNegative,
             };
             let a = cast_to(args.remove(0), &t0, &list_of(target.clone()));
-            simple(Op::CumSumNonNegative, list_of(target), vec![a])
+            simple(op, list_of(target), vec![a])
         }
         "L1Norm" | "L2Norm" | "LinfNorm" | "LpNorm" | "L1Distance" | "L2Distance"
         | "LinfDistance" | "LpDistance" | "L1Normalize" | "L2Normalize" | "LinfNormalize"

@@ -144,22 +144,7 @@ pub(crate) fn int_arith(
     let out = ret.clone();
     let kernel = Arc::new(
         move |arrays: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
-            let read = |a: &ArrayRef| -> Result<Vec<Option<i128>>> {
-                Ok(if a.data_type().is_unsigned_integer() {
-                    let c = cast(a, &DataType::UInt64)?;
-                    let c = c.as_primitive::<UInt64Type>();
-                    (0..rows)
-                        .map(|i| (!c.is_null(i)).then(|| i128::from(c.value(i))))
-                        .collect()
-                } else {
-                    let c = cast(a, &DataType::Int64)?;
-                    let c = c.as_primitive::<Int64Type>();
-                    (0..rows)
-                        .map(|i| (!c.is_null(i)).then(|| i128::from(c.value(i))))
-                        .collect()
-                })
-            };
-            let (a, b) = (read(&arrays[0])?, read(&arrays[1])?);
+            let (a, b) = (wide(&arrays[0], rows)?, wide(&arrays[1], rows)?);
             let mut vals = Vec::with_capacity(rows);
             for (x, y) in a.into_iter().zip(b) {
                 vals.push(match (x, y) {
@@ -235,19 +220,7 @@ pub(crate) fn int_extreme(greatest: bool, args: &[Expr], types: &[DataType]) -> 
                 if *a.data_type() == DataType::Null {
                     continue;
                 }
-                let vals: Vec<Option<i128>> = if a.data_type().is_unsigned_integer() {
-                    let c = cast(a, &DataType::UInt64)?;
-                    let c = c.as_primitive::<UInt64Type>();
-                    (0..rows)
-                        .map(|i| (!c.is_null(i)).then(|| i128::from(c.value(i))))
-                        .collect()
-                } else {
-                    let c = cast(a, &DataType::Int64)?;
-                    let c = c.as_primitive::<Int64Type>();
-                    (0..rows)
-                        .map(|i| (!c.is_null(i)).then(|| i128::from(c.value(i))))
-                        .collect()
-                };
+                let vals = wide(a, rows)?;
                 for (i, v) in vals.into_iter().enumerate() {
                     if let Some(v) = v {
                         best[i] = Some(match best[i] {
@@ -274,4 +247,22 @@ pub(crate) fn int_extreme(greatest: bool, args: &[Expr], types: &[DataType]) -> 
         args.to_vec(),
         kernel,
     ))
+}
+
+/// An integer column's `rows` values widened to i128 (unsigned read as UInt64, the rest as
+/// Int64), so signed and unsigned values compare and add without wrapping.
+fn wide(a: &ArrayRef, rows: usize) -> Result<Vec<Option<i128>>> {
+    Ok(if a.data_type().is_unsigned_integer() {
+        let c = cast(a, &DataType::UInt64)?;
+        let c = c.as_primitive::<UInt64Type>();
+        (0..rows)
+            .map(|i| (!c.is_null(i)).then(|| i128::from(c.value(i))))
+            .collect()
+    } else {
+        let c = cast(a, &DataType::Int64)?;
+        let c = c.as_primitive::<Int64Type>();
+        (0..rows)
+            .map(|i| (!c.is_null(i)).then(|| i128::from(c.value(i))))
+            .collect()
+    })
 }
