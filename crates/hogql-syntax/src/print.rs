@@ -952,13 +952,14 @@ impl Printer {
         }
     }
 
-    /// The base of `x[i]` / `x.1`: a number literal needs parentheses (`(1).1`, `(-1)[1]`).
+    /// A HogQLX tag, its names as identifiers (a quoted one stays quoted: found by fuzzing,
+    /// ``<`a b` />``).
     fn tag(&mut self, t: &Tag) {
         self.s("<");
-        self.s(&t.name);
+        self.s(&part(&t.name));
         for (name, value) in &t.attrs {
             self.s(" ");
-            self.s(name);
+            self.s(&part(name));
             match value {
                 TagValue::String(v) => {
                     self.s("=");
@@ -989,10 +990,11 @@ impl Printer {
             }
         }
         self.s("</");
-        self.s(&t.name);
+        self.s(&part(&t.name));
         self.s(">");
     }
 
+    /// The base of `x[i]` / `x.1`: a number literal needs parentheses (`(1).1`, `(-1)[1]`).
     fn postfix_base(&mut self, base: &Expr) {
         // A star too: `*.10` would read back as `*` and the number `.10` (found by fuzzing).
         if is_number(base) || matches!(base.kind, ExprKind::Star(_)) {
