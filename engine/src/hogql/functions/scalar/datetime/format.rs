@@ -2,6 +2,22 @@
 
 use super::*;
 
+/// The months' English names, January first (`%M`, `%b`, `monthName`).
+pub(super) const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
 /// `formatDateTime` with ClickHouse's %-codes (MySQL-style: `%i` minutes, `%M` month name).
 pub(super) fn format_local(
     l: &chrono::NaiveDateTime,
@@ -9,20 +25,6 @@ pub(super) fn format_local(
     frac: &str,
     offset: i64,
 ) -> String {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
     const DAYS: [&str; 7] = [
         "Monday",
         "Tuesday",

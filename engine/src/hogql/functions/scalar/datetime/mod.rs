@@ -165,6 +165,15 @@ fn nulls_of(ty: &DataType) -> Nulls {
     }
 }
 
+/// The constant mode argument (the second) of `name`, or `default` without one.
+fn const_mode(args: &[Expr], name: &str, default: i64) -> Result<i64, FunctionError> {
+    match args.get(1) {
+        Some(m) => const_int(m)
+            .ok_or_else(|| invalid(format!("The mode argument of `{name}` must be a constant"))),
+        None => Ok(default),
+    }
+}
+
 pub(crate) fn const_int(e: &Expr) -> Option<i64> {
     match e {
         Expr::Literal(v, _) => match v {
@@ -464,24 +473,14 @@ pub(super) fn translate(
         "toStartOfQuarter" => trunc_simple(name, Trunc::Months(3), args),
         "toStartOfYear" => trunc_simple(name, Trunc::Years(1), args),
         "toStartOfWeek" => {
-            let mode = match args.get(1) {
-                Some(m) => const_int(m).ok_or_else(|| {
-                    invalid("The mode argument of `toStartOfWeek` must be a constant")
-                })?,
-                None => week_monday,
-            };
+            let mode = const_mode(&args, "toStartOfWeek", week_monday)?;
             let tz = args.get(2).cloned();
             let t = args.swap_remove(0);
             trunc_call(name, t, Trunc::Weeks(1, mode % 2 == 1), tz.as_ref(), ctx)
         }
         // The week's last day (a Date): its first (by the mode, as toStartOfWeek) plus 6.
         "toLastDayOfWeek" => {
-            let mode = match args.get(1) {
-                Some(m) => const_int(m).ok_or_else(|| {
-                    invalid("The mode argument of `toLastDayOfWeek` must be a constant")
-                })?,
-                None => week_monday,
-            };
+            let mode = const_mode(&args, "toLastDayOfWeek", week_monday)?;
             let tz = args.get(2).cloned();
             let t = args.swap_remove(0);
             let first = trunc_call(
@@ -547,25 +546,11 @@ pub(super) fn translate(
         "monthName" => {
             let m = part_simple("toMonth", Part::Month, args)?;
             let k: Kernel = Arc::new(|a, _| {
-                const NAMES: [&str; 12] = [
-                    "January",
-                    "February",
-                    "March",
-                    "April",
-                    "May",
-                    "June",
-                    "July",
-                    "August",
-                    "September",
-                    "October",
-                    "November",
-                    "December",
-                ];
                 let m = cast(&a[0], &DataType::Int64)?;
                 let v: StringArray = m
                     .as_primitive::<Int64Type>()
                     .iter()
-                    .map(|m| m.and_then(|m| NAMES.get((m - 1) as usize).copied()))
+                    .map(|m| m.and_then(|m| format::MONTHS.get((m - 1) as usize).copied()))
                     .collect();
                 Ok(Arc::new(v) as ArrayRef)
             });
@@ -573,12 +558,7 @@ pub(super) fn translate(
         }
         "toUnixTimestamp" => part_simple(name, Part::Unix, args),
         "toDayOfWeek" | "DAYOFWEEK" => {
-            let mode = match args.get(1) {
-                Some(m) => const_int(m).ok_or_else(|| {
-                    invalid("The mode argument of `toDayOfWeek` must be a constant")
-                })?,
-                None => 0,
-            };
+            let mode = const_mode(&args, "toDayOfWeek", 0)?;
             let tz = args.get(2).cloned();
             let t = args.swap_remove(0);
             part_call(name, t, Part::DayOfWeek(mode), tz.as_ref(), ctx)
