@@ -915,7 +915,22 @@ impl Printer {
             }
             ExprKind::Spread(cols) => {
                 self.s("*");
-                self.expr(cols, prec::POSTFIX);
+                match &cols.kind {
+                    // A plain call of that name (`*COLUMNS()`): bare, as the spread reads it
+                    // (a call printed as `columns` quoted would not; found by fuzzing).
+                    ExprKind::Call {
+                        name,
+                        params: None,
+                        args,
+                        distinct: false,
+                        over: None,
+                    } if name.eq_ignore_ascii_case("COLUMNS") => {
+                        self.s("COLUMNS(");
+                        self.exprs(args);
+                        self.s(")");
+                    }
+                    _ => self.expr(cols, prec::POSTFIX),
+                }
             }
             ExprKind::WithinGroup { call, order_by } => {
                 self.postfix_base(call);
