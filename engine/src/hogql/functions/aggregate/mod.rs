@@ -76,7 +76,7 @@ const ENTRIES: &[Entry] = &[
     e("argMax", false, A, 2, Some(2), (0, 0)),
     e("argMin", false, A, 2, Some(2), (0, 0)),
     e("median", false, A, 1, Some(1), (0, 0)),
-    e("quantile", false, A, 1, Some(1), (0, 1)),
+    e("quantile", false, A, 1, Some(1), (1, 1)),
     e("quantiles", false, A, 1, Some(1), (1, usize::MAX)),
     e("quantileExact", false, A, 1, Some(1), (0, 1)),
     e("medianExact", false, A, 1, Some(1), (0, 0)),
@@ -128,7 +128,7 @@ const ENTRIES: &[Entry] = &[
     e("notEmpty", false, S, 1, Some(1), (0, 0)),
     e("arraySlice", false, S, 2, Some(3), (0, 0)),
     e("arrayStringConcat", false, S, 1, Some(2), (0, 0)),
-    e("arrayConcat", false, S, 1, None, (0, 0)),
+    e("arrayConcat", false, S, 2, None, (0, 0)),
     e("arrayCompact", false, S, 1, Some(1), (0, 0)),
     e("arrayDistinct", false, S, 1, Some(1), (0, 0)),
     e("arrayReverse", false, S, 1, Some(1), (0, 0)),
@@ -156,7 +156,7 @@ const ENTRIES: &[Entry] = &[
     e("dotProduct", false, S, 2, Some(2), (0, 0)),
     e("cosineDistance", false, S, 2, Some(2), (0, 0)),
     e("arrayIntersect", false, S, 1, None, (0, 0)),
-    e("arrayZip", false, S, 1, None, (0, 0)),
+    e("arrayZip", false, S, 2, None, (0, 0)),
     e("arrayFlatten", false, S, 1, Some(1), (0, 0)),
     e("arrayProduct", false, S, 1, Some(1), (0, 0)),
     e("arrayDifference", false, S, 1, Some(1), (0, 0)),
@@ -412,7 +412,7 @@ mod tests {
         assert_eq!(lookup("ROW_NUMBER").unwrap().kind, FnKind::Window);
         assert_eq!(lookup("lagInFrame").unwrap().kind, FnKind::Window);
         assert_eq!(lookup("arrayMap").unwrap().kind, FnKind::Scalar);
-        assert_eq!(lookup("quantile").unwrap().params, (0, 1));
+        assert_eq!(lookup("quantile").unwrap().params, (1, 1));
         assert_eq!(lookup("first_value").unwrap().kind, FnKind::Aggregate);
     }
 
