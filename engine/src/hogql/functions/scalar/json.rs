@@ -392,7 +392,15 @@ fn extract(want: &Want, node: Option<&J>) -> V {
             .unwrap_or(0),
         ),
         Want::Float => V::F(node.and_then(as_f64).unwrap_or(0.0)),
-        Want::BoolInt => V::U(u64::from(node.and_then(as_bool).unwrap_or(false))),
+        // ClickHouse: `true`, or a non-zero integer (written without '.' or exponent; any
+        // float, even 2.0, is 0).
+        Want::BoolInt => V::U(u64::from(match node {
+            Some(J::Bool(b)) => *b,
+            Some(J::Num(t)) if !t.contains(['.', 'e', 'E']) => {
+                t.trim_start_matches('-').bytes().any(|c| c != b'0')
+            }
+            _ => false,
+        })),
         Want::Bool => V::B(
             node.and_then(|j| as_bool(j).or_else(|| as_f64(j).map(|f| f != 0.0)))
                 .unwrap_or(false),
@@ -701,6 +709,26 @@ mod tests {
             (
                 call("JSONExtractBool", vec![s(r#"{"a":"true"}"#), s("a")]),
                 "0",
+            ),
+            // ClickHouse's answers (chdb 4.4): integers by being non-zero, floats never
+            (call("JSONExtractBool", vec![s(r#"{"a":2}"#), s("a")]), "1"),
+            (call("JSONExtractBool", vec![s(r#"{"a":-1}"#), s("a")]), "1"),
+            (call("JSONExtractBool", vec![s(r#"{"a":0}"#), s("a")]), "0"),
+            (call("JSONExtractBool", vec![s(r#"{"a":-0}"#), s("a")]), "0"),
+            (
+                call("JSONExtractBool", vec![s(r#"{"a":2.0}"#), s("a")]),
+                "0",
+            ),
+            (
+                call("JSONExtractBool", vec![s(r#"{"a":1e3}"#), s("a")]),
+                "0",
+            ),
+            (
+                call(
+                    "JSONExtractBool",
+                    vec![s(r#"{"a":18446744073709551615}"#), s("a")],
+                ),
+                "1",
             ),
             (
                 call(
