@@ -309,14 +309,27 @@ impl Planner<'_> {
                 "*COLUMNS(…) (columns spread into a call's arguments) is not supported",
                 e.span,
             ),
-            ExprKind::Tag(tag) => err(
-                format!(
-                    "HogQLX tags (<{} … />) are not supported: hedgerow runs HogQL, not \
-                     PostHog's HogQLX components",
-                    tag.name
+            ExprKind::Tag(tag) if super::hogqlx::is_rendered(&tag.name) => {
+                self.expr(&super::hogqlx::to_tuple(tag, e.span), scope)
+            }
+            ExprKind::Tag(tag) => match super::hogqlx::hogql_query(tag) {
+                Some(Ok(q)) => {
+                    let plan = self.value_subquery(&q, scope.ctes, e.span)?;
+                    Ok(datafusion::logical_expr::expr_fn::scalar_subquery(
+                        Arc::new(plan),
+                    ))
+                }
+                Some(Err(msg)) => err(msg, e.span),
+                None => err(
+                    format!(
+                        "HogQLX tag <{} … /> is not supported: hedgerow renders PostHog's \
+                         display tags (<strong>, <Sparkline>, …) and runs <HogQLQuery query='…' />; \
+                         send other query nodes to the query endpoint",
+                        tag.name
+                    ),
+                    e.span,
                 ),
-                e.span,
-            ),
+            },
             // PostHog's resolver refuses them with the same words.
             ExprKind::Block(_) => err(
                 "You can not use blocks in HogQL (a lambda's body in braces holds Hog \
