@@ -218,6 +218,15 @@ impl Planner<'_> {
                 Ok(datafusion::functions_nested::expr_fn::make_array(items))
             }
             ExprKind::Tuple(items) => {
+                // `tuple(…)` is a call in PostHog's syntax tree: `*COLUMNS(…)` unpacks there.
+                let spread;
+                let items: &[ast::Expr] =
+                    if items.iter().any(|a| matches!(a.kind, ExprKind::Spread(_))) {
+                        spread = self.spread_args(items, scope)?;
+                        &spread
+                    } else {
+                        items
+                    };
                 let mut args = Vec::new();
                 for (i, it) in items.iter().enumerate() {
                     args.push(lit(format!("c{i}")));
@@ -305,8 +314,10 @@ impl Planner<'_> {
                  placeholders by name, as in {name}",
                 e.span,
             ),
+            // A call unpacks its spreads before this (`Planner::call`).
             ExprKind::Spread(_) => err(
-                "*COLUMNS(…) (columns spread into a call's arguments) is not supported",
+                "*COLUMNS(…) can only be used to unpack columns inside function call \
+                 arguments; use COLUMNS(…) for top-level column selection",
                 e.span,
             ),
             ExprKind::Tag(tag) if super::hogqlx::is_rendered(&tag.name) => {
