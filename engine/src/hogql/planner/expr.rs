@@ -71,8 +71,10 @@ impl Planner<'_> {
                     UnaryOp::Not => Expr::Not(Box::new(to_bool(v, &scope.schema)?)),
                     UnaryOp::Neg => {
                         let t = v.get_type(&scope.schema).map_err(df)?;
-                        let literal = matches!(v, Expr::Literal(..));
-                        match (t.is_unsigned_integer() || literal)
+                        // Integers negate wrapping, as ClickHouse's do (the minimum Int64
+                        // stays itself); DataFusion's negation stops with an overflow error.
+                        match t
+                            .is_integer()
                             .then(|| functions::int_negate(v.clone(), &t))
                             .transpose()
                             .map_err(|x| PlanError::new(x.to_string(), Some(e.span)))?
