@@ -10,6 +10,7 @@ mod frame;
 mod funnel;
 mod groups;
 mod lambda;
+mod rows;
 #[cfg(test)]
 mod testutil;
 mod udaf;
@@ -105,6 +106,28 @@ const ENTRIES: &[Entry] = &[
     e("covarSamp", false, A, 2, Some(2), (0, 0)),
     e("COVAR_POP", true, A, 2, Some(2), (0, 0)),
     e("COVAR_SAMP", true, A, 2, Some(2), (0, 0)),
+    e("groupBitAnd", false, A, 1, Some(1), (0, 0)),
+    e("groupBitOr", false, A, 1, Some(1), (0, 0)),
+    e("groupBitXor", false, A, 1, Some(1), (0, 0)),
+    e("sumWithOverflow", false, A, 1, Some(1), (0, 0)),
+    e("deltaSum", false, A, 1, Some(1), (0, 0)),
+    e("deltaSumTimestamp", false, A, 2, Some(2), (0, 0)),
+    e("anyHeavy", false, A, 1, Some(1), (0, 0)),
+    e("medianExactLow", false, A, 1, Some(1), (0, 0)),
+    e("medianExactHigh", false, A, 1, Some(1), (0, 0)),
+    e("medianExactWeighted", false, A, 2, Some(2), (0, 0)),
+    e("medianBFloat16", false, A, 1, Some(1), (0, 0)),
+    e("medianDeterministic", false, A, 2, Some(2), (0, 0)),
+    e("simpleLinearRegression", false, A, 2, Some(2), (0, 0)),
+    e("groupArrayMovingSum", false, A, 1, Some(1), (0, 1)),
+    e("groupArrayMovingAvg", false, A, 1, Some(1), (0, 1)),
+    e("groupArrayInsertAt", false, A, 2, Some(2), (0, 2)),
+    e("maxIntersections", false, A, 2, Some(2), (0, 0)),
+    e("maxIntersectionsPosition", false, A, 2, Some(2), (0, 0)),
+    e("contingency", false, A, 2, Some(2), (0, 0)),
+    e("cramersV", false, A, 2, Some(2), (0, 0)),
+    e("cramersVBiasCorrected", false, A, 2, Some(2), (0, 0)),
+    e("theilsU", false, A, 2, Some(2), (0, 0)),
     // window functions
     e("row_number", true, W, 0, Some(0), (0, 0)),
     e("rank", true, W, 0, Some(0), (0, 0)),
