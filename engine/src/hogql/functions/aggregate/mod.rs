@@ -10,6 +10,7 @@ mod frame;
 mod funnel;
 mod groups;
 mod lambda;
+mod maps;
 mod rows;
 #[cfg(test)]
 mod testutil;
@@ -22,6 +23,7 @@ use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 pub(crate) use frame::{frame_value_respect_udaf, frame_value_udaf};
+pub(crate) use maps::nested_to_json_string;
 
 /// How a name is spelled in the registry and whether it matches in any case.
 struct Entry {
@@ -202,6 +204,20 @@ const ENTRIES: &[Entry] = &[
     e("arrayLastIndex", false, S, 2, None, (0, 0)),
     e("arraySort", false, S, 1, None, (0, 0)),
     e("arrayReverseSort", false, S, 1, None, (0, 0)),
+    // maps
+    e("map", false, S, 0, None, (0, 0)),
+    e("mapFromArrays", false, S, 2, Some(2), (0, 0)),
+    e("mapKeys", false, S, 1, Some(1), (0, 0)),
+    e("mapValues", false, S, 1, Some(1), (0, 0)),
+    e("mapContains", false, S, 2, Some(2), (0, 0)),
+    e("mapContainsKeyLike", false, S, 2, Some(2), (0, 0)),
+    e("mapExtractKeyLike", false, S, 2, Some(2), (0, 0)),
+    e("mapAdd", false, S, 2, None, (0, 0)),
+    e("mapSubtract", false, S, 2, Some(2), (0, 0)),
+    e("mapPopulateSeries", false, S, 1, Some(2), (0, 0)),
+    e("mapUpdate", false, S, 2, Some(2), (0, 0)),
+    e("mapApply", false, S, 2, Some(2), (0, 0)),
+    e("mapFilter", false, S, 2, Some(2), (0, 0)),
 ];
 
 fn entry(name: &str) -> Option<&'static Entry> {
@@ -265,7 +281,9 @@ pub(super) fn translate(
             window::translate(entry.name, args, ctx)
         }
         FnKind::Scalar => {
-            if lambda::is_higher_order(entry.name, &args) {
+            if maps::NAMES.contains(&entry.name) {
+                maps::translate(entry.name, args, ctx)
+            } else if lambda::is_higher_order(entry.name, &args) {
                 lambda::translate(entry.name, args, ctx)
             } else {
                 let args = exprs_only(name, args)?;

@@ -579,6 +579,12 @@ pub(crate) fn uuid_text(a: Expr) -> Expr {
 
 fn to_json_string(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
     let ty = type_of(&a, ctx)?;
+    if matches!(
+        ty,
+        DataType::List(_) | DataType::LargeList(_) | DataType::Struct(_) | DataType::Map(..)
+    ) {
+        return Ok(crate::hogql::functions::nested_to_json_string(a));
+    }
     let numeric = ty.is_numeric();
     let boolean = matches!(ty, DataType::Boolean);
     let s = to_string_expr(a, None, ctx)?;
