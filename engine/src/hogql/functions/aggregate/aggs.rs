@@ -8,7 +8,7 @@
 //! `sum(1)` or `count()` of nothing is 0.
 
 use super::super::FnContext;
-use super::rows::{Rows, RowsKind};
+use super::rows::{KeyedOp, Rows, RowsKind};
 use super::udaf::{ArgMinMax, Collect, CollectKind, MomentKind, Moments, WindowFunnel};
 use super::{FunctionError, default_value, lit, literal_f64, literal_i64, nullable, type_of};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
@@ -402,8 +402,76 @@ pub(super) fn translate(
         | "cramersV"
         | "cramersVBiasCorrected"
         | "theilsU" => rows(canon, called, params, args, filter, ctx),
+        "sumMap" | "minMap" | "maxMap" => keyed_map(canon, called, args, filter, ctx),
         _ => Err(FunctionError::Unknown(called.to_string())),
     }
+}
+
+/// `sumMap(keys, values…)`, `sumMap((keys, values…))`, `sumMap(map)` and the same of
+/// minMap/maxMap.
+fn keyed_map(
+    canon: &str,
+    called: &str,
+    args: Vec<Expr>,
+    filter: Option<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    use datafusion::functions::core::expr_fn::get_field;
+    let op = match canon {
+        "sumMap" => KeyedOp::Sum,
+        "minMap" => KeyedOp::Min,
+        _ => KeyedOp::Max,
+    };
+    let mut map_out = false;
+    let args = if args.len() == 1 {
+        let a = args.into_iter().next().expect("one argument");
+        match type_of(&a, ctx)? {
+            DataType::Map(..) => {
+                map_out = true;
+                let (k, v) = super::maps::keys_and_values(a, ctx)?;
+                vec![k, v]
+            }
+            DataType::Struct(fs) if fs.len() >= 2 => fs
+                .iter()
+                .map(|f| get_field(a.clone(), f.name().as_str()))
+                .collect(),
+            t => {
+                return Err(FunctionError::Invalid(format!(
+                    "Function `{called}` needs arrays of keys and values, a tuple of them or a Map, got {t}"
+                )));
+            }
+        }
+    } else {
+        args
+    };
+    if args.len() < 2 {
+        return Err(FunctionError::Invalid(format!(
+            "Function `{called}` needs arrays of keys and values"
+        )));
+    }
+    for (i, a) in args.iter().enumerate() {
+        match type_of(a, ctx)? {
+            DataType::List(f) => {
+                let t = f.data_type();
+                if i > 0 && op == KeyedOp::Sum && !(t.is_numeric() || t.is_null()) {
+                    return Err(FunctionError::Invalid(format!(
+                        "Illegal type {t} of values for aggregate function {called}"
+                    )));
+                }
+            }
+            t => {
+                return Err(FunctionError::Invalid(format!(
+                    "Function `{called}` needs arrays of keys and values, got {t}"
+                )));
+            }
+        }
+    }
+    let n = args.len();
+    let udaf = Arc::new(AggregateUDF::from(Rows::new(
+        RowsKind::KeyedMap { op, map_out },
+        n,
+    )));
+    Ok(node(udaf, args, false, filter, None))
 }
 
 /// The aggregates of `rows.rs`: argument types checked as ClickHouse does.

@@ -178,6 +178,24 @@ fn wide(t: &DataType) -> Option<DataType> {
     }
 }
 
+/// A map's keys and values as two arrays (for the aggregates of maps).
+pub(super) fn keys_and_values(m: Expr, ctx: &FnContext<'_>) -> Result<(Expr, Expr), FunctionError> {
+    let (kf, vf) = need_map("sumMap", &type_of(&m, ctx)?)?;
+    let keys = call(
+        Op::Keys,
+        "mapKeys",
+        list_of(kf.data_type().clone()),
+        vec![m.clone()],
+    );
+    let values = call(
+        Op::Values,
+        "mapValues",
+        list_of(vf.data_type().clone()),
+        vec![m],
+    );
+    Ok((keys, values))
+}
+
 /// `m[k]`: the value of the first entry with key `k`, else the value type's default (NULL
 /// when the values are Nullable).
 pub(super) fn element(m: Expr, k: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {

@@ -130,6 +130,9 @@ const ENTRIES: &[Entry] = &[
     e("cramersV", false, A, 2, Some(2), (0, 0)),
     e("cramersVBiasCorrected", false, A, 2, Some(2), (0, 0)),
     e("theilsU", false, A, 2, Some(2), (0, 0)),
+    e("sumMap", false, A, 1, None, (0, 0)),
+    e("minMap", false, A, 1, None, (0, 0)),
+    e("maxMap", false, A, 1, None, (0, 0)),
     // window functions
     e("row_number", true, W, 0, Some(0), (0, 0)),
     e("rank", true, W, 0, Some(0), (0, 0)),

@@ -15,7 +15,9 @@ use super::default_value;
 use super::udaf::list_scalar;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_empty_array};
 use datafusion::arrow::compute::{and, cast, concat, filter, is_not_null, take};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
+use datafusion::arrow::datatypes::{
+    DataType, Field, FieldRef, Fields, Float64Type, Int64Type, UInt64Type,
+};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -78,6 +80,18 @@ pub(super) enum RowsKind {
     CramersVBiasCorrected,
     /// `theilsU(a, b)`: (H(a) − Σ p(a,b)·ln p(a|b)) / H(a) with H(a) = Σ p(a)·ln p(a).
     TheilsU,
+    /// `sumMap(keys, values…)` / `minMap` / `maxMap`: per key (sorted), the values' sum (in
+    /// the 64-bit type), least or greatest; a key whose values were all NULL answers the
+    /// default. As a tuple of arrays `(keys, values…)`, sumMap leaving out keys whose sums
+    /// are all 0; with `map_out` (the argument was a Map) as a Map, zeros kept.
+    KeyedMap { op: KeyedOp, map_out: bool },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum KeyedOp {
+    Sum,
+    Min,
+    Max,
 }
 
 impl RowsKind {
@@ -110,6 +124,11 @@ impl RowsKind {
             RowsKind::CramersV => "cramersV".into(),
             RowsKind::CramersVBiasCorrected => "cramersVBiasCorrected".into(),
             RowsKind::TheilsU => "theilsU".into(),
+            RowsKind::KeyedMap { op, .. } => match op {
+                KeyedOp::Sum => "sumMap".into(),
+                KeyedOp::Min => "minMap".into(),
+                KeyedOp::Max => "maxMap".into(),
+            },
         }
     }
 
@@ -123,6 +142,7 @@ impl RowsKind {
                 | RowsKind::MovingSum(_)
                 | RowsKind::MovingAvg(_)
                 | RowsKind::InsertAt { .. }
+                | RowsKind::KeyedMap { .. }
         )
     }
 }
@@ -188,6 +208,28 @@ impl AggregateUDFImpl for Rows {
             RowsKind::MovingAvg(_) => list_of(DataType::Float64),
             RowsKind::InsertAt { .. } => list_of(t.clone()),
             RowsKind::MaxIntersections => DataType::UInt64,
+            RowsKind::KeyedMap { op, map_out } => {
+                let item = |t: &DataType| match t {
+                    DataType::List(f) => f.data_type().clone(),
+                    t => t.clone(),
+                };
+                let value = |t: &DataType| {
+                    if *op == KeyedOp::Sum {
+                        wide_type(&item(t))
+                    } else {
+                        item(t)
+                    }
+                };
+                if *map_out {
+                    super::maps::map_type(item(t), value(&arg_types[1]), false)
+                } else {
+                    let mut fields = vec![Field::new("c0", t.clone(), false)];
+                    for (i, vt) in arg_types[1..].iter().enumerate() {
+                        fields.push(Field::new(format!("c{}", i + 1), list_of(value(vt)), false));
+                    }
+                    DataType::Struct(Fields::from(fields))
+                }
+            }
             _ => t.clone(),
         })
     }
@@ -357,7 +399,7 @@ fn nums(a: &ArrayRef) -> Result<Nums> {
     } else if t.is_unsigned_integer() {
         Nums::U(
             cast(a, &DataType::UInt64)?
-                .as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+                .as_primitive::<UInt64Type>()
                 .values()
                 .to_vec(),
         )
@@ -369,7 +411,7 @@ fn nums(a: &ArrayRef) -> Result<Nums> {
         };
         Nums::I(
             cast(&a, &DataType::Int64)?
-                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .as_primitive::<Int64Type>()
                 .values()
                 .to_vec(),
         )
@@ -772,6 +814,7 @@ fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<Scalar
                 }
             }
         }
+        RowsKind::KeyedMap { op, map_out } => keyed_map(*op, *map_out, cols, out),
         RowsKind::Contingency
         | RowsKind::CramersV
         | RowsKind::CramersVBiasCorrected
@@ -834,6 +877,184 @@ fn moving<T: Copy>(
         out.push(s);
     }
     out
+}
+
+/// A list column's flattened values and each row's range into them.
+fn flat(a: &ArrayRef) -> Result<(ArrayRef, Vec<(usize, usize)>)> {
+    let l = a.as_list::<i32>();
+    let o = l.value_offsets();
+    let ranges = (0..l.len())
+        .map(|i| (o[i] as usize, o[i + 1] as usize))
+        .collect();
+    Ok((l.values().clone(), ranges))
+}
+
+/// See [`RowsKind::KeyedMap`].
+fn keyed_map(op: KeyedOp, map_out: bool, cols: &[ArrayRef], out: &DataType) -> Result<ScalarValue> {
+    let (keys, key_ranges) = flat(&cols[0])?;
+    let conv = RowConverter::new(vec![SortField::new(keys.data_type().clone())])?;
+    let key_rows = conv.convert_columns(std::slice::from_ref(&keys))?;
+    let mut values = vec![];
+    for c in &cols[1..] {
+        let (v, r) = flat(c)?;
+        let v = if op == KeyedOp::Sum {
+            cast(&v, &wide_type(v.data_type()))?
+        } else {
+            v
+        };
+        values.push((v, r));
+    }
+    // key → (its first index into `keys`, per value column: the best index, or the sum)
+    enum Best {
+        Index(Option<usize>),
+        I(i64),
+        U(u64),
+        F(f64),
+    }
+    let mut acc: BTreeMap<_, (usize, Vec<Best>)> = BTreeMap::new();
+    let cmps = values
+        .iter()
+        .map(|(v, _)| {
+            datafusion::arrow::array::make_comparator(v.as_ref(), v.as_ref(), Default::default())
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    for (row, &(ka, kb)) in key_ranges.iter().enumerate() {
+        if values.iter().any(|(_, r)| r[row].1 - r[row].0 != kb - ka) {
+            return exec_err!("Sizes of keys and values arrays do not match");
+        }
+        // A NULL key is a key of its own (sorted first, as in ClickHouse).
+        for (n, ki) in (ka..kb).enumerate() {
+            let entry = acc.entry(key_rows.row(ki)).or_insert_with(|| {
+                let init = values
+                    .iter()
+                    .map(|(v, _)| match (op, v.data_type()) {
+                        (KeyedOp::Sum, DataType::Int64) => Best::I(0),
+                        (KeyedOp::Sum, DataType::UInt64) => Best::U(0),
+                        (KeyedOp::Sum, _) => Best::F(0.0),
+                        _ => Best::Index(None),
+                    })
+                    .collect();
+                (ki, init)
+            });
+            for (((v, r), best), cmp) in values.iter().zip(entry.1.iter_mut()).zip(&cmps) {
+                let vi = r[row].0 + n;
+                if v.is_null(vi) {
+                    continue;
+                }
+                match best {
+                    Best::I(s) => *s = s.wrapping_add(v.as_primitive::<Int64Type>().value(vi)),
+                    Best::U(s) => *s = s.wrapping_add(v.as_primitive::<UInt64Type>().value(vi)),
+                    Best::F(s) => *s += v.as_primitive::<Float64Type>().value(vi),
+                    Best::Index(b) => {
+                        let better = match b {
+                            None => true,
+                            Some(cur) => {
+                                let o = cmp(vi, *cur);
+                                if op == KeyedOp::Min {
+                                    o.is_lt()
+                                } else {
+                                    o.is_gt()
+                                }
+                            }
+                        };
+                        if better {
+                            *b = Some(vi);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let value_types: Vec<DataType> = values.iter().map(|(v, _)| v.data_type().clone()).collect();
+    let mut key_idx = vec![];
+    let mut cols_out: Vec<Vec<ScalarValue>> = vec![vec![]; values.len()];
+    for (_, (ki, bests)) in acc {
+        let all_zero = bests.iter().all(|b| match b {
+            Best::I(x) => *x == 0,
+            Best::U(x) => *x == 0,
+            Best::F(x) => *x == 0.0,
+            Best::Index(_) => false,
+        });
+        if op == KeyedOp::Sum && !map_out && all_zero {
+            continue;
+        }
+        key_idx.push(ki as u32);
+        for (c, (b, (v, _))) in bests.into_iter().zip(&values).enumerate() {
+            cols_out[c].push(match b {
+                Best::I(x) => ScalarValue::Int64(Some(x)),
+                Best::U(x) => ScalarValue::UInt64(Some(x)),
+                Best::F(x) => ScalarValue::Float64(Some(x)),
+                Best::Index(Some(i)) => ScalarValue::try_from_array(v, i)?,
+                Best::Index(None) => default_value(v.data_type()),
+            });
+        }
+    }
+    let out_keys = take(&keys, &UInt32Array::from(key_idx), None)?;
+    let out_values = cols_out
+        .into_iter()
+        .zip(&value_types)
+        .map(|(vals, t)| {
+            if vals.is_empty() {
+                Ok(new_empty_array(t))
+            } else {
+                ScalarValue::iter_to_array(vals)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if map_out {
+        let DataType::Map(entries_field, _) = out else {
+            return exec_err!("sumMap: expected a Map type, got {out}");
+        };
+        let DataType::Struct(fields) = entries_field.data_type() else {
+            return exec_err!("sumMap: expected Map entries");
+        };
+        let n = out_keys.len();
+        let entries = datafusion::arrow::array::StructArray::try_new(
+            fields.clone(),
+            vec![
+                cast(&out_keys, fields[0].data_type())?,
+                out_values[0].clone(),
+            ],
+            None,
+        )?;
+        let m = datafusion::arrow::array::MapArray::try_new(
+            entries_field.clone(),
+            datafusion::arrow::buffer::OffsetBuffer::from_lengths([n]),
+            entries,
+            None,
+            false,
+        )?;
+        return ScalarValue::try_from_array(&(Arc::new(m) as ArrayRef), 0);
+    }
+    let DataType::Struct(fields) = out else {
+        return exec_err!("sumMap: expected a tuple type, got {out}");
+    };
+    let mut arrays: Vec<ArrayRef> = vec![];
+    for (i, a) in std::iter::once(out_keys).chain(out_values).enumerate() {
+        let target = match fields[i].data_type() {
+            DataType::List(f) => f.data_type().clone(),
+            t => t.clone(),
+        };
+        let a = if a.data_type() == &target {
+            a
+        } else {
+            cast(&a, &target)?
+        };
+        arrays.push(scalar_list_array(a));
+    }
+    let st = datafusion::arrow::array::StructArray::try_new(fields.clone(), arrays, None)?;
+    Ok(ScalarValue::Struct(Arc::new(st)))
+}
+
+/// `values` as a one-row list array.
+fn scalar_list_array(values: ArrayRef) -> ArrayRef {
+    let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
+    Arc::new(datafusion::arrow::array::ListArray::new(
+        field,
+        datafusion::arrow::buffer::OffsetBuffer::from_lengths([values.len()]),
+        values,
+        None,
+    ))
 }
 
 #[cfg(test)]
@@ -1000,6 +1221,42 @@ mod tests {
     }
 
     #[test]
+    fn keyed_maps() {
+        let t = table();
+        let arr = |e: Expr| t.f("array", vec![e]);
+        check(
+            &t,
+            vec![
+                (
+                    t.f("sumMap", vec![arr(col("s")), arr(col("n"))]),
+                    "{c0: [x, y], c1: [9, 7]}",
+                ),
+                (
+                    t.f("minMap", vec![arr(col("s")), arr(col("f"))]),
+                    "{c0: [x, y], c1: [1.0, 2.0]}",
+                ),
+                (
+                    t.f("maxMap", vec![arr(col("s")), arr(col("n"))]),
+                    "{c0: [x, y], c1: [5, 4]}",
+                ),
+            ],
+            true,
+        );
+        // a zero sum drops its key; a Map argument answers a Map and keeps it
+        let zero = col("n") - col("n");
+        check(
+            &t,
+            vec![(
+                t.f("sumMap", vec![arr(col("s")), arr(zero.clone())]),
+                "{c0: [], c1: []}",
+            )],
+            true,
+        );
+        let m = t.f("map", vec![col("s"), zero]);
+        check(&t, vec![(t.f("sumMap", vec![m]), "{x: 0, y: 0}")], true);
+    }
+
+    #[test]
     fn bad_arguments_are_refused() {
         let t = table();
         let arg = |e: Expr| super::super::super::Arg::Expr(e);
@@ -1011,6 +1268,7 @@ mod tests {
             ("groupArrayInsertAt", vec![], vec![col("n"), col("s")]),
             ("maxIntersections", vec![], vec![col("n"), col("f")]),
             ("medianDeterministic", vec![], vec![col("n"), col("s")]),
+            ("sumMap", vec![], vec![col("n")]),
         ] {
             let r = t.try_call(name, params, args.into_iter().map(arg).collect(), false);
             assert!(r.is_err(), "{name}");
