@@ -8,7 +8,7 @@
 //! `sum(1)` or `count()` of nothing is 0.
 
 use super::super::FnContext;
-use super::rows::{KeyedOp, Rows, RowsKind};
+use super::rows::{BitmapOp, KeyedOp, Rows, RowsKind};
 use super::udaf::{ArgMinMax, Collect, CollectKind, MomentKind, Moments, WindowFunnel};
 use super::{FunctionError, default_value, lit, literal_f64, literal_i64, nullable, type_of};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
@@ -403,6 +403,45 @@ pub(super) fn translate(
         | "cramersVBiasCorrected"
         | "theilsU" => rows(canon, called, params, args, filter, ctx),
         "sumMap" | "minMap" | "maxMap" => keyed_map(canon, called, args, filter, ctx),
+        // The number of distinct values, in the argument's type (NULL for no rows when it is
+        // Nullable).
+        "groupBitmap" => {
+            let x = args.into_iter().next().expect("arity");
+            let t = type_of(&x, ctx)?;
+            if !(t.is_unsigned_integer() || t == DataType::Int64) {
+                return Err(FunctionError::Invalid(format!(
+                    "Illegal type {t} of argument for aggregate function {called}: bitmaps hold unsigned integers or Int64"
+                )));
+            }
+            let n = node(fa::count::count_udaf(), vec![x], true, filter, None);
+            let out = cast(n.clone(), t);
+            Ok(if any_nullable {
+                datafusion::logical_expr::when(
+                    n.eq(lit(ScalarValue::Int64(Some(0)))),
+                    lit(ScalarValue::Null),
+                )
+                .otherwise(out)
+                .map_err(super::df_err)?
+            } else {
+                out
+            })
+        }
+        "groupBitmapAnd" | "groupBitmapOr" | "groupBitmapXor" => {
+            let b = args.into_iter().next().expect("arity");
+            let t = type_of(&b, ctx)?;
+            if super::bitmaps::bitmap_item(&t).is_none() {
+                return Err(FunctionError::Invalid(format!(
+                    "Function `{called}` needs a bitmap (from bitmapBuild), got {t}"
+                )));
+            }
+            let op = match canon {
+                "groupBitmapAnd" => BitmapOp::And,
+                "groupBitmapOr" => BitmapOp::Or,
+                _ => BitmapOp::Xor,
+            };
+            let udaf = Arc::new(AggregateUDF::from(Rows::new(RowsKind::BitmapAgg(op), 1)));
+            Ok(node(udaf, vec![b], false, filter, None))
+        }
         _ => Err(FunctionError::Unknown(called.to_string())),
     }
 }

@@ -6,6 +6,7 @@
 
 mod aggs;
 mod arrays;
+mod bitmaps;
 mod frame;
 mod funnel;
 mod groups;
@@ -133,6 +134,10 @@ const ENTRIES: &[Entry] = &[
     e("sumMap", false, A, 1, None, (0, 0)),
     e("minMap", false, A, 1, None, (0, 0)),
     e("maxMap", false, A, 1, None, (0, 0)),
+    e("groupBitmap", false, A, 1, Some(1), (0, 0)),
+    e("groupBitmapAnd", false, A, 1, Some(1), (0, 0)),
+    e("groupBitmapOr", false, A, 1, Some(1), (0, 0)),
+    e("groupBitmapXor", false, A, 1, Some(1), (0, 0)),
     // window functions
     e("row_number", true, W, 0, Some(0), (0, 0)),
     e("rank", true, W, 0, Some(0), (0, 0)),
@@ -221,6 +226,27 @@ const ENTRIES: &[Entry] = &[
     e("mapUpdate", false, S, 2, Some(2), (0, 0)),
     e("mapApply", false, S, 2, Some(2), (0, 0)),
     e("mapFilter", false, S, 2, Some(2), (0, 0)),
+    // bitmaps
+    e("bitmapBuild", false, S, 1, Some(1), (0, 0)),
+    e("bitmapToArray", false, S, 1, Some(1), (0, 0)),
+    e("bitmapSubsetInRange", false, S, 3, Some(3), (0, 0)),
+    e("bitmapSubsetLimit", false, S, 3, Some(3), (0, 0)),
+    e("subBitmap", false, S, 3, Some(3), (0, 0)),
+    e("bitmapContains", false, S, 2, Some(2), (0, 0)),
+    e("bitmapHasAny", false, S, 2, Some(2), (0, 0)),
+    e("bitmapHasAll", false, S, 2, Some(2), (0, 0)),
+    e("bitmapCardinality", false, S, 1, Some(1), (0, 0)),
+    e("bitmapMin", false, S, 1, Some(1), (0, 0)),
+    e("bitmapMax", false, S, 1, Some(1), (0, 0)),
+    e("bitmapTransform", false, S, 3, Some(3), (0, 0)),
+    e("bitmapAnd", false, S, 2, Some(2), (0, 0)),
+    e("bitmapOr", false, S, 2, Some(2), (0, 0)),
+    e("bitmapXor", false, S, 2, Some(2), (0, 0)),
+    e("bitmapAndnot", false, S, 2, Some(2), (0, 0)),
+    e("bitmapAndCardinality", false, S, 2, Some(2), (0, 0)),
+    e("bitmapOrCardinality", false, S, 2, Some(2), (0, 0)),
+    e("bitmapXorCardinality", false, S, 2, Some(2), (0, 0)),
+    e("bitmapAndnotCardinality", false, S, 2, Some(2), (0, 0)),
 ];
 
 fn entry(name: &str) -> Option<&'static Entry> {
@@ -286,6 +312,8 @@ pub(super) fn translate(
         FnKind::Scalar => {
             if maps::NAMES.contains(&entry.name) {
                 maps::translate(entry.name, args, ctx)
+            } else if bitmaps::NAMES.contains(&entry.name) {
+                bitmaps::translate(entry.name, exprs_only(name, args)?, ctx)
             } else if lambda::is_higher_order(entry.name, &args) {
                 lambda::translate(entry.name, args, ctx)
             } else {

@@ -85,6 +85,16 @@ pub(super) enum RowsKind {
     /// default. As a tuple of arrays `(keys, values…)`, sumMap leaving out keys whose sums
     /// are all 0; with `map_out` (the argument was a Map) as a Map, zeros kept.
     KeyedMap { op: KeyedOp, map_out: bool },
+    /// `groupBitmapAnd/Or/Xor(bitmap)`: the cardinality of the bitmaps' intersection, union or
+    /// symmetric difference, in the bitmaps' value type (0 for no rows).
+    BitmapAgg(BitmapOp),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum BitmapOp {
+    And,
+    Or,
+    Xor,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -129,6 +139,11 @@ impl RowsKind {
                 KeyedOp::Min => "minMap".into(),
                 KeyedOp::Max => "maxMap".into(),
             },
+            RowsKind::BitmapAgg(op) => match op {
+                BitmapOp::Xor => "groupBitmapXor".into(),
+                BitmapOp::And => "groupBitmapAnd".into(),
+                BitmapOp::Or => "groupBitmapOr".into(),
+            },
         }
     }
 
@@ -143,6 +158,7 @@ impl RowsKind {
                 | RowsKind::MovingAvg(_)
                 | RowsKind::InsertAt { .. }
                 | RowsKind::KeyedMap { .. }
+                | RowsKind::BitmapAgg(_)
         )
     }
 }
@@ -208,6 +224,7 @@ impl AggregateUDFImpl for Rows {
             RowsKind::MovingAvg(_) => list_of(DataType::Float64),
             RowsKind::InsertAt { .. } => list_of(t.clone()),
             RowsKind::MaxIntersections => DataType::UInt64,
+            RowsKind::BitmapAgg(_) => super::bitmaps::bitmap_item(t).unwrap_or(DataType::UInt64),
             RowsKind::KeyedMap { op, map_out } => {
                 let item = |t: &DataType| match t {
                     DataType::List(f) => f.data_type().clone(),
@@ -815,6 +832,21 @@ fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<Scalar
             }
         }
         RowsKind::KeyedMap { op, map_out } => keyed_map(*op, *map_out, cols, out),
+        RowsKind::BitmapAgg(op) => {
+            let bitmaps = super::bitmaps::read(x)?;
+            let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+            for b in &bitmaps {
+                for v in b.values() {
+                    *counts.entry(*v).or_default() += 1;
+                }
+            }
+            let card = match op {
+                BitmapOp::And => counts.values().filter(|c| **c == bitmaps.len()).count(),
+                BitmapOp::Or => counts.len(),
+                BitmapOp::Xor => counts.values().filter(|c| *c % 2 == 1).count(),
+            };
+            from_u64(card as u64, out)
+        }
         RowsKind::Contingency
         | RowsKind::CramersV
         | RowsKind::CramersVBiasCorrected
