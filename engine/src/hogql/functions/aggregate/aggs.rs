@@ -396,6 +396,8 @@ pub(super) fn translate(
         | "groupArrayMovingSum"
         | "groupArrayMovingAvg"
         | "groupArrayInsertAt"
+        | "medianTiming"
+        | "medianTimingWeighted"
         | "maxIntersections"
         | "maxIntersectionsPosition"
         | "contingency"
@@ -593,6 +595,19 @@ fn rows(
             RowsKind::DeltaSumTimestamp
         }
         "anyHeavy" => RowsKind::AnyHeavy,
+        "medianTiming" | "medianTimingWeighted" => {
+            if !t0.is_numeric() {
+                return illegal(t0);
+            }
+            let weighted = canon == "medianTimingWeighted";
+            if weighted && !types[1].is_integer() {
+                return Err(FunctionError::Invalid(format!(
+                    "Second argument (weight) of `{called}` must be an integer, not {}",
+                    types[1]
+                )));
+            }
+            RowsKind::MedianTiming { weighted }
+        }
         "medianExactLow" | "medianExactHigh" | "medianExactWeighted" => {
             if !(t0.is_numeric() || is_time(t0)) {
                 return illegal(t0);

@@ -120,6 +120,8 @@ const ENTRIES: &[Entry] = &[
     e("medianExactHigh", false, A, 1, Some(1), (0, 0)),
     e("medianExactWeighted", false, A, 2, Some(2), (0, 0)),
     e("medianBFloat16", false, A, 1, Some(1), (0, 0)),
+    e("medianTiming", false, A, 1, Some(1), (0, 0)),
+    e("medianTimingWeighted", false, A, 2, Some(2), (0, 0)),
     e("medianDeterministic", false, A, 2, Some(2), (0, 0)),
     e("simpleLinearRegression", false, A, 2, Some(2), (0, 0)),
     e("groupArrayMovingSum", false, A, 1, Some(1), (0, 1)),

@@ -55,6 +55,12 @@ pub(super) enum RowsKind {
     /// `medianBFloat16(x)`: values truncated to bfloat16 (the upper 16 bits of their Float32),
     /// the least whose cumulative count reaches ⌈n / 2⌉, as Float64.
     MedianBFloat16,
+    /// `medianTiming(x)` / `medianTimingWeighted(x, w)`: values truncated to integers and
+    /// capped at 30000, the sorted values' element at ⌊n/2⌋ (each value w times), as Float32;
+    /// nan for no values. ClickHouse is exact up to 5670 values and then switches to a
+    /// histogram whose answers we do not reproduce: more values fail with an error naming the
+    /// function. Negative values (undefined in ClickHouse) fail too.
+    MedianTiming { weighted: bool },
     /// `simpleLinearRegression(x, y)`: the least-squares `(k, b)` of `y = k·x + b`.
     LinearRegression,
     /// `groupArrayMovingSum([w])(x)`: the running sums over the last w (default all) rows.
@@ -118,6 +124,8 @@ impl RowsKind {
             RowsKind::MedianHigh => "medianExactHigh".into(),
             RowsKind::MedianWeighted => "medianExactWeighted".into(),
             RowsKind::MedianBFloat16 => "medianBFloat16".into(),
+            RowsKind::MedianTiming { weighted: false } => "medianTiming".into(),
+            RowsKind::MedianTiming { weighted: true } => "medianTimingWeighted".into(),
             RowsKind::LinearRegression => "simpleLinearRegression".into(),
             RowsKind::MovingSum(None) => "groupArrayMovingSum".into(),
             RowsKind::MovingSum(Some(w)) => format!("groupArrayMovingSum({w})"),
@@ -220,6 +228,7 @@ impl AggregateUDFImpl for Rows {
             | RowsKind::CramersVBiasCorrected
             | RowsKind::TheilsU => DataType::Float64,
             RowsKind::LinearRegression => DataType::Struct(regression_fields()),
+            RowsKind::MedianTiming { .. } => DataType::Float32,
             RowsKind::MovingSum(_) => list_of(wide_type(t)),
             RowsKind::MovingAvg(_) => list_of(DataType::Float64),
             RowsKind::InsertAt { .. } => list_of(t.clone()),
@@ -692,6 +701,58 @@ fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<Scalar
             Ok(ScalarValue::Float64(Some(
                 weighted_pick(pairs, 0.5).map_or(f64::NAN, |i| v[i]),
             )))
+        }
+        RowsKind::MedianTiming { weighted } => {
+            const EXACT: u64 = 5670;
+            const CAP: u64 = 30000;
+            let name = if *weighted {
+                "medianTimingWeighted"
+            } else {
+                "medianTiming"
+            };
+            let weights: Vec<u64> = if *weighted {
+                match nums(&cols[1])? {
+                    Nums::U(v) => v,
+                    Nums::I(v) if v.iter().all(|w| *w >= 0) => {
+                        v.into_iter().map(|w| w as u64).collect()
+                    }
+                    _ => return exec_err!("{name}: weights must be non-negative integers"),
+                }
+            } else {
+                vec![1; n]
+            };
+            let mut values: Vec<(u64, u64)> = vec![];
+            for (v, w) in floats(x)?.into_iter().zip(weights) {
+                if v.is_nan() {
+                    continue;
+                }
+                if v < 0.0 {
+                    return exec_err!("{name}: negative values are not supported");
+                }
+                values.push(((v as u64).min(CAP), w));
+            }
+            let total: u64 = values.iter().map(|p| p.1).fold(0u64, u64::saturating_add);
+            if total > EXACT {
+                return exec_err!(
+                    "{name} over more than {EXACT} values is not supported: ClickHouse then \
+                     answers from a histogram that hedgerow does not reproduce"
+                );
+            }
+            if total == 0 {
+                return Ok(ScalarValue::Float32(Some(f32::NAN)));
+            }
+            values.sort_unstable();
+            let target = total / 2;
+            let mut acc = 0u64;
+            let mut answer = values[values.len() - 1].0;
+            for (v, w) in values {
+                acc += w;
+                if acc > target {
+                    answer = v;
+                    break;
+                }
+            }
+            Ok(ScalarValue::Float32(Some(answer as f32)))
         }
         RowsKind::LinearRegression => {
             let (xs, ys) = (floats(x)?, floats(&cols[1])?);
@@ -1226,6 +1287,22 @@ mod tests {
                 ),
                 (t.f("medianBFloat16", vec![col("n") * lit(33i64)]), "66.0"),
                 (t.f("medianDeterministic", vec![col("n"), lit(1)]), "2.5"),
+                (t.f("medianTiming", vec![col("n")]), "3.0"),
+                (
+                    t.f("medianTiming", vec![col("n") * lit(10000i64)]),
+                    "30000.0",
+                ),
+                (
+                    t.f(
+                        "medianTimingWeighted",
+                        vec![col("n"), cast(col("n"), DataType::UInt8)],
+                    ),
+                    "4.0",
+                ),
+                (
+                    t.f("medianTimingIf", vec![col("f"), col("n").gt(lit(100))]),
+                    "NULL",
+                ),
                 (
                     t.f("simpleLinearRegression", vec![col("n"), col("f")]),
                     "{k: 1.0, b: 0.0}",
