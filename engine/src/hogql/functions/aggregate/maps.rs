@@ -16,14 +16,12 @@
 use super::super::{Arg, FnContext};
 use super::{FunctionError, default_value, lit, nullable, type_of};
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Array, Int64Array, ListArray,
-    MapArray, Scalar, StringArray, StructArray, UInt32Array, UInt64Array, make_comparator,
-    new_empty_array,
+    Array, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Int64Array, ListArray, MapArray,
+    Scalar, StringArray, StructArray, UInt32Array, make_comparator,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::{SortOptions, cast, concat, take};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Int64Type};
-use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::functions_nested::expr_fn::make_array;
 use datafusion::logical_expr::type_coercion::binary::type_union_resolution;
@@ -31,7 +29,6 @@ use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The functions translated here.
@@ -139,7 +136,7 @@ fn entries(k: DataType, v: DataType, v_nullable: bool) -> DataType {
 }
 
 /// A Map type's (key, value) fields.
-fn kv(t: &DataType) -> Option<(FieldRef, FieldRef)> {
+pub(super) fn kv(t: &DataType) -> Option<(FieldRef, FieldRef)> {
     match t {
         DataType::Map(f, _) => match f.data_type() {
             DataType::Struct(fs) if fs.len() == 2 => Some((fs[0].clone(), fs[1].clone())),
@@ -549,7 +546,7 @@ fn ranges_of_list(l: &ListArray) -> Vec<(usize, usize)> {
         .collect()
 }
 
-fn ranges_of_map(m: &MapArray) -> Vec<(usize, usize)> {
+pub(super) fn ranges_of_map(m: &MapArray) -> Vec<(usize, usize)> {
     let o = m.value_offsets();
     (0..m.len())
         .map(|i| {
@@ -562,7 +559,7 @@ fn ranges_of_map(m: &MapArray) -> Vec<(usize, usize)> {
         .collect()
 }
 
-fn as_map(a: &ArrayRef) -> Result<&MapArray> {
+pub(super) fn as_map(a: &ArrayRef) -> Result<&MapArray> {
     match a.data_type() {
         DataType::Map(..) => Ok(a.as_map()),
         t => exec_err!("expected a Map, got {t}"),
@@ -570,7 +567,7 @@ fn as_map(a: &ArrayRef) -> Result<&MapArray> {
 }
 
 /// A map column of `ret`'s type from its entries: per row a run of `keys`/`values` indices.
-fn build_map(
+pub(super) fn build_map(
     ret: &DataType,
     keys: &ArrayRef,
     key_idx: &[u32],
@@ -756,7 +753,7 @@ fn eval(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             let value_idx: Vec<Option<u32>> = idx.iter().map(|j| Some(*j)).collect();
             build_map(ret, m.keys(), &idx, m.values(), &value_idx, lengths)
         }
-        Op::Add | Op::Subtract => add_maps(op, args, ret),
+        Op::Add | Op::Subtract => super::map_sums::add_maps(op == Op::Subtract, args, ret),
         Op::Populate => {
             let m = as_map(&args[0])?;
             let max = args[1].as_primitive::<Int64Type>();
@@ -768,6 +765,9 @@ fn eval(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             let mut out_keys: Vec<i64> = vec![];
             let mut value_idx = vec![];
             let mut lengths = vec![];
+            // A series can outgrow its map: reserve it before building it.
+            let mut budget = crate::hogql::functions::budget::Output::new("mapPopulateSeries");
+            let entry_bytes = 16 + m.values().data_type().primitive_width().unwrap_or(8);
             for (i, (a, b)) in ranges_of_map(m).into_iter().enumerate() {
                 if a == b {
                     lengths.push(0);
@@ -785,6 +785,9 @@ fn eval(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
                     );
                 }
                 let before = out_keys.len();
+                if hi >= lo {
+                    budget.take((hi - lo + 1) as usize * entry_bytes)?;
+                }
                 let mut k = lo;
                 while k <= hi {
                     out_keys.push(k);
@@ -804,7 +807,7 @@ fn eval(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             let mut out = datafusion::arrow::array::StringBuilder::new();
             for row in 0..a.len() {
                 let mut s = String::new();
-                json_text(a, row, &mut s);
+                super::nested_json::json_text(a, row, &mut s);
                 budget.take(s.len())?;
                 out.append_value(s);
             }
@@ -838,199 +841,6 @@ fn eval(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
 /// dates and times as their text.
 pub(crate) fn nested_to_json_string(e: Expr) -> Expr {
     call(Op::ToJson, "toJSONString", DataType::Utf8, vec![e])
-}
-
-fn json_text(a: &ArrayRef, row: usize, out: &mut String) {
-    use std::fmt::Write;
-    if a.is_null(row) || a.data_type() == &DataType::Null {
-        out.push_str("null");
-        return;
-    }
-    let quoted = |s: &str, out: &mut String| {
-        out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
-    };
-    match a.data_type() {
-        DataType::Boolean => out.push_str(if a.as_boolean().value(row) {
-            "true"
-        } else {
-            "false"
-        }),
-        t if t.is_integer() => out.push_str(&crate::query::result::text_value(a, row)),
-        t if t.is_floating() => {
-            let f = match cast(&a.slice(row, 1), &DataType::Float64) {
-                Ok(x) => x
-                    .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
-                    .value(0),
-                Err(_) => f64::NAN,
-            };
-            if f.is_finite() {
-                out.push_str(&crate::query::result::float_text(f));
-            } else {
-                out.push_str("null");
-            }
-        }
-        DataType::List(_) | DataType::LargeList(_) => {
-            let l = match a.data_type() {
-                DataType::List(_) => a.as_list::<i32>().value(row),
-                _ => a.as_list::<i64>().value(row),
-            };
-            out.push('[');
-            for i in 0..l.len() {
-                if i > 0 {
-                    out.push(',');
-                }
-                json_text(&l, i, out);
-            }
-            out.push(']');
-        }
-        DataType::Struct(_) => {
-            let st = a.as_struct();
-            out.push('[');
-            for (i, c) in st.columns().iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                json_text(c, row, out);
-            }
-            out.push(']');
-        }
-        DataType::Map(..) => {
-            let entries = a.as_map().value(row);
-            let (k, v) = (entries.column(0), entries.column(1));
-            out.push('{');
-            for i in 0..entries.len() {
-                if i > 0 {
-                    out.push(',');
-                }
-                match k.data_type() {
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                        json_text(k, i, out)
-                    }
-                    _ => quoted(&crate::query::result::text_value(k, i), out),
-                }
-                out.push(':');
-                json_text(v, i, out);
-            }
-            out.push('}');
-        }
-        DataType::Utf8 => quoted(a.as_string::<i32>().value(row), out),
-        DataType::LargeUtf8 => quoted(a.as_string::<i64>().value(row), out),
-        DataType::Utf8View => quoted(a.as_string_view().value(row), out),
-        _ => {
-            let text = crate::query::result::text_value(a, row);
-            let _ = write!(out, "{}", serde_json::to_string(&text).unwrap_or_default());
-        }
-    }
-}
-
-/// A sum per key: (the key's first index into the keys, the running value).
-enum Acc {
-    I(i64),
-    U(u64),
-    F(f64),
-}
-
-fn add_maps(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
-    let Some((_, vf)) = kv(ret) else {
-        return exec_err!("expected a Map type, got {ret}");
-    };
-    let wide = vf.data_type().clone();
-    let maps = args
-        .iter()
-        .map(as_map)
-        .collect::<Result<Vec<&MapArray>>>()?;
-    let key_parts: Vec<&dyn Array> = maps.iter().map(|m| m.keys().as_ref()).collect();
-    let keys = concat(&key_parts)?;
-    let value_parts = maps
-        .iter()
-        .map(|m| cast(m.values(), &wide))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let value_refs: Vec<&dyn Array> = value_parts.iter().map(|a| a.as_ref()).collect();
-    let values = concat(&value_refs)?;
-    let conv = RowConverter::new(vec![SortField::new(keys.data_type().clone())])?;
-    let rows = conv.convert_columns(std::slice::from_ref(&keys))?;
-    let mut offsets = vec![0usize];
-    for m in &maps {
-        offsets.push(offsets.last().copied().unwrap_or(0) + m.keys().len());
-    }
-    let ranges: Vec<Vec<(usize, usize)>> = maps.iter().map(|m| ranges_of_map(m)).collect();
-    let n = maps[0].len();
-    let mut key_idx = vec![];
-    let mut out_values: Vec<Acc> = vec![];
-    let mut lengths = vec![];
-    for row in 0..n {
-        let mut acc: BTreeMap<_, (u32, Acc)> = BTreeMap::new();
-        for (mi, r) in ranges.iter().enumerate() {
-            let (a, b) = r[row];
-            for j in (a..b).map(|j| j + offsets[mi]) {
-                if values.is_null(j) {
-                    continue;
-                }
-                let neg = op == Op::Subtract && mi > 0;
-                let v = match &wide {
-                    DataType::Int64 => Acc::I(values.as_primitive::<Int64Type>().value(j)),
-                    DataType::UInt64 => Acc::U(
-                        values
-                            .as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
-                            .value(j),
-                    ),
-                    _ => Acc::F(
-                        values
-                            .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
-                            .value(j),
-                    ),
-                };
-                let e = acc.entry(rows.row(j)).or_insert((
-                    j as u32,
-                    match v {
-                        Acc::I(_) => Acc::I(0),
-                        Acc::U(_) => Acc::U(0),
-                        Acc::F(_) => Acc::F(0.0),
-                    },
-                ));
-                e.1 = match (&e.1, v) {
-                    (Acc::I(s), Acc::I(x)) if neg => Acc::I(s.wrapping_sub(x)),
-                    (Acc::I(s), Acc::I(x)) => Acc::I(s.wrapping_add(x)),
-                    (Acc::U(s), Acc::U(x)) if neg => Acc::U(s.wrapping_sub(x)),
-                    (Acc::U(s), Acc::U(x)) => Acc::U(s.wrapping_add(x)),
-                    (Acc::F(s), Acc::F(x)) if neg => Acc::F(s - x),
-                    (Acc::F(s), Acc::F(x)) => Acc::F(s + x),
-                    _ => return exec_err!("mapAdd: mixed value types"),
-                };
-            }
-        }
-        lengths.push(acc.len());
-        for (_, (j, v)) in acc {
-            key_idx.push(j);
-            out_values.push(v);
-        }
-    }
-    let vals: ArrayRef = match &wide {
-        DataType::Int64 => Arc::new(Int64Array::from(
-            out_values
-                .iter()
-                .map(|v| if let Acc::I(x) = v { *x } else { 0 })
-                .collect::<Vec<_>>(),
-        )),
-        DataType::UInt64 => Arc::new(UInt64Array::from(
-            out_values
-                .iter()
-                .map(|v| if let Acc::U(x) = v { *x } else { 0 })
-                .collect::<Vec<_>>(),
-        )),
-        _ => Arc::new(Float64Array::from(
-            out_values
-                .iter()
-                .map(|v| if let Acc::F(x) = v { *x } else { 0.0 })
-                .collect::<Vec<_>>(),
-        )),
-    };
-    let value_idx: Vec<Option<u32>> = (0..vals.len() as u32).map(Some).collect();
-    if key_idx.is_empty() {
-        let empty = new_empty_array(keys.data_type());
-        return build_map(ret, &empty, &[], &vals, &[], lengths);
-    }
-    build_map(ret, &keys, &key_idx, &vals, &value_idx, lengths)
 }
 
 #[cfg(test)]

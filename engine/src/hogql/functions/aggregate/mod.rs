@@ -7,11 +7,15 @@
 mod aggs;
 mod arrays;
 mod bitmaps;
+mod crosstab;
 mod frame;
 mod funnel;
 mod groups;
+mod keyed;
 mod lambda;
+mod map_sums;
 mod maps;
+mod nested_json;
 mod rows;
 #[cfg(test)]
 mod testutil;

@@ -172,7 +172,7 @@ impl RowsKind {
 }
 
 /// ClickHouse's sum type for the moving sums: Int64, UInt64 or Float64.
-fn wide_type(t: &DataType) -> DataType {
+pub(super) fn wide_type(t: &DataType) -> DataType {
     if t.is_floating() {
         DataType::Float64
     } else if t.is_unsigned_integer() {
@@ -182,7 +182,7 @@ fn wide_type(t: &DataType) -> DataType {
     }
 }
 
-fn list_of(t: DataType) -> DataType {
+pub(super) fn list_of(t: DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(t, true)))
 }
 
@@ -564,49 +564,12 @@ fn bfloat16(x: f64) -> f64 {
 }
 
 /// Per-row keys of `a` that compare equal exactly when the values do.
-fn keys(a: &ArrayRef) -> Result<Vec<Vec<u8>>> {
+pub(super) fn keys(a: &ArrayRef) -> Result<Vec<Vec<u8>>> {
     let conv = RowConverter::new(vec![SortField::new(a.data_type().clone())])?;
     let rows = conv.convert_columns(std::slice::from_ref(a))?;
     Ok((0..rows.num_rows())
         .map(|i| rows.row(i).as_ref().to_vec())
         .collect())
-}
-
-/// The cross tabulation of two columns: counts of a, of b and of (a, b) pairs, and n (ordered
-/// maps, so the sums run in one order and the answer does not vary between runs).
-struct CrossTab {
-    a: BTreeMap<Vec<u8>, f64>,
-    b: BTreeMap<Vec<u8>, f64>,
-    ab: BTreeMap<(Vec<u8>, Vec<u8>), f64>,
-    n: f64,
-}
-
-impl CrossTab {
-    fn new(x: &ArrayRef, y: &ArrayRef) -> Result<Self> {
-        let (kx, ky) = (keys(x)?, keys(y)?);
-        let mut t = CrossTab {
-            a: BTreeMap::new(),
-            b: BTreeMap::new(),
-            ab: BTreeMap::new(),
-            n: kx.len() as f64,
-        };
-        for (a, b) in kx.into_iter().zip(ky) {
-            *t.a.entry(a.clone()).or_default() += 1.0;
-            *t.b.entry(b.clone()).or_default() += 1.0;
-            *t.ab.entry((a, b)).or_default() += 1.0;
-        }
-        Ok(t)
-    }
-
-    /// φ² = Σ n_ab² / (n_a·n_b) − 1.
-    fn phi_squared(&self) -> f64 {
-        let s: f64 = self
-            .ab
-            .iter()
-            .map(|((a, b), &ab)| ab * ab / (self.a[a] * self.b[b]))
-            .sum();
-        s - 1.0
-    }
 }
 
 fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<ScalarValue> {
@@ -892,7 +855,7 @@ fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<Scalar
                 }
             }
         }
-        RowsKind::KeyedMap { op, map_out } => keyed_map(*op, *map_out, cols, out),
+        RowsKind::KeyedMap { op, map_out } => super::keyed::keyed_map(*op, *map_out, cols, out),
         RowsKind::BitmapAgg(op) => {
             let bitmaps = super::bitmaps::read(x)?;
             let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
@@ -911,44 +874,9 @@ fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<Scalar
         RowsKind::Contingency
         | RowsKind::CramersV
         | RowsKind::CramersVBiasCorrected
-        | RowsKind::TheilsU => {
-            let ct = CrossTab::new(x, &cols[1])?;
-            let v = if n == 0 {
-                f64::NAN
-            } else {
-                match kind {
-                    RowsKind::Contingency => {
-                        let phi = ct.phi_squared();
-                        (phi / (phi + 1.0)).sqrt()
-                    }
-                    RowsKind::CramersV => {
-                        let phi = ct.phi_squared();
-                        let q = (ct.a.len() - 1).min(ct.b.len() - 1) as f64;
-                        (phi / q).sqrt()
-                    }
-                    RowsKind::CramersVBiasCorrected => {
-                        let phi = ct.phi_squared();
-                        let (ka, kb) = (ct.a.len() as f64, ct.b.len() as f64);
-                        let (a1, b1, n1) = (ka - 1.0, kb - 1.0, ct.n - 1.0);
-                        let res = (phi - a1 * b1 / n1).max(0.0);
-                        let ca = ka - a1 * a1 / n1;
-                        let cb = kb - b1 * b1 / n1;
-                        (res / (ca.min(cb) - 1.0)).sqrt()
-                    }
-                    _ => {
-                        let h: f64 = ct.a.values().map(|&c| (c / ct.n) * (c / ct.n).ln()).sum();
-                        let dep: f64 = ct
-                            .ab
-                            .iter()
-                            .map(|((_, b), &ab)| (ab / ct.n) * (ab / ct.b[b]).ln())
-                            .sum();
-                        // One value of a: no uncertainty to remove (ClickHouse answers 0).
-                        if h == 0.0 { 0.0 } else { (h - dep) / h }
-                    }
-                }
-            };
-            Ok(ScalarValue::Float64(Some(v)))
-        }
+        | RowsKind::TheilsU => Ok(ScalarValue::Float64(Some(super::crosstab::statistic(
+            kind, x, &cols[1],
+        )?))),
     }
 }
 
@@ -970,184 +898,6 @@ fn moving<T: Copy>(
         out.push(s);
     }
     out
-}
-
-/// A list column's flattened values and each row's range into them.
-fn flat(a: &ArrayRef) -> Result<(ArrayRef, Vec<(usize, usize)>)> {
-    let l = a.as_list::<i32>();
-    let o = l.value_offsets();
-    let ranges = (0..l.len())
-        .map(|i| (o[i] as usize, o[i + 1] as usize))
-        .collect();
-    Ok((l.values().clone(), ranges))
-}
-
-/// See [`RowsKind::KeyedMap`].
-fn keyed_map(op: KeyedOp, map_out: bool, cols: &[ArrayRef], out: &DataType) -> Result<ScalarValue> {
-    let (keys, key_ranges) = flat(&cols[0])?;
-    let conv = RowConverter::new(vec![SortField::new(keys.data_type().clone())])?;
-    let key_rows = conv.convert_columns(std::slice::from_ref(&keys))?;
-    let mut values = vec![];
-    for c in &cols[1..] {
-        let (v, r) = flat(c)?;
-        let v = if op == KeyedOp::Sum {
-            cast(&v, &wide_type(v.data_type()))?
-        } else {
-            v
-        };
-        values.push((v, r));
-    }
-    // key → (its first index into `keys`, per value column: the best index, or the sum)
-    enum Best {
-        Index(Option<usize>),
-        I(i64),
-        U(u64),
-        F(f64),
-    }
-    let mut acc: BTreeMap<_, (usize, Vec<Best>)> = BTreeMap::new();
-    let cmps = values
-        .iter()
-        .map(|(v, _)| {
-            datafusion::arrow::array::make_comparator(v.as_ref(), v.as_ref(), Default::default())
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    for (row, &(ka, kb)) in key_ranges.iter().enumerate() {
-        if values.iter().any(|(_, r)| r[row].1 - r[row].0 != kb - ka) {
-            return exec_err!("Sizes of keys and values arrays do not match");
-        }
-        // A NULL key is a key of its own (sorted first, as in ClickHouse).
-        for (n, ki) in (ka..kb).enumerate() {
-            let entry = acc.entry(key_rows.row(ki)).or_insert_with(|| {
-                let init = values
-                    .iter()
-                    .map(|(v, _)| match (op, v.data_type()) {
-                        (KeyedOp::Sum, DataType::Int64) => Best::I(0),
-                        (KeyedOp::Sum, DataType::UInt64) => Best::U(0),
-                        (KeyedOp::Sum, _) => Best::F(0.0),
-                        _ => Best::Index(None),
-                    })
-                    .collect();
-                (ki, init)
-            });
-            for (((v, r), best), cmp) in values.iter().zip(entry.1.iter_mut()).zip(&cmps) {
-                let vi = r[row].0 + n;
-                if v.is_null(vi) {
-                    continue;
-                }
-                match best {
-                    Best::I(s) => *s = s.wrapping_add(v.as_primitive::<Int64Type>().value(vi)),
-                    Best::U(s) => *s = s.wrapping_add(v.as_primitive::<UInt64Type>().value(vi)),
-                    Best::F(s) => *s += v.as_primitive::<Float64Type>().value(vi),
-                    Best::Index(b) => {
-                        let better = match b {
-                            None => true,
-                            Some(cur) => {
-                                let o = cmp(vi, *cur);
-                                if op == KeyedOp::Min {
-                                    o.is_lt()
-                                } else {
-                                    o.is_gt()
-                                }
-                            }
-                        };
-                        if better {
-                            *b = Some(vi);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let value_types: Vec<DataType> = values.iter().map(|(v, _)| v.data_type().clone()).collect();
-    let mut key_idx = vec![];
-    let mut cols_out: Vec<Vec<ScalarValue>> = vec![vec![]; values.len()];
-    for (_, (ki, bests)) in acc {
-        let all_zero = bests.iter().all(|b| match b {
-            Best::I(x) => *x == 0,
-            Best::U(x) => *x == 0,
-            Best::F(x) => *x == 0.0,
-            Best::Index(_) => false,
-        });
-        if op == KeyedOp::Sum && !map_out && all_zero {
-            continue;
-        }
-        key_idx.push(ki as u32);
-        for (c, (b, (v, _))) in bests.into_iter().zip(&values).enumerate() {
-            cols_out[c].push(match b {
-                Best::I(x) => ScalarValue::Int64(Some(x)),
-                Best::U(x) => ScalarValue::UInt64(Some(x)),
-                Best::F(x) => ScalarValue::Float64(Some(x)),
-                Best::Index(Some(i)) => ScalarValue::try_from_array(v, i)?,
-                Best::Index(None) => default_value(v.data_type()),
-            });
-        }
-    }
-    let out_keys = take(&keys, &UInt32Array::from(key_idx), None)?;
-    let out_values = cols_out
-        .into_iter()
-        .zip(&value_types)
-        .map(|(vals, t)| {
-            if vals.is_empty() {
-                Ok(new_empty_array(t))
-            } else {
-                ScalarValue::iter_to_array(vals)
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if map_out {
-        let DataType::Map(entries_field, _) = out else {
-            return exec_err!("sumMap: expected a Map type, got {out}");
-        };
-        let DataType::Struct(fields) = entries_field.data_type() else {
-            return exec_err!("sumMap: expected Map entries");
-        };
-        let n = out_keys.len();
-        let entries = datafusion::arrow::array::StructArray::try_new(
-            fields.clone(),
-            vec![
-                cast(&out_keys, fields[0].data_type())?,
-                out_values[0].clone(),
-            ],
-            None,
-        )?;
-        let m = datafusion::arrow::array::MapArray::try_new(
-            entries_field.clone(),
-            datafusion::arrow::buffer::OffsetBuffer::from_lengths([n]),
-            entries,
-            None,
-            false,
-        )?;
-        return ScalarValue::try_from_array(&(Arc::new(m) as ArrayRef), 0);
-    }
-    let DataType::Struct(fields) = out else {
-        return exec_err!("sumMap: expected a tuple type, got {out}");
-    };
-    let mut arrays: Vec<ArrayRef> = vec![];
-    for (i, a) in std::iter::once(out_keys).chain(out_values).enumerate() {
-        let target = match fields[i].data_type() {
-            DataType::List(f) => f.data_type().clone(),
-            t => t.clone(),
-        };
-        let a = if a.data_type() == &target {
-            a
-        } else {
-            cast(&a, &target)?
-        };
-        arrays.push(scalar_list_array(a));
-    }
-    let st = datafusion::arrow::array::StructArray::try_new(fields.clone(), arrays, None)?;
-    Ok(ScalarValue::Struct(Arc::new(st)))
-}
-
-/// `values` as a one-row list array.
-fn scalar_list_array(values: ArrayRef) -> ArrayRef {
-    let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
-    Arc::new(datafusion::arrow::array::ListArray::new(
-        field,
-        datafusion::arrow::buffer::OffsetBuffer::from_lengths([values.len()]),
-        values,
-        None,
-    ))
 }
 
 #[cfg(test)]
