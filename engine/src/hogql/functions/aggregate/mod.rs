@@ -232,6 +232,8 @@ const ENTRIES: &[Entry] = &[
     e("mapUpdate", false, S, 2, Some(2), (0, 0)),
     e("mapApply", false, S, 2, Some(2), (0, 0)),
     e("mapFilter", false, S, 2, Some(2), (0, 0)),
+    // PostHog's own
+    e("sparkline", false, S, 1, Some(2), (0, 0)),
     // bitmaps
     e("bitmapBuild", false, S, 1, Some(1), (0, 0)),
     e("bitmapToArray", false, S, 1, Some(1), (0, 0)),
@@ -316,7 +318,9 @@ pub(super) fn translate(
             window::translate(entry.name, args, ctx)
         }
         FnKind::Scalar => {
-            if maps::NAMES.contains(&entry.name) {
+            if entry.name == "sparkline" {
+                sparkline(exprs_only(name, args)?)
+            } else if maps::NAMES.contains(&entry.name) {
                 maps::translate(entry.name, args, ctx)
             } else if bitmaps::NAMES.contains(&entry.name) {
                 bitmaps::translate(entry.name, exprs_only(name, args)?, ctx)
@@ -328,6 +332,21 @@ pub(super) fn translate(
             }
         }
     }
+}
+
+/// PostHog's `sparkline(data[, labels])`: the HogQLX tag its UI draws as a small chart, a
+/// tuple `('__hx_tag', 'Sparkline', 'data', data[, 'labels', labels])`, as PostHog's
+/// printer makes it.
+fn sparkline(args: Vec<Expr>) -> Result<Expr, FunctionError> {
+    let s = |v: &str| lit(ScalarValue::Utf8(Some(v.to_string())));
+    let mut items = vec![s("__hx_tag"), s("Sparkline"), s("data")];
+    let mut it = args.into_iter();
+    items.push(it.next().expect("arity"));
+    if let Some(labels) = it.next() {
+        items.push(s("labels"));
+        items.push(labels);
+    }
+    Ok(datafusion::functions::core::expr_fn::r#struct(items))
 }
 
 fn check_count(
@@ -492,6 +511,29 @@ mod tests {
         assert_eq!(lookup("arrayMap").unwrap().kind, FnKind::Scalar);
         assert_eq!(lookup("quantile").unwrap().params, (0, 1));
         assert_eq!(lookup("first_value").unwrap().kind, FnKind::Aggregate);
+    }
+
+    #[test]
+    fn sparkline_is_posthogs_tag_tuple() {
+        use super::testutil::{Table, lit};
+        use datafusion::arrow::array::{ArrayRef, Int64Array};
+        let n: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![1]));
+        let t = Table::new(vec![("n", n, false)]);
+        let data = t.f("array", vec![lit(3i64), lit(1i64)]);
+        let labels = t.f("array", vec![lit("a"), lit("b")]);
+        let out = t.project(vec![
+            t.f("sparkline", vec![data.clone()]),
+            t.f("sparkline", vec![data, labels]),
+        ]);
+        assert_eq!(
+            out[0].rows[0],
+            "{c0: __hx_tag, c1: Sparkline, c2: data, c3: [3, 1]}"
+        );
+        assert_eq!(
+            out[1].rows[0],
+            "{c0: __hx_tag, c1: Sparkline, c2: data, c3: [3, 1], c4: labels, c5: [a, b]}"
+        );
+        assert_eq!(lookup("sparkline").unwrap().max_args, Some(2));
     }
 
     #[test]
