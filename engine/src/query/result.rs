@@ -256,7 +256,16 @@ fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
     let string = |s: &str| if nested { quote(s) } else { escape_tsv(s) };
     match a.data_type() {
         DataType::Boolean => if a.as_boolean().value(row) { "1" } else { "0" }.into(),
-        DataType::Float32 => float_text(a.as_primitive::<Float32Type>().value(row) as f64),
+        // A Float32 prints its own shortest text (`19.05`, not the Float64 of its bits).
+        DataType::Float32 => {
+            let f = a.as_primitive::<Float32Type>().value(row);
+            if f.is_finite() {
+                let s = format!("{f}");
+                s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+            } else {
+                float_text(f as f64)
+            }
+        }
         DataType::Float64 => float_text(a.as_primitive::<Float64Type>().value(row)),
         DataType::Utf8 => string(a.as_string::<i32>().value(row)),
         DataType::LargeUtf8 => string(a.as_string::<i64>().value(row)),
@@ -388,6 +397,14 @@ mod tests {
         assert_eq!(text_value(&s, 0), "(empty)");
         assert_eq!(text_value(&s, 1), "NULL");
         assert_eq!(text_value(&s, 2), "a\\tb");
+        let f32s: ArrayRef = Arc::new(datafusion::arrow::array::Float32Array::from(vec![
+            19.05f32,
+            2.0,
+            f32::NEG_INFINITY,
+        ]));
+        assert_eq!(text_value(&f32s, 0), "19.05");
+        assert_eq!(text_value(&f32s, 1), "2");
+        assert_eq!(text_value(&f32s, 2), "-inf");
         let f: ArrayRef = Arc::new(Float64Array::from(vec![3.0, 0.1 + 0.2, f64::NAN]));
         assert_eq!(text_value(&f, 0), "3");
         assert_eq!(text_value(&f, 1), "0.30000000000000004");

@@ -398,6 +398,8 @@ pub(super) fn translate(
         | "groupArrayInsertAt"
         | "medianTiming"
         | "medianTimingWeighted"
+        | "medianTDigest"
+        | "medianTDigestWeighted"
         | "maxIntersections"
         | "maxIntersectionsPosition"
         | "contingency"
@@ -595,18 +597,22 @@ fn rows(
             RowsKind::DeltaSumTimestamp
         }
         "anyHeavy" => RowsKind::AnyHeavy,
-        "medianTiming" | "medianTimingWeighted" => {
+        "medianTiming" | "medianTimingWeighted" | "medianTDigest" | "medianTDigestWeighted" => {
             if !t0.is_numeric() {
                 return illegal(t0);
             }
-            let weighted = canon == "medianTimingWeighted";
+            let weighted = canon.ends_with("Weighted");
             if weighted && !types[1].is_integer() {
                 return Err(FunctionError::Invalid(format!(
                     "Second argument (weight) of `{called}` must be an integer, not {}",
                     types[1]
                 )));
             }
-            RowsKind::MedianTiming { weighted }
+            if canon.starts_with("medianTDigest") {
+                RowsKind::MedianTDigest { weighted }
+            } else {
+                RowsKind::MedianTiming { weighted }
+            }
         }
         "medianExactLow" | "medianExactHigh" | "medianExactWeighted" => {
             if !(t0.is_numeric() || is_time(t0)) {

@@ -17,8 +17,10 @@ mod map_sums;
 mod maps;
 mod nested_json;
 mod rows;
+mod tdigest;
 #[cfg(test)]
 mod testutil;
+mod timing;
 mod udaf;
 mod uniq;
 mod window;
@@ -126,6 +128,8 @@ const ENTRIES: &[Entry] = &[
     e("medianBFloat16", false, A, 1, Some(1), (0, 0)),
     e("medianTiming", false, A, 1, Some(1), (0, 0)),
     e("medianTimingWeighted", false, A, 2, Some(2), (0, 0)),
+    e("medianTDigest", false, A, 1, Some(1), (0, 0)),
+    e("medianTDigestWeighted", false, A, 2, Some(2), (0, 0)),
     e("medianDeterministic", false, A, 2, Some(2), (0, 0)),
     e("simpleLinearRegression", false, A, 2, Some(2), (0, 0)),
     e("groupArrayMovingSum", false, A, 1, Some(1), (0, 1)),

@@ -22,6 +22,17 @@ pub(super) fn json_text(a: &ArrayRef, row: usize, out: &mut String) {
             "false"
         }),
         t if t.is_integer() => out.push_str(&plain_text(a, row)),
+        DataType::Float32 => {
+            let f = a
+                .as_primitive::<datafusion::arrow::datatypes::Float32Type>()
+                .value(row);
+            if f.is_finite() {
+                let s = format!("{f}");
+                out.push_str(s.strip_suffix(".0").unwrap_or(&s));
+            } else {
+                out.push_str("null");
+            }
+        }
         t if t.is_floating() => {
             let f = match cast(&a.slice(row, 1), &DataType::Float64) {
                 Ok(x) => x

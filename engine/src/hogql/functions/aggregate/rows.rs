@@ -55,12 +55,11 @@ pub(super) enum RowsKind {
     /// `medianBFloat16(x)`: values truncated to bfloat16 (the upper 16 bits of their Float32),
     /// the least whose cumulative count reaches ⌈n / 2⌉, as Float64.
     MedianBFloat16,
-    /// `medianTiming(x)` / `medianTimingWeighted(x, w)`: values truncated to integers and
-    /// capped at 30000, the sorted values' element at ⌊n/2⌋ (each value w times), as Float32;
-    /// nan for no values. ClickHouse is exact up to 5670 values and then switches to a
-    /// histogram whose answers we do not reproduce: more values fail with an error naming the
-    /// function. Negative values (undefined in ClickHouse) fail too.
+    /// `medianTiming(x)` / `medianTimingWeighted(x, w)` while ClickHouse's is exact
+    /// (`timing.rs`).
     MedianTiming { weighted: bool },
+    /// `medianTDigest(x)` / `medianTDigestWeighted(x, w)`: ClickHouse's t-digest (`tdigest.rs`).
+    MedianTDigest { weighted: bool },
     /// `simpleLinearRegression(x, y)`: the least-squares `(k, b)` of `y = k·x + b`.
     LinearRegression,
     /// `groupArrayMovingSum([w])(x)`: the running sums over the last w (default all) rows.
@@ -126,6 +125,8 @@ impl RowsKind {
             RowsKind::MedianBFloat16 => "medianBFloat16".into(),
             RowsKind::MedianTiming { weighted: false } => "medianTiming".into(),
             RowsKind::MedianTiming { weighted: true } => "medianTimingWeighted".into(),
+            RowsKind::MedianTDigest { weighted: false } => "medianTDigest".into(),
+            RowsKind::MedianTDigest { weighted: true } => "medianTDigestWeighted".into(),
             RowsKind::LinearRegression => "simpleLinearRegression".into(),
             RowsKind::MovingSum(None) => "groupArrayMovingSum".into(),
             RowsKind::MovingSum(Some(w)) => format!("groupArrayMovingSum({w})"),
@@ -228,7 +229,7 @@ impl AggregateUDFImpl for Rows {
             | RowsKind::CramersVBiasCorrected
             | RowsKind::TheilsU => DataType::Float64,
             RowsKind::LinearRegression => DataType::Struct(regression_fields()),
-            RowsKind::MedianTiming { .. } => DataType::Float32,
+            RowsKind::MedianTiming { .. } | RowsKind::MedianTDigest { .. } => DataType::Float32,
             RowsKind::MovingSum(_) => list_of(wide_type(t)),
             RowsKind::MovingAvg(_) => list_of(DataType::Float64),
             RowsKind::InsertAt { .. } => list_of(t.clone()),
@@ -665,57 +666,21 @@ fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<Scalar
                 weighted_pick(pairs, 0.5).map_or(f64::NAN, |i| v[i]),
             )))
         }
+        RowsKind::MedianTDigest { weighted } => {
+            let w = if *weighted {
+                Some(weights(&cols[1], "medianTDigestWeighted")?)
+            } else {
+                None
+            };
+            super::tdigest::median(&floats(x)?, w.as_deref())
+        }
         RowsKind::MedianTiming { weighted } => {
-            const EXACT: u64 = 5670;
-            const CAP: u64 = 30000;
-            let name = if *weighted {
-                "medianTimingWeighted"
+            let w = if *weighted {
+                Some(weights(&cols[1], "medianTimingWeighted")?)
             } else {
-                "medianTiming"
+                None
             };
-            let weights: Vec<u64> = if *weighted {
-                match nums(&cols[1])? {
-                    Nums::U(v) => v,
-                    Nums::I(v) if v.iter().all(|w| *w >= 0) => {
-                        v.into_iter().map(|w| w as u64).collect()
-                    }
-                    _ => return exec_err!("{name}: weights must be non-negative integers"),
-                }
-            } else {
-                vec![1; n]
-            };
-            let mut values: Vec<(u64, u64)> = vec![];
-            for (v, w) in floats(x)?.into_iter().zip(weights) {
-                if v.is_nan() {
-                    continue;
-                }
-                if v < 0.0 {
-                    return exec_err!("{name}: negative values are not supported");
-                }
-                values.push(((v as u64).min(CAP), w));
-            }
-            let total: u64 = values.iter().map(|p| p.1).fold(0u64, u64::saturating_add);
-            if total > EXACT {
-                return exec_err!(
-                    "{name} over more than {EXACT} values is not supported: ClickHouse then \
-                     answers from a histogram that hedgerow does not reproduce"
-                );
-            }
-            if total == 0 {
-                return Ok(ScalarValue::Float32(Some(f32::NAN)));
-            }
-            values.sort_unstable();
-            let target = total / 2;
-            let mut acc = 0u64;
-            let mut answer = values[values.len() - 1].0;
-            for (v, w) in values {
-                acc += w;
-                if acc > target {
-                    answer = v;
-                    break;
-                }
-            }
-            Ok(ScalarValue::Float32(Some(answer as f32)))
+            super::timing::median(&floats(x)?, w.as_deref())
         }
         RowsKind::LinearRegression => {
             let (xs, ys) = (floats(x)?, floats(&cols[1])?);
@@ -877,6 +842,15 @@ fn evaluate(kind: &RowsKind, cols: &[ArrayRef], out: &DataType) -> Result<Scalar
         | RowsKind::TheilsU => Ok(ScalarValue::Float64(Some(super::crosstab::statistic(
             kind, x, &cols[1],
         )?))),
+    }
+}
+
+/// A weight column as u64 (non-negative integers only).
+fn weights(a: &ArrayRef, name: &str) -> Result<Vec<u64>> {
+    match nums(a)? {
+        Nums::U(v) => Ok(v),
+        Nums::I(v) if v.iter().all(|w| *w >= 0) => Ok(v.into_iter().map(|w| w as u64).collect()),
+        _ => exec_err!("{name}: weights must be non-negative integers"),
     }
 }
 
