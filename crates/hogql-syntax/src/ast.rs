@@ -170,7 +170,8 @@ pub enum TagValue {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TagChild {
-    /// Text between tags, trimmed.
+    /// Text between tags as written (PostHog keeps it; whitespace alone across a line
+    /// break, indentation, is dropped).
     Text(String),
     /// `{expr}`
     Expr(Expr),

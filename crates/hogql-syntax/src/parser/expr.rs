@@ -1377,7 +1377,20 @@ impl Parser<'_> {
         }
         self.expect(&TokenKind::Gt, "'>' or '/>' to close the tag")?;
         let mut children = Vec::new();
+        // Text is kept as written (PostHog's), except text of whitespace alone across a line
+        // break, which is indentation.
+        let text_child = |children: &mut Vec<TagChild>, text: &str| {
+            let indentation = text.trim().is_empty() && text.contains(['\n', '\r']);
+            if !text.is_empty() && !indentation {
+                children.push(TagChild::Text(text.to_string()));
+            }
+        };
+        // Where the text since the last child began.
+        let mut text_from = self.prev_end();
         loop {
+            if matches!(self.tok().kind, TokenKind::Lt | TokenKind::LBrace) {
+                text_child(&mut children, &self.text[text_from..self.tok().start]);
+            }
             match self.tok().kind.clone() {
                 TokenKind::Lt if self.nth_is(1, &TokenKind::Slash) => {
                     self.bump();
@@ -1390,25 +1403,26 @@ impl Parser<'_> {
                     self.expect(&TokenKind::Gt, "'>' to close the tag")?;
                     break;
                 }
-                TokenKind::Lt => children.push(TagChild::Tag(self.tag()?)),
+                TokenKind::Lt => {
+                    children.push(TagChild::Tag(self.tag()?));
+                    text_from = self.prev_end();
+                }
                 TokenKind::LBrace => {
                     self.bump();
                     let e = self.expr()?;
                     self.expect(&TokenKind::RBrace, "'}' after the expression")?;
                     children.push(TagChild::Expr(e));
+                    text_from = self.prev_end();
                 }
                 TokenKind::Eof => return Err(self.expected(&format!("</{name}>"))),
                 _ => {
-                    // Text: everything up to the next tag or `{`.
-                    let from = self.tok().start;
+                    // Text: everything up to the next tag or `{` (taken there).
                     while !matches!(
                         self.tok().kind,
                         TokenKind::Lt | TokenKind::LBrace | TokenKind::Eof
                     ) {
                         self.bump();
                     }
-                    let text = self.text[from..self.tok().start].trim();
-                    children.push(TagChild::Text(text.to_string()));
                 }
             }
         }

@@ -1088,3 +1088,34 @@ fn never_names_quoted_round_trip() {
         assert_eq!(parse_query(&printed).unwrap(), q, "{printed}");
     }
 }
+
+/// A tag's text children are kept as written (PostHog's parser keeps them), except text of
+/// whitespace alone across a line break.
+#[test]
+fn tag_text_is_kept_as_written() {
+    use crate::ast::TagChild;
+    let children = |text: &str| -> Vec<String> {
+        let e = parse_expr(text).unwrap();
+        let ExprKind::Tag(t) = e.kind else {
+            panic!("{text}: not a tag")
+        };
+        t.children
+            .iter()
+            .map(|c| match c {
+                TagChild::Text(s) => format!("{s:?}"),
+                TagChild::Expr(e) => sx(e),
+                TagChild::Tag(t) => format!("<{}>", t.name),
+            })
+            .collect()
+    };
+    assert_eq!(children("<p> hi there </p>"), [r#"" hi there ""#]);
+    assert_eq!(
+        children("<p><b>x</b> <i>y</i></p>"),
+        ["<b>", r#"" ""#, "<i>"]
+    );
+    assert_eq!(
+        children("<div>\n  <b>x</b>\n  tail {1}\n</div>"),
+        ["<b>", r#""\n  tail ""#, "1"]
+    );
+    assert_eq!(children("<p>a{1}b</p>"), [r#""a""#, "1", r#""b""#]);
+}

@@ -31,6 +31,14 @@ impl Planner<'_> {
                     )
                 });
         }
+        // `*COLUMNS(…)` among the arguments: the columns it matches, in place.
+        let spread;
+        let args: &[ast::Expr] = if args.iter().any(|a| matches!(a.kind, ExprKind::Spread(_))) {
+            spread = self.spread_args(args, scope)?;
+            &spread
+        } else {
+            args
+        };
         // Operator spellings.
         let binop = match name {
             "equals" => Some(BinaryOp::Eq),
@@ -297,6 +305,66 @@ impl Planner<'_> {
     /// The window an `OVER` means: inline, a name from the WINDOW clause, or a named window
     /// extended (`OVER (w ORDER BY …)`, SQL's rules: the base's PARTITION BY, its ORDER BY
     /// unless it has none, the frame of the extension when it gives one).
+    /// `args` with each `*COLUMNS(…)` replaced by the columns it names (PostHog's resolver
+    /// unpacks them into the call's arguments): those of the FROM clause whose names match a
+    /// regex, `*`'s (less EXCLUDE, with REPLACE's values), or a list as written.
+    pub(super) fn spread_args(
+        &self,
+        args: &[ast::Expr],
+        scope: &Scope<'_>,
+    ) -> PResult<Vec<ast::Expr>> {
+        let mut out = Vec::new();
+        for a in args {
+            let ExprKind::Spread(inner) = &a.kind else {
+                out.push(a.clone());
+                continue;
+            };
+            let ExprKind::Columns(cols) = &inner.kind else {
+                return err("`*` unpacks COLUMNS(…) into a call's arguments", a.span);
+            };
+            let field = |alias: &str, col: &str| {
+                ast::Expr::new(
+                    ExprKind::Field(vec![alias.to_string(), col.to_string()]),
+                    a.span,
+                )
+            };
+            let before = out.len();
+            match &cols.source {
+                ast::ColumnsSource::List(list) => out.extend(list.iter().cloned()),
+                ast::ColumnsSource::Regex(re) => {
+                    let rx = regex::Regex::new(re).map_err(|e| {
+                        PlanError::new(
+                            format!("Invalid regular expression in COLUMNS: {e}"),
+                            Some(a.span),
+                        )
+                    })?;
+                    for r in &scope.relations {
+                        for col in r.visible.iter().filter(|c| rx.is_match(c)) {
+                            out.push(field(&r.alias, col));
+                        }
+                    }
+                }
+                ast::ColumnsSource::Star(qual) => {
+                    for r in &scope.relations {
+                        if qual.as_ref().is_some_and(|q| q.join(".") != r.alias) {
+                            continue;
+                        }
+                        for col in r.visible.iter().filter(|c| !cols.exclude.contains(c)) {
+                            match cols.replace.iter().find(|(_, n)| n == col) {
+                                Some((e, _)) => out.push(e.clone()),
+                                None => out.push(field(&r.alias, col)),
+                            }
+                        }
+                    }
+                }
+            }
+            if out.len() == before {
+                return err("*COLUMNS(…) matches no column", a.span);
+            }
+        }
+        Ok(out)
+    }
+
     pub(super) fn window_spec(
         &self,
         o: &ast::Over,

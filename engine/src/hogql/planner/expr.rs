@@ -71,8 +71,10 @@ impl Planner<'_> {
                     UnaryOp::Not => Expr::Not(Box::new(to_bool(v, &scope.schema)?)),
                     UnaryOp::Neg => {
                         let t = v.get_type(&scope.schema).map_err(df)?;
-                        let literal = matches!(v, Expr::Literal(..));
-                        match (t.is_unsigned_integer() || literal)
+                        // Integers negate wrapping, as ClickHouse's do (the minimum Int64
+                        // stays itself); DataFusion's negation stops with an overflow error.
+                        match t
+                            .is_integer()
                             .then(|| functions::int_negate(v.clone(), &t))
                             .transpose()
                             .map_err(|x| PlanError::new(x.to_string(), Some(e.span)))?
@@ -218,6 +220,15 @@ impl Planner<'_> {
                 Ok(datafusion::functions_nested::expr_fn::make_array(items))
             }
             ExprKind::Tuple(items) => {
+                // `tuple(…)` is a call in PostHog's syntax tree: `*COLUMNS(…)` unpacks there.
+                let spread;
+                let items: &[ast::Expr] =
+                    if items.iter().any(|a| matches!(a.kind, ExprKind::Spread(_))) {
+                        spread = self.spread_args(items, scope)?;
+                        &spread
+                    } else {
+                        items
+                    };
                 let mut args = Vec::new();
                 for (i, it) in items.iter().enumerate() {
                     args.push(lit(format!("c{i}")));
@@ -305,18 +316,33 @@ impl Planner<'_> {
                  placeholders by name, as in {name}",
                 e.span,
             ),
+            // A call unpacks its spreads before this (`Planner::call`).
             ExprKind::Spread(_) => err(
-                "*COLUMNS(…) (columns spread into a call's arguments) is not supported",
+                "*COLUMNS(…) can only be used to unpack columns inside function call \
+                 arguments; use COLUMNS(…) for top-level column selection",
                 e.span,
             ),
-            ExprKind::Tag(tag) => err(
-                format!(
-                    "HogQLX tags (<{} … />) are not supported: hedgerow runs HogQL, not \
-                     PostHog's HogQLX components",
-                    tag.name
+            ExprKind::Tag(tag) if super::hogqlx::is_rendered(&tag.name) => {
+                self.expr(&super::hogqlx::to_tuple(tag, e.span), scope)
+            }
+            ExprKind::Tag(tag) => match super::hogqlx::hogql_query(tag) {
+                Some(Ok(q)) => {
+                    let plan = self.value_subquery(&q, scope.ctes, e.span)?;
+                    Ok(datafusion::logical_expr::expr_fn::scalar_subquery(
+                        Arc::new(plan),
+                    ))
+                }
+                Some(Err(msg)) => err(msg, e.span),
+                None => err(
+                    format!(
+                        "HogQLX tag <{} … /> is not supported: hedgerow renders PostHog's \
+                         display tags (<strong>, <Sparkline>, …) and runs <HogQLQuery query='…' />; \
+                         send other query nodes to the query endpoint",
+                        tag.name
+                    ),
+                    e.span,
                 ),
-                e.span,
-            ),
+            },
             // PostHog's resolver refuses them with the same words.
             ExprKind::Block(_) => err(
                 "You can not use blocks in HogQL (a lambda's body in braces holds Hog \

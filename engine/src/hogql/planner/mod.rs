@@ -35,6 +35,7 @@ mod call;
 mod expr;
 mod exprs;
 mod field;
+mod hogqlx;
 mod ids;
 mod predicate;
 mod relation;

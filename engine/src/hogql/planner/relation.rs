@@ -117,16 +117,25 @@ impl Planner<'_> {
                     t.span,
                 );
             }
-            ast::TableSource::Tag(tag) => {
-                return err(
-                    format!(
-                        "HogQLX tags (<{} … />) are not supported as tables: write the query \
-                         itself, as a subquery",
-                        tag.name
-                    ),
-                    t.span,
-                );
-            }
+            ast::TableSource::Tag(tag) => match super::hogqlx::hogql_query(tag) {
+                Some(Ok(q)) => {
+                    let plan = self.query(&q, ctes)?;
+                    let alias = t.alias.clone().unwrap_or_else(|| "__subquery".to_string());
+                    (plan, alias, false)
+                }
+                Some(Err(msg)) => return err(msg, t.span),
+                None => {
+                    return err(
+                        format!(
+                            "HogQLX tag <{} … /> is not supported as a table: hedgerow runs \
+                             <HogQLQuery query='…' /> there; write other queries as a subquery \
+                             or send their node to the query endpoint",
+                            tag.name
+                        ),
+                        t.span,
+                    );
+                }
+            },
             ast::TableSource::Placeholder(name) => {
                 return err(
                     format!("Placeholders cannot name tables: {{{name}}}"),

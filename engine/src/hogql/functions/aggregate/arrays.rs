@@ -1040,15 +1040,21 @@ fn vectors(a: &ArrayRef) -> Result<Vec<Option<Vec<f64>>>> {
         .collect())
 }
 
+/// A float sum as ClickHouse adds: from +0 (Rust's `Sum` for floats starts from -0, so an
+/// empty sum would print as `-0`).
+fn fsum(it: impl Iterator<Item = f64>) -> f64 {
+    it.fold(0.0, |a, x| a + x)
+}
+
 fn norm(v: &[f64], p: f64) -> f64 {
     if p.is_infinite() {
         v.iter().fold(0.0, |m, x| m.max(x.abs()))
     } else if p == 1.0 {
-        v.iter().map(|x| x.abs()).sum()
+        fsum(v.iter().map(|x| x.abs()))
     } else if p == 2.0 {
-        v.iter().map(|x| x * x).sum::<f64>().sqrt()
+        fsum(v.iter().map(|x| x * x)).sqrt()
     } else {
-        v.iter().map(|x| x.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+        fsum(v.iter().map(|x| x.abs().powf(p))).powf(1.0 / p)
     }
 }
 
@@ -1161,11 +1167,11 @@ fn vector_op(op: Op, a: &[ArrayRef]) -> Result<ArrayRef> {
                 }
                 _ => None,
             },
-            Op::DotProduct => pair(r)?.map(|(x, y)| x.iter().zip(&y).map(|(a, b)| a * b).sum()),
+            Op::DotProduct => pair(r)?.map(|(x, y)| fsum(x.iter().zip(&y).map(|(a, b)| a * b))),
             _ => pair(r)?.map(|(x, y)| {
-                let dot: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+                let dot = fsum(x.iter().zip(&y).map(|(a, b)| a * b));
                 let (xx, yy): (f64, f64) =
-                    (x.iter().map(|a| a * a).sum(), y.iter().map(|b| b * b).sum());
+                    (fsum(x.iter().map(|a| a * a)), fsum(y.iter().map(|b| b * b)));
                 1.0 - dot / (xx * yy).sqrt()
             }),
         });
@@ -1421,7 +1427,7 @@ fn reduce(op: Op, a: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
                             valid.map(|j| iv.value(j)).fold(0u64, u64::wrapping_add),
                         ))
                     }
-                    (_, Op::Sum) => ScalarValue::Float64(Some(valid.map(|j| f.value(j)).sum())),
+                    (_, Op::Sum) => ScalarValue::Float64(Some(fsum(valid.map(|j| f.value(j))))),
                     _ => {
                         let (n, sum) =
                             valid.fold((0usize, 0.0), |(n, acc), j| (n + 1, acc + f.value(j)));

@@ -74,8 +74,6 @@ enum Op {
     Populate,
     /// (map, map) → the first's entries whose key the second lacks, then the second's.
     Update,
-    /// Any array, tuple or map → its JSON text (`toJSONString`).
-    ToJson,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -801,18 +799,6 @@ fn eval(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             let key_idx: Vec<u32> = (0..key_arr.len() as u32).collect();
             build_map(ret, &key_arr, &key_idx, &values, &value_idx, lengths)
         }
-        Op::ToJson => {
-            let a = &args[0];
-            let mut budget = crate::hogql::functions::budget::Output::new("toJSONString");
-            let mut out = datafusion::arrow::array::StringBuilder::new();
-            for row in 0..a.len() {
-                let mut s = String::new();
-                super::nested_json::json_text(a, row, &mut s);
-                budget.take(s.len())?;
-                out.append_value(s);
-            }
-            Ok(Arc::new(out.finish()))
-        }
         Op::Update => {
             let (m1, m2) = (as_map(&args[0])?, as_map(&args[1])?);
             let keys = concat(&[m1.keys().as_ref(), m2.keys().as_ref()])?;
@@ -834,13 +820,6 @@ fn eval(op: Op, args: &[ArrayRef], ret: &DataType) -> Result<ArrayRef> {
             build_map(ret, &keys, &key_idx, &values, &value_idx, lengths)
         }
     }
-}
-
-/// `toJSONString` of an array, tuple or map, as ClickHouse writes it: tuples as arrays, maps
-/// as objects (every entry, keys as strings), NULL as `null`, nan and infinities as `null`,
-/// dates and times as their text.
-pub(crate) fn nested_to_json_string(e: Expr) -> Expr {
-    call(Op::ToJson, "toJSONString", DataType::Utf8, vec![e])
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ mod keyed;
 mod lambda;
 mod map_sums;
 mod maps;
-mod nested_json;
 mod rows;
 mod tdigest;
 #[cfg(test)]
@@ -30,7 +29,6 @@ use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 pub(crate) use frame::{frame_value_respect_udaf, frame_value_udaf};
-pub(crate) use maps::nested_to_json_string;
 
 /// How a name is spelled in the registry and whether it matches in any case.
 struct Entry {
@@ -86,7 +84,7 @@ const ENTRIES: &[Entry] = &[
     e("argMax", false, A, 2, Some(2), (0, 0)),
     e("argMin", false, A, 2, Some(2), (0, 0)),
     e("median", false, A, 1, Some(1), (0, 0)),
-    e("quantile", false, A, 1, Some(1), (0, 1)),
+    e("quantile", false, A, 1, Some(1), (1, 1)),
     e("quantiles", false, A, 1, Some(1), (1, usize::MAX)),
     e("quantileExact", false, A, 1, Some(1), (0, 1)),
     e("medianExact", false, A, 1, Some(1), (0, 0)),
@@ -171,7 +169,7 @@ const ENTRIES: &[Entry] = &[
     e("notEmpty", false, S, 1, Some(1), (0, 0)),
     e("arraySlice", false, S, 2, Some(3), (0, 0)),
     e("arrayStringConcat", false, S, 1, Some(2), (0, 0)),
-    e("arrayConcat", false, S, 1, None, (0, 0)),
+    e("arrayConcat", false, S, 2, None, (0, 0)),
     e("arrayCompact", false, S, 1, Some(1), (0, 0)),
     e("arrayDistinct", false, S, 1, Some(1), (0, 0)),
     e("arrayReverse", false, S, 1, Some(1), (0, 0)),
@@ -199,7 +197,7 @@ const ENTRIES: &[Entry] = &[
     e("dotProduct", false, S, 2, Some(2), (0, 0)),
     e("cosineDistance", false, S, 2, Some(2), (0, 0)),
     e("arrayIntersect", false, S, 1, None, (0, 0)),
-    e("arrayZip", false, S, 1, None, (0, 0)),
+    e("arrayZip", false, S, 2, None, (0, 0)),
     e("arrayFlatten", false, S, 1, Some(1), (0, 0)),
     e("arrayProduct", false, S, 1, Some(1), (0, 0)),
     e("arrayDifference", false, S, 1, Some(1), (0, 0)),
@@ -513,7 +511,7 @@ mod tests {
         assert_eq!(lookup("ROW_NUMBER").unwrap().kind, FnKind::Window);
         assert_eq!(lookup("lagInFrame").unwrap().kind, FnKind::Window);
         assert_eq!(lookup("arrayMap").unwrap().kind, FnKind::Scalar);
-        assert_eq!(lookup("quantile").unwrap().params, (0, 1));
+        assert_eq!(lookup("quantile").unwrap().params, (1, 1));
         assert_eq!(lookup("first_value").unwrap().kind, FnKind::Aggregate);
     }
 

@@ -577,38 +577,74 @@ pub(crate) fn uuid_text(a: Expr) -> Expr {
     )
 }
 
+/// `toJSONString(x)`: the value as JSON (ClickHouse's): numbers bare (`nan`/`inf` as
+/// `null`), Bool as `true`/`false`, strings, dates and times quoted, arrays and tuples as JSON
+/// arrays (NULL elements as `null`), maps as objects. A NULL value is NULL.
 fn to_json_string(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
     let ty = type_of(&a, ctx)?;
     if matches!(
         ty,
-        DataType::List(_) | DataType::LargeList(_) | DataType::Struct(_) | DataType::Map(..)
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::Struct(_)
+            | DataType::Map(..)
     ) {
-        return Ok(crate::hogql::functions::nested_to_json_string(a));
+        json_nested_supported(&ty)?;
+        let k = kernel(|arr, _| {
+            let mut budget = Output::new("toJSONString");
+            let mut out = StringBuilder::new();
+            let mut buf = String::new();
+            for i in 0..arr[0].len() {
+                if arr[0].is_null(i) {
+                    out.append_null();
+                    continue;
+                }
+                buf.clear();
+                write_json(&arr[0], i, &mut buf)?;
+                budget.take(buf.len())?;
+                out.append_value(&buf);
+            }
+            Ok(Arc::new(out.finish()) as ArrayRef)
+        });
+        return Ok(call(
+            "toJSONString",
+            "nested",
+            DataType::Utf8,
+            Nulls::FromFirst,
+            vec![a],
+            k,
+        ));
     }
     let numeric = ty.is_numeric();
     let boolean = matches!(ty, DataType::Boolean);
-    let s = to_string_expr(a, None, ctx)?;
+    // Booleans are written from the values, everything else from its ClickHouse text.
+    let s = if boolean {
+        a
+    } else {
+        to_string_expr(a, None, ctx)?
+    };
     let k = kernel(move |arr, _| {
-        let s = cast(&arr[0], &DataType::Utf8)?;
         let mut budget = Output::new("toJSONString");
         let mut out = StringBuilder::new();
+        if boolean {
+            for b in arr[0].as_boolean().iter() {
+                out.append_option(b.map(|b| if b { "true" } else { "false" }));
+            }
+            return Ok(Arc::new(out.finish()) as ArrayRef);
+        }
+        let s = cast(&arr[0], &DataType::Utf8)?;
+        let mut buf = String::new();
         for s in s.as_string::<i32>().iter() {
             match s {
-                None => out.append_value("null"),
+                None => out.append_null(),
                 Some(s) if numeric && !matches!(s, "nan" | "inf" | "-inf") => out.append_value(s),
                 Some(_) if numeric => out.append_value("null"),
-                Some(s) if boolean => out.append_value(s),
                 Some(s) => {
-                    let escaped: usize = s
-                        .bytes()
-                        .map(|b| match b {
-                            b'"' | b'\\' => 2,
-                            0..=0x1f => 6,
-                            _ => 1,
-                        })
-                        .sum();
-                    budget.take(escaped + 2)?;
-                    out.append_value(serde_json::to_string(s).unwrap_or_default());
+                    buf.clear();
+                    json_quote(s, &mut buf);
+                    budget.take(buf.len())?;
+                    out.append_value(&buf);
                 }
             }
         }
@@ -618,10 +654,127 @@ fn to_json_string(a: Expr, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
         "toJSONString",
         format!("{numeric}/{boolean}"),
         DataType::Utf8,
-        Nulls::Never,
+        Nulls::FromFirst,
         vec![s],
         k,
     ))
+}
+
+/// Whether [`write_json`] writes every value a nested type can hold; the error names the
+/// type it does not.
+fn json_nested_supported(ty: &DataType) -> Result<(), FunctionError> {
+    match ty {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            json_nested_supported(f.data_type())
+        }
+        DataType::Struct(fs) => fs
+            .iter()
+            .try_for_each(|f| json_nested_supported(f.data_type())),
+        DataType::Map(f, _) => json_nested_supported(f.data_type()),
+        DataType::Null
+        | DataType::Boolean
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Date32 => Ok(()),
+        t if t.is_numeric() => Ok(()),
+        t => Err(invalid(format!(
+            "toJSONString of an array, tuple or map holding {t} is not supported"
+        ))),
+    }
+}
+
+/// `s` as a JSON string.
+fn json_quote(s: &str, out: &mut String) {
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+/// Row `i` of `a` as JSON (a NULL as `null`), for the types [`json_nested_supported`] lets
+/// through.
+fn write_json(a: &ArrayRef, i: usize, out: &mut String) -> Result<()> {
+    use std::fmt::Write;
+    if a.is_null(i) {
+        out.push_str("null");
+        return Ok(());
+    }
+    let list = |values: ArrayRef, out: &mut String| -> Result<()> {
+        out.push('[');
+        for j in 0..values.len() {
+            if j > 0 {
+                out.push(',');
+            }
+            write_json(&values, j, out)?;
+        }
+        out.push(']');
+        Ok(())
+    };
+    match a.data_type() {
+        DataType::Boolean => out.push_str(if a.as_boolean().value(i) {
+            "true"
+        } else {
+            "false"
+        }),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            let s = cast(&a.slice(i, 1), &DataType::Utf8)?;
+            json_quote(s.as_string::<i32>().value(0), out);
+        }
+        DataType::Date32 => {
+            let d = a
+                .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                .value(i);
+            match date_of_days(d) {
+                Some(d) => {
+                    let _ = write!(out, "\"{d}\"");
+                }
+                None => out.push_str("null"),
+            }
+        }
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+            let x = cast(&a.slice(i, 1), &DataType::Float64)?;
+            let x = x.as_primitive::<Float64Type>().value(0);
+            if x.is_finite() {
+                out.push_str(&format_float(x));
+            } else {
+                out.push_str("null");
+            }
+        }
+        t if t.is_numeric() => {
+            let s = cast(&a.slice(i, 1), &DataType::Utf8)?;
+            out.push_str(s.as_string::<i32>().value(0));
+        }
+        DataType::List(_) => list(a.as_list::<i32>().value(i), out)?,
+        DataType::LargeList(_) => list(a.as_list::<i64>().value(i), out)?,
+        DataType::FixedSizeList(..) => list(a.as_fixed_size_list().value(i), out)?,
+        DataType::Struct(_) => {
+            let st = a.as_struct();
+            out.push('[');
+            for (j, c) in st.columns().iter().enumerate() {
+                if j > 0 {
+                    out.push(',');
+                }
+                write_json(c, i, out)?;
+            }
+            out.push(']');
+        }
+        DataType::Map(..) => {
+            let m = a.as_map();
+            let entries = m.value(i);
+            let keys = cast(entries.column(0), &DataType::Utf8)?;
+            let keys = keys.as_string::<i32>();
+            out.push('{');
+            for j in 0..entries.len() {
+                if j > 0 {
+                    out.push(',');
+                }
+                json_quote(keys.value(j), out);
+                out.push(':');
+                write_json(entries.column(1), j, out)?;
+            }
+            out.push('}');
+        }
+        _ => out.push_str("null"),
+    }
+    Ok(())
 }
 
 pub(super) fn translate(

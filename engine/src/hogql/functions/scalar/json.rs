@@ -300,6 +300,9 @@ enum Want {
     BoolInt,
     /// JSONExtract(..., 'Bool').
     Bool,
+    /// JSONExtract(..., 'Tuple(T1, T2)') / 'Tuple(a T1, b T2)': the elements of a JSON array
+    /// by position, or of an object by position (unnamed) or by name (named).
+    Tuple(Vec<(Option<String>, Want)>),
     Raw,
     ArrayRaw,
     Keys,
@@ -328,6 +331,16 @@ impl Want {
             Want::Array(inner) => DataType::List(Arc::new(Field::new("item", inner.ret(), true))),
             Want::Nullable(inner) => inner.ret(),
             Want::Cast(_, t) => t.clone(),
+            Want::Tuple(elems) => DataType::Struct(
+                elems
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, w))| {
+                        let name = name.clone().unwrap_or_else(|| format!("c{i}"));
+                        Field::new(name, w.ret(), true)
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -347,6 +360,25 @@ impl Want {
         }
         if let Some(inner) = t.strip_prefix("Array(").and_then(|r| r.strip_suffix(')')) {
             return Some(Want::Array(Box::new(Want::from_type_name(inner)?)));
+        }
+        if let Some(inner) = t.strip_prefix("Tuple(").and_then(|r| r.strip_suffix(')')) {
+            let mut elems = Vec::new();
+            for e in split_top_level(inner) {
+                let e = e.trim();
+                // `name Type` (a named element) or `Type`: a name comes before any '('.
+                let named = e.split_once(' ').filter(|(n, _)| {
+                    !n.contains('(') && n.chars().all(|c| c.is_alphanumeric() || c == '_')
+                });
+                elems.push(match named {
+                    Some((n, ty)) => (Some(n.to_string()), Want::from_type_name(ty)?),
+                    None => (None, Want::from_type_name(e)?),
+                });
+            }
+            let names: Vec<_> = elems.iter().filter(|(n, _)| n.is_some()).collect();
+            if elems.is_empty() || !(names.is_empty() || names.len() == elems.len()) {
+                return None;
+            }
+            return Some(Want::Tuple(elems));
         }
         Some(match t {
             "String" => Want::Str,
@@ -376,6 +408,8 @@ enum V {
     F(f64),
     B(bool),
     L(Vec<V>),
+    /// A tuple's elements.
+    T(Vec<V>),
 }
 
 /// The value for `want` at the found node (None: path missing or invalid JSON).
@@ -392,7 +426,15 @@ fn extract(want: &Want, node: Option<&J>) -> V {
             .unwrap_or(0),
         ),
         Want::Float => V::F(node.and_then(as_f64).unwrap_or(0.0)),
-        Want::BoolInt => V::U(u64::from(node.and_then(as_bool).unwrap_or(false))),
+        // ClickHouse: `true`, or a non-zero integer (written without '.' or exponent; any
+        // float, even 2.0, is 0).
+        Want::BoolInt => V::U(u64::from(match node {
+            Some(J::Bool(b)) => *b,
+            Some(J::Num(t)) if !t.contains(['.', 'e', 'E']) => {
+                t.trim_start_matches('-').bytes().any(|c| c != b'0')
+            }
+            _ => false,
+        })),
         Want::Bool => V::B(
             node.and_then(|j| as_bool(j).or_else(|| as_f64(j).map(|f| f != 0.0)))
                 .unwrap_or(false),
@@ -447,7 +489,42 @@ fn extract(want: &Want, node: Option<&J>) -> V {
             }
         },
         Want::Cast(inner, _) => extract(inner, node),
+        Want::Tuple(elems) => V::T(
+            elems
+                .iter()
+                .enumerate()
+                .map(|(i, (name, w))| {
+                    let at = match (node, name) {
+                        (Some(J::Arr(a)), _) => a.get(i),
+                        (Some(J::Obj(m)), Some(n)) => {
+                            m.iter().find(|(k, _)| k == n).map(|(_, v)| v)
+                        }
+                        (Some(J::Obj(m)), None) => m.get(i).map(|(_, v)| v),
+                        _ => None,
+                    };
+                    extract(w, at)
+                })
+                .collect(),
+        ),
     }
+}
+
+/// `s` split at its commas outside parentheses.
+fn split_top_level(s: &str) -> Vec<&str> {
+    let (mut depth, mut from, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[from..]);
+    out
 }
 
 fn build(want: &Want, vals: Vec<Option<V>>) -> Result<ArrayRef> {
@@ -523,6 +600,39 @@ fn build(want: &Want, vals: Vec<Option<V>>) -> Result<ArrayRef> {
                 })
                 .collect::<BooleanArray>(),
         ),
+        Want::Tuple(elems) => {
+            let n = vals.len();
+            let mut columns: Vec<Vec<Option<V>>> =
+                elems.iter().map(|_| Vec::with_capacity(n)).collect();
+            let mut valid = Vec::with_capacity(n);
+            for v in vals {
+                match v {
+                    Some(V::T(items)) => {
+                        valid.push(true);
+                        for (c, item) in columns.iter_mut().zip(items) {
+                            c.push(Some(item));
+                        }
+                    }
+                    _ => {
+                        valid.push(false);
+                        columns.iter_mut().for_each(|c| c.push(None));
+                    }
+                }
+            }
+            let arrays = elems
+                .iter()
+                .zip(columns)
+                .map(|((_, w), c)| build(w, c))
+                .collect::<Result<Vec<_>>>()?;
+            let DataType::Struct(fields) = base.ret() else {
+                unreachable!("a tuple is a struct")
+            };
+            Arc::new(datafusion::arrow::array::StructArray::try_new(
+                fields,
+                arrays,
+                Some(valid.into()),
+            )?)
+        }
         Want::Nullable(_) | Want::Cast(..) => unreachable!("unwrapped above"),
     };
     let ret = want.ret();
@@ -701,6 +811,26 @@ mod tests {
             (
                 call("JSONExtractBool", vec![s(r#"{"a":"true"}"#), s("a")]),
                 "0",
+            ),
+            // ClickHouse's answers (chdb 4.4): integers by being non-zero, floats never
+            (call("JSONExtractBool", vec![s(r#"{"a":2}"#), s("a")]), "1"),
+            (call("JSONExtractBool", vec![s(r#"{"a":-1}"#), s("a")]), "1"),
+            (call("JSONExtractBool", vec![s(r#"{"a":0}"#), s("a")]), "0"),
+            (call("JSONExtractBool", vec![s(r#"{"a":-0}"#), s("a")]), "0"),
+            (
+                call("JSONExtractBool", vec![s(r#"{"a":2.0}"#), s("a")]),
+                "0",
+            ),
+            (
+                call("JSONExtractBool", vec![s(r#"{"a":1e3}"#), s("a")]),
+                "0",
+            ),
+            (
+                call(
+                    "JSONExtractBool",
+                    vec![s(r#"{"a":18446744073709551615}"#), s("a")],
+                ),
+                "1",
             ),
             (
                 call(

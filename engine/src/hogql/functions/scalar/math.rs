@@ -944,7 +944,7 @@ mod tests {
                 ),
                 "1",
             ),
-            (call("least", vec![i(3), i(1), i(2)]), "1"),
+            (call("least", vec![i(3), i(1)]), "1"),
             (call("greatest", vec![s("a"), s("b")]), "b"),
             (call("sign", vec![i(-5)]), "-1"),
             (call("sign", vec![fl(2.5)]), "1"),

@@ -272,7 +272,7 @@ fn arity_and_lookup() {
     assert_eq!(
         try_call("toYYYYMM", vec![]),
         Err(FunctionError::Arity(
-            "Function `toYYYYMM` expects at least 1 argument, found 0".into()
+            "Function `toYYYYMM` expects 1 argument, found 0".into()
         ))
     );
 }

@@ -431,10 +431,74 @@ fn with_month_name(s: &str) -> Option<String> {
     Some(out)
 }
 
-/// Parses a date (`toDateOrNull`): the date part of anything `parse_best_effort` reads,
-/// without moving it between zones.
-pub(crate) fn parse_date(s: &str) -> Option<NaiveDate> {
-    local(Tz::UTC, parse_best_effort(s, Tz::UTC)?).map(|n| n.date())
+/// A `YYYY-MM-DD` date, exactly that shape and a real calendar day.
+pub(crate) fn iso_date(s: &str) -> Option<NaiveDate> {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !digits(0..4) || !digits(5..7) {
+        return None;
+    }
+    if !digits(8..10) {
+        return None;
+    }
+    NaiveDate::from_ymd_opt(
+        s[..4].parse().ok()?,
+        s[5..7].parse().ok()?,
+        s[8..].parse().ok()?,
+    )
+}
+
+/// Reads a date as ClickHouse's `toDateOrNull(<string>)` does, as days since 1970-01-01:
+/// `YYYYMMDD`, or `YYYY?M?D` (one- or two-digit month and day, any non-digit separators), or
+/// `YYYY?MM?DD` followed by `' '` or `'T'`, eight characters of time (not checked) and an
+/// optional fraction. ClickHouse does not check the day against the month: a day of 1–31
+/// counts on from the first of the month (`2024-02-30` is 2024-03-01); a month or day
+/// outside 1–12 / 1–31 gives day 0, and the result is clamped to ClickHouse's `Date` range
+/// (1970-01-01 to 2149-06-06). Anything else is NULL.
+pub(crate) fn parse_date_text(s: &str) -> Option<i32> {
+    let b = s.as_bytes();
+    let num = |r: &[u8]| -> Option<u32> {
+        (!r.is_empty() && r.iter().all(u8::is_ascii_digit))
+            .then(|| r.iter().fold(0u32, |n, &c| n * 10 + u32::from(c - b'0')))
+    };
+    let sep = |i: usize| b.get(i).is_some_and(|c| !c.is_ascii_digit());
+    let (y, m, d) = if b.len() == 8 && b.iter().all(u8::is_ascii_digit) {
+        (num(&b[..4])?, num(&b[4..6])?, num(&b[6..])?)
+    } else if b.len() >= 19 {
+        if !(sep(4) && sep(7) && matches!(b[10], b' ' | b'T')) {
+            return None;
+        }
+        match &b[19..] {
+            [] => {}
+            [b'.', frac @ ..] if num(frac).is_some() => {}
+            _ => return None,
+        }
+        (num(&b[..4])?, num(&b[5..7])?, num(&b[8..10])?)
+    } else {
+        // YYYY?M?D with one or two digits each
+        if !sep(4) {
+            return None;
+        }
+        let y = num(&b[..4])?;
+        let rest = &b[5..];
+        let m_len = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+        // the month's digits, then a separator (not a digit, as the digits were counted)
+        if !(1..=2).contains(&m_len) || rest.len() <= m_len {
+            return None;
+        }
+        let day = &rest[m_len + 1..];
+        if !(1..=2).contains(&day.len()) {
+            return None;
+        }
+        (y, num(&rest[..m_len])?, num(day)?)
+    };
+    let days = if (1..=12).contains(&m) && (1..=31).contains(&d) {
+        let first = NaiveDate::from_ymd_opt(y as i32, m, 1)?;
+        days_of(first) + d as i32 - 1
+    } else {
+        0
+    };
+    Some(days.clamp(0, u16::MAX as i32))
 }
 
 /// Adds months to a local time, clamping the day to the month's last (ClickHouse).
@@ -462,6 +526,82 @@ mod tests {
 
     fn show(m: Option<i64>, tz: Tz) -> String {
         local(tz, m.unwrap()).unwrap().to_string()
+    }
+
+    /// ClickHouse's answers (chdb 4.4) for `toModifiedJulianDayOrNull(s)`'s reading.
+    #[test]
+    fn iso_dates_are_strict() {
+        for (s, ok) in [
+            ("2024-02-29", true),
+            ("1858-11-16", true),
+            ("0000-01-01", true),
+            ("9999-12-31", true),
+            ("2024-02-30", false),
+            ("2024-2-3", false),
+            ("2024-02-03 10:00:00", false),
+            ("20240203", false),
+            ("2024/02/03", false),
+            ("2024-13-01", false),
+            ("nope", false),
+        ] {
+            assert_eq!(iso_date(s).is_some(), ok, "{s}");
+        }
+    }
+
+    /// ClickHouse's answers (chdb 4.4) for `toDateOrNull(s)`.
+    #[test]
+    fn date_text_reads_as_clickhouse_does() {
+        let d = |s: &str| parse_date_text(s).map(|n| date_of_days(n).unwrap().to_string());
+        for (s, want) in [
+            ("2024-02-29", Some("2024-02-29")),
+            ("2024-02-30", Some("2024-03-01")),
+            ("2024-02-31", Some("2024-03-02")),
+            ("2023-02-29", Some("2023-03-01")),
+            ("2100-02-29", Some("2100-03-01")),
+            ("2024-02-32", Some("1970-01-01")),
+            ("2024-13-01", Some("1970-01-01")),
+            ("2024-00-10", Some("1970-01-01")),
+            ("2024-02-00", Some("1970-01-01")),
+            ("20241301", Some("1970-01-01")),
+            ("20240230", Some("2024-03-01")),
+            ("1969-12-31", Some("1970-01-01")),
+            ("2299-12-31", Some("2149-06-06")),
+            ("2024-2-3", Some("2024-02-03")),
+            ("2024-10-3", Some("2024-10-03")),
+            ("2024/02/03", Some("2024-02-03")),
+            ("2024a02b03", Some("2024-02-03")),
+            ("20240203", Some("2024-02-03")),
+            ("2024-02-03T10:00:00", Some("2024-02-03")),
+            ("2024-02-30 10:00:00", Some("2024-03-01")),
+            ("2024-02-03 10:00:00.123456789", Some("2024-02-03")),
+            ("2024-02-03 aa:bb:cc", Some("2024-02-03")),
+            ("2024/02/03 10:00:00", Some("2024-02-03")),
+            ("nope", None),
+            ("2024-01", None),
+            (" 2024-02-03", None),
+            ("2024-02-3x", None),
+            ("2024-02-03x", None),
+            ("2024-02-03 ", None),
+            ("2024-02-03 10:00", None),
+            ("2024-02-03 10:00:00 ", None),
+            ("2024-02-03\t10:00:00", None),
+            ("2024-02-03 10:00:00Z", None),
+            ("2024-02-03 10:00:00.", None),
+            ("2024-02-03 10:00:00,5", None),
+            ("2024-02-03x10:00:00", None),
+            ("2024-2-03 10:00:00", None),
+            ("2024-2-3T10:00:00", None),
+            ("20240203 10:00:00", None),
+            ("2024-002-03", None),
+            ("02024-02-03", None),
+            ("202402031", None),
+            ("2024020", None),
+            ("24-02-03", None),
+            ("2024--02-03", None),
+            ("-2024-02-03", None),
+        ] {
+            assert_eq!(d(s).as_deref(), want, "{s:?}");
+        }
     }
 
     #[test]

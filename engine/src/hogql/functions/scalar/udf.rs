@@ -27,7 +27,6 @@ pub(crate) enum Nulls {
     /// Nullable when the first argument is.
     FromFirst,
     Always,
-    Never,
 }
 
 pub(crate) struct KernelUdf {
@@ -84,7 +83,6 @@ impl ScalarUDFImpl for KernelUdf {
     fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
         let nullable = match self.nulls {
             Nulls::Always => true,
-            Nulls::Never => false,
             Nulls::FromArgs => args.arg_fields.iter().any(|f| f.is_nullable()),
             Nulls::FromFirst => args.arg_fields.first().is_some_and(|f| f.is_nullable()),
         };

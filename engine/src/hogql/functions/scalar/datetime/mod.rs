@@ -20,8 +20,8 @@ use datafusion::logical_expr::{Expr, Operator, binary_expr};
 
 use super::time::{
     MICROS, add_months, batch_offset, civil_from_days, date_array, date_of_days, days_from_civil,
-    days_of, from_local, instants, local, locals, midnight, parse_date, seconds_array,
-    timestamp_array,
+    days_of, from_local, instants, iso_date, local, locals, midnight, parse_date_text,
+    seconds_array, timestamp_array,
 };
 use super::udf::{Kernel, Nulls, call};
 use super::{FnContext, FunctionError, invalid, lit_str, type_of};
@@ -327,7 +327,7 @@ fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, 
                 let s = cast(&a[0], &DataType::Utf8)?;
                 s.as_string::<i32>()
                     .iter()
-                    .map(|s| s.and_then(parse_date).map(days_of))
+                    .map(|s| s.and_then(parse_date_text))
                     .collect()
             }
             DataType::Int8
@@ -398,11 +398,12 @@ pub(super) fn translate(
         part_call(name, t, p, tz.as_ref(), ctx)
     };
     match name {
+        // PostHog prints `now()` as `now64(6, <zone>)`: a DateTime64(6).
         "now" => {
             let (_, tz_name) = zone(&DataType::Null, args.first(), ctx)?;
-            let ms = ctx.now.timestamp_millis();
+            let us = ctx.now.timestamp_micros();
             Ok(Expr::Literal(
-                ScalarValue::TimestampMillisecond(Some(ms), Some(tz_name.into())),
+                ScalarValue::TimestampMicrosecond(Some(us), Some(tz_name.into())),
                 None,
             ))
         }
@@ -639,15 +640,18 @@ pub(super) fn translate(
                     "The argument of function `toModifiedJulianDay` must be a String, got {t}"
                 )));
             }
-            let d = to_date(s, None, ctx)?;
-            Ok(binary_expr(
-                Expr::Cast(datafusion::logical_expr::Cast::new(
-                    Box::new(d),
-                    DataType::Int32,
-                )),
-                Operator::Plus,
-                Expr::Literal(ScalarValue::Int32(Some(MJD_EPOCH_DAYS)), None),
-            ))
+            // ClickHouse reads only `YYYY-MM-DD` here, a real calendar date of any year
+            // (not the `Date` range): anything else is NULL.
+            let k = kernel(|a, _| {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                let v: datafusion::arrow::array::Int32Array = s
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|s| s.and_then(iso_date).map(|d| days_of(d) + MJD_EPOCH_DAYS))
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(name, "", DataType::Int32, Nulls::Always, vec![s], k))
         }
         "fromModifiedJulianDay" => {
             let n = args.swap_remove(0);
