@@ -744,3 +744,26 @@ async fn filters_and_variables_apply_through_placeholders() {
         "{r}"
     );
 }
+
+/// A Map answers as PostHog's API answers a ClickHouse Map: a JSON object (keys as strings,
+/// a repeated key keeping its last value), typed `Map(K, V)` (array elements are Nullable
+/// here, as every array's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_map_is_a_json_object() {
+    let srv = Server::start(&["--flush-interval", "1h"]);
+    let q = "SELECT map('a', 1, 'b', 2, 'a', 3) AS m, map(1, [1.5]) AS n, mapKeys(m) AS k";
+    let (st, r) = post(&srv, 1, json!({"query": hogql(q)})).await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(
+        r["results"],
+        json!([[{"a": 3, "b": 2}, {"1": [1.5]}, ["a", "b", "a"]]])
+    );
+    assert_eq!(
+        r["types"],
+        json!([
+            ["m", "Map(String, Int64)"],
+            ["n", "Map(Int64, Array(Nullable(Float64)))"],
+            ["k", "Array(Nullable(String))"]
+        ])
+    );
+}

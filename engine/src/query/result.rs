@@ -14,7 +14,10 @@ use serde_json::{Number, Value};
 /// `DateTime64(6, 'UTC')`.
 pub(crate) fn clickhouse_type(field: &Field) -> String {
     let inner = clickhouse_data_type(field.data_type());
-    let nullable_ok = !matches!(field.data_type(), DataType::List(_) | DataType::Struct(_));
+    let nullable_ok = !matches!(
+        field.data_type(),
+        DataType::List(_) | DataType::Struct(_) | DataType::Map(..)
+    );
     if field.is_nullable() && nullable_ok && field.data_type() != &DataType::Null {
         format!("Nullable({inner})")
     } else {
@@ -61,6 +64,16 @@ fn clickhouse_data_type(t: &DataType) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        DataType::Map(f, _) => match f.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                format!(
+                    "Map({}, {})",
+                    clickhouse_type(&kv[0]),
+                    clickhouse_type(&kv[1])
+                )
+            }
+            other => other.to_string(),
+        },
         DataType::Interval(_) => "IntervalSecond".into(),
         DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => format!("Decimal({p}, {s})"),
         other => other.to_string(),
@@ -138,6 +151,21 @@ pub(crate) fn json_value(a: &ArrayRef, row: usize) -> Value {
         DataType::Struct(_) => {
             let s = a.as_struct();
             Value::Array(s.columns().iter().map(|c| json_value(c, row)).collect())
+        }
+        // A JSON object, as PostHog's API returns a ClickHouse Map (its driver makes a dict of
+        // the entries): keys as strings, a repeated key keeps its last value.
+        DataType::Map(..) => {
+            let entries = a.as_map().value(row);
+            let (keys, values) = (entries.column(0), entries.column(1));
+            let mut obj = serde_json::Map::new();
+            for i in 0..entries.len() {
+                let key = match json_value(keys, i) {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                obj.insert(key, json_value(values, i));
+            }
+            Value::Object(obj)
         }
         _ => match datafusion::arrow::util::display::array_value_to_string(a, row) {
             Ok(s) => Value::String(s),
@@ -228,7 +256,16 @@ fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
     let string = |s: &str| if nested { quote(s) } else { escape_tsv(s) };
     match a.data_type() {
         DataType::Boolean => if a.as_boolean().value(row) { "1" } else { "0" }.into(),
-        DataType::Float32 => float_text(a.as_primitive::<Float32Type>().value(row) as f64),
+        // A Float32 prints its own shortest text (`19.05`, not the Float64 of its bits).
+        DataType::Float32 => {
+            let f = a.as_primitive::<Float32Type>().value(row);
+            if f.is_finite() {
+                let s = format!("{f}");
+                s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+            } else {
+                float_text(f as f64)
+            }
+        }
         DataType::Float64 => float_text(a.as_primitive::<Float64Type>().value(row)),
         DataType::Utf8 => string(a.as_string::<i32>().value(row)),
         DataType::LargeUtf8 => string(a.as_string::<i64>().value(row)),
@@ -270,6 +307,21 @@ fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
                 .map(|c| text_inner(c, row, true))
                 .collect();
             format!("({})", items.join(","))
+        }
+        // {'a':1,'b':2}
+        DataType::Map(..) => {
+            let entries = a.as_map().value(row);
+            let (keys, values) = (entries.column(0), entries.column(1));
+            let items: Vec<String> = (0..entries.len())
+                .map(|i| {
+                    format!(
+                        "{}:{}",
+                        text_inner(keys, i, true),
+                        text_inner(values, i, true)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", items.join(","))
         }
         // ClickHouse prints decimals without trailing zeros (`12`, `1.5`).
         DataType::Decimal128(..) | DataType::Decimal256(..) => {
@@ -345,6 +397,14 @@ mod tests {
         assert_eq!(text_value(&s, 0), "(empty)");
         assert_eq!(text_value(&s, 1), "NULL");
         assert_eq!(text_value(&s, 2), "a\\tb");
+        let f32s: ArrayRef = Arc::new(datafusion::arrow::array::Float32Array::from(vec![
+            19.05f32,
+            2.0,
+            f32::NEG_INFINITY,
+        ]));
+        assert_eq!(text_value(&f32s, 0), "19.05");
+        assert_eq!(text_value(&f32s, 1), "2");
+        assert_eq!(text_value(&f32s, 2), "-inf");
         let f: ArrayRef = Arc::new(Float64Array::from(vec![3.0, 0.1 + 0.2, f64::NAN]));
         assert_eq!(text_value(&f, 0), "3");
         assert_eq!(text_value(&f, 1), "0.30000000000000004");
@@ -357,5 +417,39 @@ mod tests {
         ]));
         assert_eq!(text_value(&l, 0), "[1,NULL,3]");
         assert_eq!(json_value(&l, 0), serde_json::json!([1, null, 3]));
+    }
+
+    #[test]
+    fn maps_print_as_clickhouse_and_json_objects() {
+        use datafusion::arrow::array::{Int64Array, MapArray, StructArray};
+        use datafusion::arrow::buffer::OffsetBuffer;
+        use datafusion::arrow::datatypes::Fields;
+        // {'a':1,'b':NULL,'a':3} and {}
+        let fields = Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("value", DataType::Int64, true),
+        ]);
+        let entries = StructArray::new(
+            fields.clone(),
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b", "a"])) as ArrayRef,
+                Arc::new(Int64Array::from(vec![Some(1), None, Some(3)])),
+            ],
+            None,
+        );
+        let entries_field = Arc::new(Field::new("entries", DataType::Struct(fields), false));
+        let m: ArrayRef = Arc::new(MapArray::new(
+            entries_field,
+            OffsetBuffer::from_lengths([3, 0]),
+            entries,
+            None,
+            false,
+        ));
+        assert_eq!(text_value(&m, 0), "{'a':1,'b':NULL,'a':3}");
+        assert_eq!(text_value(&m, 1), "{}");
+        assert_eq!(json_value(&m, 0), serde_json::json!({"a": 3, "b": null}));
+        assert_eq!(json_value(&m, 1), serde_json::json!({}));
+        let f = Field::new("m", m.data_type().clone(), false);
+        assert_eq!(clickhouse_type(&f), "Map(String, Nullable(Int64))");
     }
 }

@@ -203,6 +203,11 @@ impl Planner<'_> {
                     let t = v.get_type(&scope.schema).map_err(df)?;
                     if let DataType::List(f) | DataType::LargeList(f) = &t {
                         array_types.push(f.data_type().clone());
+                    } else if let DataType::Map(f, _) = &t
+                        && let DataType::Struct(kv) = f.data_type()
+                    {
+                        // A map's lambda (mapApply, mapFilter) takes (key, value).
+                        array_types.extend(kv.iter().map(|f| f.data_type().clone()));
                     } else {
                         array_types.push(t);
                     }

@@ -8,6 +8,7 @@
 //! `sum(1)` or `count()` of nothing is 0.
 
 use super::super::FnContext;
+use super::rows::{BitmapOp, KeyedOp, Rows, RowsKind};
 use super::udaf::{ArgMinMax, Collect, CollectKind, MomentKind, Moments, WindowFunnel};
 use super::{FunctionError, default_value, lit, literal_f64, literal_i64, nullable, type_of};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
@@ -364,8 +365,326 @@ pub(super) fn translate(
             let udaf = Arc::new(AggregateUDF::from(Moments::new(kind)));
             Ok(node(udaf, args, false, filter, None))
         }
+        "medianDeterministic" => {
+            // ClickHouse samples with the determinator's hash beyond 8192 values; up to there
+            // it is `median` (as our `median`, exact at every size). The determinator must be
+            // an integer and is otherwise unused.
+            let mut it = args.into_iter();
+            let x = it.next().expect("arity");
+            let det = it.next().expect("arity");
+            let dt = type_of(&det, ctx)?;
+            if !dt.is_integer() {
+                return Err(FunctionError::Invalid(format!(
+                    "Second argument (determinator) of `{called}` must be an integer, not {dt}"
+                )));
+            }
+            let filter = and_filter(filter, vec![det.is_not_null()]);
+            translate("median", called, vec![], vec![x], false, filter, ctx)
+        }
+        "groupBitAnd"
+        | "groupBitOr"
+        | "groupBitXor"
+        | "sumWithOverflow"
+        | "deltaSum"
+        | "deltaSumTimestamp"
+        | "anyHeavy"
+        | "medianExactLow"
+        | "medianExactHigh"
+        | "medianExactWeighted"
+        | "medianBFloat16"
+        | "simpleLinearRegression"
+        | "groupArrayMovingSum"
+        | "groupArrayMovingAvg"
+        | "groupArrayInsertAt"
+        | "medianTiming"
+        | "medianTimingWeighted"
+        | "medianTDigest"
+        | "medianTDigestWeighted"
+        | "maxIntersections"
+        | "maxIntersectionsPosition"
+        | "contingency"
+        | "cramersV"
+        | "cramersVBiasCorrected"
+        | "theilsU" => rows(canon, called, params, args, filter, ctx),
+        "sumMap" | "minMap" | "maxMap" => keyed_map(canon, called, args, filter, ctx),
+        // The number of distinct values, in the argument's type (NULL for no rows when it is
+        // Nullable).
+        "groupBitmap" => {
+            let x = args.into_iter().next().expect("arity");
+            let t = type_of(&x, ctx)?;
+            if !(t.is_unsigned_integer() || t == DataType::Int64) {
+                return Err(FunctionError::Invalid(format!(
+                    "Illegal type {t} of argument for aggregate function {called}: bitmaps hold unsigned integers or Int64"
+                )));
+            }
+            let n = node(fa::count::count_udaf(), vec![x], true, filter, None);
+            let out = cast(n.clone(), t);
+            Ok(if any_nullable {
+                datafusion::logical_expr::when(
+                    n.eq(lit(ScalarValue::Int64(Some(0)))),
+                    lit(ScalarValue::Null),
+                )
+                .otherwise(out)
+                .map_err(super::df_err)?
+            } else {
+                out
+            })
+        }
+        "groupBitmapAnd" | "groupBitmapOr" | "groupBitmapXor" => {
+            let b = args.into_iter().next().expect("arity");
+            let t = type_of(&b, ctx)?;
+            if super::bitmaps::bitmap_item(&t).is_none() {
+                return Err(FunctionError::Invalid(format!(
+                    "Function `{called}` needs a bitmap (from bitmapBuild), got {t}"
+                )));
+            }
+            let op = match canon {
+                "groupBitmapAnd" => BitmapOp::And,
+                "groupBitmapOr" => BitmapOp::Or,
+                _ => BitmapOp::Xor,
+            };
+            let udaf = Arc::new(AggregateUDF::from(Rows::new(RowsKind::BitmapAgg(op), 1)));
+            Ok(node(udaf, vec![b], false, filter, None))
+        }
         _ => Err(FunctionError::Unknown(called.to_string())),
     }
+}
+
+/// `sumMap(keys, values…)`, `sumMap((keys, values…))`, `sumMap(map)` and the same of
+/// minMap/maxMap.
+fn keyed_map(
+    canon: &str,
+    called: &str,
+    args: Vec<Expr>,
+    filter: Option<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    use datafusion::functions::core::expr_fn::get_field;
+    let op = match canon {
+        "sumMap" => KeyedOp::Sum,
+        "minMap" => KeyedOp::Min,
+        _ => KeyedOp::Max,
+    };
+    let mut map_out = false;
+    let args = if args.len() == 1 {
+        let a = args.into_iter().next().expect("one argument");
+        match type_of(&a, ctx)? {
+            DataType::Map(..) => {
+                map_out = true;
+                let (k, v) = super::maps::keys_and_values(a, ctx)?;
+                vec![k, v]
+            }
+            DataType::Struct(fs) if fs.len() >= 2 => fs
+                .iter()
+                .map(|f| get_field(a.clone(), f.name().as_str()))
+                .collect(),
+            t => {
+                return Err(FunctionError::Invalid(format!(
+                    "Function `{called}` needs arrays of keys and values, a tuple of them or a Map, got {t}"
+                )));
+            }
+        }
+    } else {
+        args
+    };
+    if args.len() < 2 {
+        return Err(FunctionError::Invalid(format!(
+            "Function `{called}` needs arrays of keys and values"
+        )));
+    }
+    for (i, a) in args.iter().enumerate() {
+        match type_of(a, ctx)? {
+            DataType::List(f) => {
+                let t = f.data_type();
+                if i > 0 && op == KeyedOp::Sum && !(t.is_numeric() || t.is_null()) {
+                    return Err(FunctionError::Invalid(format!(
+                        "Illegal type {t} of values for aggregate function {called}"
+                    )));
+                }
+            }
+            t => {
+                return Err(FunctionError::Invalid(format!(
+                    "Function `{called}` needs arrays of keys and values, got {t}"
+                )));
+            }
+        }
+    }
+    let n = args.len();
+    let udaf = Arc::new(AggregateUDF::from(Rows::new(
+        RowsKind::KeyedMap { op, map_out },
+        n,
+    )));
+    Ok(node(udaf, args, false, filter, None))
+}
+
+/// The aggregates of `rows.rs`: argument types checked as ClickHouse does.
+fn rows(
+    canon: &str,
+    called: &str,
+    params: Vec<Expr>,
+    args: Vec<Expr>,
+    filter: Option<Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let args = if canon == "anyHeavy" {
+        args
+    } else {
+        args.into_iter()
+            .map(|a| bool_to_u8(a, ctx))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let types = args
+        .iter()
+        .map(|a| type_of(a, ctx))
+        .collect::<Result<Vec<_>, _>>()?;
+    let illegal = |t: &DataType| {
+        Err(FunctionError::Invalid(format!(
+            "Illegal type {t} of argument for aggregate function {called}"
+        )))
+    };
+    let is_time = |t: &DataType| matches!(t, DataType::Timestamp(..) | DataType::Date32);
+    let window = |params: &[Expr]| -> Result<Option<usize>, FunctionError> {
+        match params.first() {
+            None => Ok(None),
+            Some(p) => {
+                let n = literal_i64(called, p)?;
+                if n <= 0 {
+                    return Err(FunctionError::Invalid(format!(
+                        "Parameter of `{called}` must be a positive integer"
+                    )));
+                }
+                Ok(Some(n as usize))
+            }
+        }
+    };
+    let t0 = &types[0];
+    let kind = match canon {
+        "groupBitAnd" | "groupBitOr" | "groupBitXor" => {
+            if !t0.is_integer() {
+                return illegal(t0);
+            }
+            match canon {
+                "groupBitAnd" => RowsKind::BitAnd,
+                "groupBitOr" => RowsKind::BitOr,
+                _ => RowsKind::BitXor,
+            }
+        }
+        "sumWithOverflow"
+        | "deltaSum"
+        | "groupArrayMovingSum"
+        | "groupArrayMovingAvg"
+        | "simpleLinearRegression"
+        | "medianBFloat16" => {
+            if let Some(t) = types.iter().find(|t| !t.is_numeric()) {
+                return illegal(t);
+            }
+            match canon {
+                "sumWithOverflow" => RowsKind::SumWithOverflow,
+                "deltaSum" => RowsKind::DeltaSum,
+                "groupArrayMovingSum" => RowsKind::MovingSum(window(&params)?),
+                "groupArrayMovingAvg" => RowsKind::MovingAvg(window(&params)?),
+                "medianBFloat16" => RowsKind::MedianBFloat16,
+                _ => RowsKind::LinearRegression,
+            }
+        }
+        "deltaSumTimestamp" => {
+            if !t0.is_numeric() {
+                return illegal(t0);
+            }
+            if !(types[1].is_numeric() || is_time(&types[1])) {
+                return illegal(&types[1]);
+            }
+            RowsKind::DeltaSumTimestamp
+        }
+        "anyHeavy" => RowsKind::AnyHeavy,
+        "medianTiming" | "medianTimingWeighted" | "medianTDigest" | "medianTDigestWeighted" => {
+            if !t0.is_numeric() {
+                return illegal(t0);
+            }
+            let weighted = canon.ends_with("Weighted");
+            if weighted && !types[1].is_integer() {
+                return Err(FunctionError::Invalid(format!(
+                    "Second argument (weight) of `{called}` must be an integer, not {}",
+                    types[1]
+                )));
+            }
+            if canon.starts_with("medianTDigest") {
+                RowsKind::MedianTDigest { weighted }
+            } else {
+                RowsKind::MedianTiming { weighted }
+            }
+        }
+        "medianExactLow" | "medianExactHigh" | "medianExactWeighted" => {
+            if !(t0.is_numeric() || is_time(t0)) {
+                return illegal(t0);
+            }
+            if canon == "medianExactWeighted" && !types[1].is_integer() {
+                return Err(FunctionError::Invalid(format!(
+                    "Second argument (weight) of `{called}` must be an integer, not {}",
+                    types[1]
+                )));
+            }
+            match canon {
+                "medianExactLow" => RowsKind::MedianLow,
+                "medianExactHigh" => RowsKind::MedianHigh,
+                _ => RowsKind::MedianWeighted,
+            }
+        }
+        "groupArrayInsertAt" => {
+            if !types[1].is_integer() {
+                return Err(FunctionError::Invalid(format!(
+                    "Second argument (position) of `{called}` must be an integer, not {}",
+                    types[1]
+                )));
+            }
+            let default = match params.first() {
+                None => None,
+                Some(Expr::Literal(v, _)) => Some(v.cast_to(t0).map_err(|_| {
+                    FunctionError::Invalid(format!(
+                        "The default value of `{called}` does not convert to {t0}"
+                    ))
+                })?),
+                Some(p) => {
+                    return Err(FunctionError::Invalid(format!(
+                        "The default value of `{called}` must be a constant, got {p}"
+                    )));
+                }
+            };
+            let size = match params.get(1) {
+                None => None,
+                Some(p) => {
+                    let n = literal_i64(called, p)?;
+                    if !(0..=0xFF_FFFF).contains(&n) {
+                        return Err(FunctionError::Invalid(format!(
+                            "Size of `{called}` must be between 0 and 16777215"
+                        )));
+                    }
+                    Some(n as usize)
+                }
+            };
+            RowsKind::InsertAt { default, size }
+        }
+        "maxIntersections" | "maxIntersectionsPosition" => {
+            if !t0.is_numeric() || types[1] != *t0 {
+                return Err(FunctionError::Invalid(format!(
+                    "`{called}`: arguments must be numbers of the same type, got {t0} and {}",
+                    types[1]
+                )));
+            }
+            if canon == "maxIntersections" {
+                RowsKind::MaxIntersections
+            } else {
+                RowsKind::MaxIntersectionsPosition
+            }
+        }
+        "contingency" => RowsKind::Contingency,
+        "cramersV" => RowsKind::CramersV,
+        "cramersVBiasCorrected" => RowsKind::CramersVBiasCorrected,
+        _ => RowsKind::TheilsU,
+    };
+    let n = args.len();
+    let udaf = Arc::new(AggregateUDF::from(Rows::new(kind, n)));
+    Ok(node(udaf, args, false, filter, None))
 }
 
 /// ClickHouse's sum type: signed integers sum as Int64, unsigned as UInt64, floats as Float64.

@@ -274,6 +274,9 @@ pub(super) fn translate(
         "arrayElement" => {
             let i = args.pop().expect("arity");
             let a = args.pop().expect("arity");
+            if matches!(t0, DataType::Map(..)) {
+                return super::maps::element(a, i, ctx);
+            }
             let el = need_list(name, &t0)?;
             let it = type_of(&i, ctx)?;
             if !it.is_integer() {

@@ -98,7 +98,7 @@ pub(super) fn translate(
     build(name, params, body, args.collect(), ctx)
 }
 
-fn build(
+pub(super) fn build(
     name: &str,
     params: Vec<(String, DataType)>,
     body: Expr,

@@ -6,12 +6,20 @@
 
 mod aggs;
 mod arrays;
+mod bitmaps;
+mod crosstab;
 mod frame;
 mod funnel;
 mod groups;
+mod keyed;
 mod lambda;
+mod map_sums;
+mod maps;
+mod rows;
+mod tdigest;
 #[cfg(test)]
 mod testutil;
+mod timing;
 mod udaf;
 mod uniq;
 mod window;
@@ -105,6 +113,39 @@ const ENTRIES: &[Entry] = &[
     e("covarSamp", false, A, 2, Some(2), (0, 0)),
     e("COVAR_POP", true, A, 2, Some(2), (0, 0)),
     e("COVAR_SAMP", true, A, 2, Some(2), (0, 0)),
+    e("groupBitAnd", false, A, 1, Some(1), (0, 0)),
+    e("groupBitOr", false, A, 1, Some(1), (0, 0)),
+    e("groupBitXor", false, A, 1, Some(1), (0, 0)),
+    e("sumWithOverflow", false, A, 1, Some(1), (0, 0)),
+    e("deltaSum", false, A, 1, Some(1), (0, 0)),
+    e("deltaSumTimestamp", false, A, 2, Some(2), (0, 0)),
+    e("anyHeavy", false, A, 1, Some(1), (0, 0)),
+    e("medianExactLow", false, A, 1, Some(1), (0, 0)),
+    e("medianExactHigh", false, A, 1, Some(1), (0, 0)),
+    e("medianExactWeighted", false, A, 2, Some(2), (0, 0)),
+    e("medianBFloat16", false, A, 1, Some(1), (0, 0)),
+    e("medianTiming", false, A, 1, Some(1), (0, 0)),
+    e("medianTimingWeighted", false, A, 2, Some(2), (0, 0)),
+    e("medianTDigest", false, A, 1, Some(1), (0, 0)),
+    e("medianTDigestWeighted", false, A, 2, Some(2), (0, 0)),
+    e("medianDeterministic", false, A, 2, Some(2), (0, 0)),
+    e("simpleLinearRegression", false, A, 2, Some(2), (0, 0)),
+    e("groupArrayMovingSum", false, A, 1, Some(1), (0, 1)),
+    e("groupArrayMovingAvg", false, A, 1, Some(1), (0, 1)),
+    e("groupArrayInsertAt", false, A, 2, Some(2), (0, 2)),
+    e("maxIntersections", false, A, 2, Some(2), (0, 0)),
+    e("maxIntersectionsPosition", false, A, 2, Some(2), (0, 0)),
+    e("contingency", false, A, 2, Some(2), (0, 0)),
+    e("cramersV", false, A, 2, Some(2), (0, 0)),
+    e("cramersVBiasCorrected", false, A, 2, Some(2), (0, 0)),
+    e("theilsU", false, A, 2, Some(2), (0, 0)),
+    e("sumMap", false, A, 1, None, (0, 0)),
+    e("minMap", false, A, 1, None, (0, 0)),
+    e("maxMap", false, A, 1, None, (0, 0)),
+    e("groupBitmap", false, A, 1, Some(1), (0, 0)),
+    e("groupBitmapAnd", false, A, 1, Some(1), (0, 0)),
+    e("groupBitmapOr", false, A, 1, Some(1), (0, 0)),
+    e("groupBitmapXor", false, A, 1, Some(1), (0, 0)),
     // window functions
     e("row_number", true, W, 0, Some(0), (0, 0)),
     e("rank", true, W, 0, Some(0), (0, 0)),
@@ -179,6 +220,43 @@ const ENTRIES: &[Entry] = &[
     e("arrayLastIndex", false, S, 2, None, (0, 0)),
     e("arraySort", false, S, 1, None, (0, 0)),
     e("arrayReverseSort", false, S, 1, None, (0, 0)),
+    // maps
+    e("map", false, S, 0, None, (0, 0)),
+    e("mapFromArrays", false, S, 2, Some(2), (0, 0)),
+    e("mapKeys", false, S, 1, Some(1), (0, 0)),
+    e("mapValues", false, S, 1, Some(1), (0, 0)),
+    e("mapContains", false, S, 2, Some(2), (0, 0)),
+    e("mapContainsKeyLike", false, S, 2, Some(2), (0, 0)),
+    e("mapExtractKeyLike", false, S, 2, Some(2), (0, 0)),
+    e("mapAdd", false, S, 2, None, (0, 0)),
+    e("mapSubtract", false, S, 2, Some(2), (0, 0)),
+    e("mapPopulateSeries", false, S, 1, Some(2), (0, 0)),
+    e("mapUpdate", false, S, 2, Some(2), (0, 0)),
+    e("mapApply", false, S, 2, Some(2), (0, 0)),
+    e("mapFilter", false, S, 2, Some(2), (0, 0)),
+    // PostHog's own
+    e("sparkline", false, S, 1, Some(2), (0, 0)),
+    // bitmaps
+    e("bitmapBuild", false, S, 1, Some(1), (0, 0)),
+    e("bitmapToArray", false, S, 1, Some(1), (0, 0)),
+    e("bitmapSubsetInRange", false, S, 3, Some(3), (0, 0)),
+    e("bitmapSubsetLimit", false, S, 3, Some(3), (0, 0)),
+    e("subBitmap", false, S, 3, Some(3), (0, 0)),
+    e("bitmapContains", false, S, 2, Some(2), (0, 0)),
+    e("bitmapHasAny", false, S, 2, Some(2), (0, 0)),
+    e("bitmapHasAll", false, S, 2, Some(2), (0, 0)),
+    e("bitmapCardinality", false, S, 1, Some(1), (0, 0)),
+    e("bitmapMin", false, S, 1, Some(1), (0, 0)),
+    e("bitmapMax", false, S, 1, Some(1), (0, 0)),
+    e("bitmapTransform", false, S, 3, Some(3), (0, 0)),
+    e("bitmapAnd", false, S, 2, Some(2), (0, 0)),
+    e("bitmapOr", false, S, 2, Some(2), (0, 0)),
+    e("bitmapXor", false, S, 2, Some(2), (0, 0)),
+    e("bitmapAndnot", false, S, 2, Some(2), (0, 0)),
+    e("bitmapAndCardinality", false, S, 2, Some(2), (0, 0)),
+    e("bitmapOrCardinality", false, S, 2, Some(2), (0, 0)),
+    e("bitmapXorCardinality", false, S, 2, Some(2), (0, 0)),
+    e("bitmapAndnotCardinality", false, S, 2, Some(2), (0, 0)),
 ];
 
 fn entry(name: &str) -> Option<&'static Entry> {
@@ -242,7 +320,13 @@ pub(super) fn translate(
             window::translate(entry.name, args, ctx)
         }
         FnKind::Scalar => {
-            if lambda::is_higher_order(entry.name, &args) {
+            if entry.name == "sparkline" {
+                sparkline(exprs_only(name, args)?)
+            } else if maps::NAMES.contains(&entry.name) {
+                maps::translate(entry.name, args, ctx)
+            } else if bitmaps::NAMES.contains(&entry.name) {
+                bitmaps::translate(entry.name, exprs_only(name, args)?, ctx)
+            } else if lambda::is_higher_order(entry.name, &args) {
                 lambda::translate(entry.name, args, ctx)
             } else {
                 let args = exprs_only(name, args)?;
@@ -250,6 +334,21 @@ pub(super) fn translate(
             }
         }
     }
+}
+
+/// PostHog's `sparkline(data[, labels])`: the HogQLX tag its UI draws as a small chart, a
+/// tuple `('__hx_tag', 'Sparkline', 'data', data[, 'labels', labels])`, as PostHog's
+/// printer makes it.
+fn sparkline(args: Vec<Expr>) -> Result<Expr, FunctionError> {
+    let s = |v: &str| lit(ScalarValue::Utf8(Some(v.to_string())));
+    let mut items = vec![s("__hx_tag"), s("Sparkline"), s("data")];
+    let mut it = args.into_iter();
+    items.push(it.next().expect("arity"));
+    if let Some(labels) = it.next() {
+        items.push(s("labels"));
+        items.push(labels);
+    }
+    Ok(datafusion::functions::core::expr_fn::r#struct(items))
 }
 
 fn check_count(
@@ -414,6 +513,29 @@ mod tests {
         assert_eq!(lookup("arrayMap").unwrap().kind, FnKind::Scalar);
         assert_eq!(lookup("quantile").unwrap().params, (1, 1));
         assert_eq!(lookup("first_value").unwrap().kind, FnKind::Aggregate);
+    }
+
+    #[test]
+    fn sparkline_is_posthogs_tag_tuple() {
+        use super::testutil::{Table, lit};
+        use datafusion::arrow::array::{ArrayRef, Int64Array};
+        let n: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![1]));
+        let t = Table::new(vec![("n", n, false)]);
+        let data = t.f("array", vec![lit(3i64), lit(1i64)]);
+        let labels = t.f("array", vec![lit("a"), lit("b")]);
+        let out = t.project(vec![
+            t.f("sparkline", vec![data.clone()]),
+            t.f("sparkline", vec![data, labels]),
+        ]);
+        assert_eq!(
+            out[0].rows[0],
+            "{c0: __hx_tag, c1: Sparkline, c2: data, c3: [3, 1]}"
+        );
+        assert_eq!(
+            out[1].rows[0],
+            "{c0: __hx_tag, c1: Sparkline, c2: data, c3: [3, 1], c4: labels, c5: [a, b]}"
+        );
+        assert_eq!(lookup("sparkline").unwrap().max_args, Some(2));
     }
 
     #[test]
