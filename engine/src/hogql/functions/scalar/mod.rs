@@ -14,8 +14,10 @@ pub(crate) use conditional::agree_numeric;
 pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
 pub(crate) use intarith::{IntOp, int_arith, int_negate};
 mod datetime;
+mod encode;
 mod json;
 mod math;
+mod special;
 mod strings;
 mod time;
 mod udf;
@@ -38,6 +40,8 @@ enum Group {
     Url,
     Json,
     Math,
+    Special,
+    Encode,
 }
 
 use Group::*;
@@ -84,6 +88,12 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("date_add", 2, Some(3), true, DateTime),
     ("dateSub", 2, Some(3), true, DateTime),
     ("date_sub", 2, Some(3), true, DateTime),
+    ("timeStampAdd", 2, Some(2), false, DateTime),
+    ("timeStampSub", 2, Some(2), false, DateTime),
+    ("age", 3, Some(4), false, DateTime),
+    ("timeSlot", 1, Some(2), false, DateTime),
+    ("timeSlots", 2, Some(3), false, DateTime),
+    ("nowInBlock", 0, Some(1), false, DateTime),
     ("addSeconds", 2, Some(2), false, DateTime),
     ("addMinutes", 2, Some(2), false, DateTime),
     ("addHours", 2, Some(2), false, DateTime),
@@ -132,6 +142,8 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("toYYYYMMDDhhmmss", 1, Some(2), false, DateTime),
     ("toISOWeek", 1, Some(2), false, DateTime),
     ("toISOYear", 1, Some(2), false, DateTime),
+    ("toWeek", 1, Some(3), false, DateTime),
+    ("toYearWeek", 1, Some(3), false, DateTime),
     ("monthName", 1, Some(2), false, DateTime),
     ("toUnixTimestamp", 1, Some(2), false, DateTime),
     ("toUnixTimestamp64Milli", 1, Some(1), false, DateTime),
@@ -403,6 +415,23 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("bitShiftRight", 2, Some(2), false, Math),
     ("bitCount", 1, Some(1), false, Math),
     ("bitTest", 2, Some(2), false, Math),
+    // Special math and bits.
+    ("erf", 1, Some(1), false, Special),
+    ("erfc", 1, Some(1), false, Special),
+    ("lgamma", 1, Some(1), false, Special),
+    ("tgamma", 1, Some(1), false, Special),
+    ("roundDown", 2, Some(2), false, Special),
+    ("bitRotateLeft", 2, Some(2), false, Special),
+    ("bitRotateRight", 2, Some(2), false, Special),
+    ("bitTestAll", 2, None, false, Special),
+    ("bitTestAny", 2, None, false, Special),
+    ("bitHammingDistance", 2, Some(2), false, Special),
+    // Codecs.
+    ("base58Encode", 1, Some(1), false, Encode),
+    ("base58Decode", 1, Some(1), false, Encode),
+    ("tryBase58Decode", 1, Some(1), false, Encode),
+    ("geohashEncode", 2, Some(3), false, Encode),
+    ("geohashDecode", 1, Some(1), false, Encode),
 ];
 
 fn find(name: &str) -> Option<&'static (&'static str, usize, Option<usize>, bool, Group)> {
@@ -460,6 +489,8 @@ pub(super) fn translate(
         Url => url::translate(canonical, args, ctx),
         Json => json::translate(canonical, args, ctx),
         Math => math::translate(canonical, args, ctx),
+        Special => special::translate(canonical, args, ctx),
+        Encode => encode::translate(canonical, args, ctx),
     }
 }
 

@@ -101,7 +101,51 @@ pub(crate) fn fragment(u: &str) -> &str {
 }
 
 /// `name=value` pairs after the first `?` or `#` (pairs without `=` are skipped).
+/// `extractURLParameters`: after the first `?` or `#`, the tokens ended by `&` or `#`; a
+/// token with `=` runs to the next `&`/`#` (or the end), one without `=` counts only when a
+/// `&`/`#` ends it, and a `?` before the `=` starts the token over (ClickHouse's reading).
 fn parameters(u: &str) -> Vec<&str> {
+    let b = u.as_bytes();
+    let mut out = vec![];
+    let Some(q) = u.find(['?', '#']) else {
+        return out;
+    };
+    let mut pos = q + 1;
+    'tokens: loop {
+        let mut begin = pos;
+        let stop = loop {
+            match b[pos..]
+                .iter()
+                .position(|c| matches!(c, b'=' | b'&' | b'#' | b'?'))
+            {
+                None => break 'tokens,
+                Some(i) if b[pos + i] == b'?' => {
+                    pos += i + 1;
+                    begin = pos;
+                }
+                Some(i) => break pos + i,
+            }
+        };
+        if b[stop] == b'=' {
+            let end = b[stop..]
+                .iter()
+                .position(|c| matches!(c, b'&' | b'#'))
+                .map_or(b.len(), |i| stop + i);
+            out.push(&u[begin..end]);
+            if end == b.len() {
+                break;
+            }
+            pos = end + 1;
+        } else {
+            out.push(&u[begin..stop]);
+            pos = stop + 1;
+        }
+    }
+    out
+}
+
+/// The `name=value` pieces `extractURLParameter` looks through.
+fn valued_parameters(u: &str) -> Vec<&str> {
     match u.find(['?', '#']) {
         Some(i) => u[i + 1..]
             .split(['&', '#', '?'])
@@ -112,7 +156,7 @@ fn parameters(u: &str) -> Vec<&str> {
 }
 
 pub(crate) fn parameter<'a>(u: &'a str, name: &str) -> &'a str {
-    parameters(u)
+    valued_parameters(u)
         .into_iter()
         .find_map(|p| {
             let (k, v) = p.split_once('=')?;
@@ -691,6 +735,26 @@ mod tests {
             "HTTPS://WWW.X.COM",
         ],
     ];
+
+    #[test]
+    fn url_parameters_like_clickhouse() {
+        // From ClickHouse: a token without `=` counts when `&`/`#` ends it.
+        let cases: &[(&str, &[&str])] = &[
+            ("example.com/path?q", &[]),
+            ("https://e.com/a?x=1&z", &["x=1"]),
+            ("https://e.com/a?z&x=1", &["z", "x=1"]),
+            ("https://e.com/a?x=1&z#f", &["x=1", "z"]),
+            ("https://e.com/a?x=1&&y=2", &["x=1", "", "y=2"]),
+            ("https://e.com/a?=1&y", &["=1"]),
+            ("https://e.com/a?x=1&z&", &["x=1", "z"]),
+            ("https://e.com/a#x=1&z", &["x=1"]),
+            ("https://e.com/a?x=1#f&y=2&z", &["x=1", "f", "y=2"]),
+            ("https://e.com/a?b?c=1&d", &["c=1"]),
+        ];
+        for (u, want) in cases {
+            assert_eq!(super::parameters(u), *want, "{u}");
+        }
+    }
 
     #[test]
     fn urls_like_clickhouse() {
