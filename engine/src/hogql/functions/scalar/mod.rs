@@ -19,6 +19,7 @@ mod json;
 mod math;
 mod special;
 mod strings;
+mod text;
 mod time;
 mod udf;
 mod url;
@@ -42,6 +43,7 @@ enum Group {
     Math,
     Special,
     Encode,
+    Text,
 }
 
 use Group::*;
@@ -326,6 +328,8 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("netloc", 1, Some(1), false, Url),
     ("decodeURLComponent", 1, Some(1), false, Url),
     ("decodeURLFormComponent", 1, Some(1), false, Url),
+    ("URLHierarchy", 1, Some(1), false, Url),
+    ("URLPathHierarchy", 1, Some(1), false, Url),
     // JSON.
     ("JSONExtractString", 1, None, false, Json),
     ("JSONExtractInt", 1, None, false, Json),
@@ -432,6 +436,17 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("tryBase58Decode", 1, Some(1), false, Encode),
     ("geohashEncode", 2, Some(3), false, Encode),
     ("geohashDecode", 1, Some(1), false, Encode),
+    // More strings.
+    ("ngrams", 2, Some(2), false, Text),
+    ("tokens", 1, Some(2), false, Text),
+    ("extractAllGroups", 2, Some(2), false, Text),
+    ("extractAllGroupsVertical", 2, Some(2), false, Text),
+    ("extractAllGroupsHorizontal", 2, Some(2), false, Text),
+    ("multiMatchAnyIndex", 2, Some(2), false, Text),
+    ("multiMatchAllIndices", 2, Some(2), false, Text),
+    ("multiSearchAllPositionsUTF8", 2, Some(2), false, Text),
+    ("formatReadableTimeDelta", 1, Some(3), false, Text),
+    ("bar", 3, Some(4), false, Text),
 ];
 
 fn find(name: &str) -> Option<&'static (&'static str, usize, Option<usize>, bool, Group)> {
@@ -491,6 +506,7 @@ pub(super) fn translate(
         Math => math::translate(canonical, args, ctx),
         Special => special::translate(canonical, args, ctx),
         Encode => encode::translate(canonical, args, ctx),
+        Text => text::translate(canonical, args, ctx),
     }
 }
 

@@ -144,6 +144,58 @@ fn parameters(u: &str) -> Vec<&str> {
     out
 }
 
+/// `URLHierarchy` (`path_only` false) and `URLPathHierarchy`: the URL cut after each `/`,
+/// `?` or `#` of its path (a run of them counting once), the first piece being the scheme and
+/// host (URLHierarchy) or the path from its first delimiter (URLPathHierarchy). Only a URL
+/// with a lowercase/digit scheme, `://` and something after it has a hierarchy: any other
+/// text is its own one piece (URLHierarchy) or none (URLPathHierarchy), as ClickHouse.
+fn url_hierarchy(u: &str, path_only: bool) -> Vec<&str> {
+    let b = u.as_bytes();
+    let delim = |c: u8| matches!(c, b'/' | b'?' | b'#');
+    let scheme = b
+        .iter()
+        .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        .count();
+    let mut out = vec![];
+    if scheme == 0 || !b[scheme..].starts_with(b"://") || scheme + 3 >= b.len() {
+        if !path_only && !u.is_empty() {
+            out.push(u);
+        }
+        return out;
+    }
+    let mut pos = scheme + 3;
+    while pos < b.len() && !delim(b[pos]) {
+        pos += 1;
+    }
+    let begin = if path_only {
+        if pos == b.len() {
+            return out;
+        }
+        pos
+    } else {
+        if pos < b.len() {
+            pos += 1;
+        }
+        out.push(&u[..pos]);
+        0
+    };
+    loop {
+        while pos < b.len() && delim(b[pos]) {
+            pos += 1;
+        }
+        if pos == b.len() {
+            return out;
+        }
+        while pos < b.len() && !delim(b[pos]) {
+            pos += 1;
+        }
+        if pos < b.len() {
+            pos += 1;
+        }
+        out.push(&u[begin..pos]);
+    }
+}
+
 /// The `name=value` pieces `extractURLParameter` looks through.
 fn valued_parameters(u: &str) -> Vec<&str> {
     match u.find(['?', '#']) {
@@ -514,6 +566,26 @@ pub(super) fn translate(
         }
         "decodeURLComponent" => str_kernel(name, args, |v| decode_url_component(v[0], false)),
         "decodeURLFormComponent" => str_kernel(name, args, |v| decode_url_component(v[0], true)),
+        "URLHierarchy" | "URLPathHierarchy" => {
+            let path_only = name == "URLPathHierarchy";
+            let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                let mut b = ListBuilder::new(StringBuilder::new());
+                for u in s.as_string::<i32>().iter() {
+                    match u {
+                        Some(u) => {
+                            for p in url_hierarchy(u, path_only) {
+                                b.values().append_value(p);
+                            }
+                            b.append(true);
+                        }
+                        None => b.append(false),
+                    }
+                }
+                Ok(Arc::new(b.finish()) as ArrayRef)
+            });
+            call(name, "", list_of_strings(), Nulls::FromArgs, args, k)
+        }
         "extractURLParameters" | "extractURLParameterNames" => {
             let names = name == "extractURLParameterNames";
             let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
@@ -735,6 +807,51 @@ mod tests {
             "HTTPS://WWW.X.COM",
         ],
     ];
+
+    #[test]
+    fn url_hierarchy_like_clickhouse() {
+        let h = |u| super::url_hierarchy(u, false);
+        let p = |u| super::url_hierarchy(u, true);
+        let u = "https://example.com/browse/CONV-6788?x=1#f";
+        assert_eq!(
+            h(u),
+            [
+                "https://example.com/",
+                "https://example.com/browse/",
+                "https://example.com/browse/CONV-6788?",
+                "https://example.com/browse/CONV-6788?x=1#",
+                u
+            ]
+        );
+        assert_eq!(
+            p(u),
+            [
+                "/browse/",
+                "/browse/CONV-6788?",
+                "/browse/CONV-6788?x=1#",
+                "/browse/CONV-6788?x=1#f"
+            ]
+        );
+        assert_eq!(
+            h("https://example.com/a//b?x"),
+            [
+                "https://example.com/",
+                "https://example.com/a/",
+                "https://example.com/a//b?",
+                "https://example.com/a//b?x"
+            ]
+        );
+        assert_eq!(h("https://example.com//"), ["https://example.com/"]);
+        assert_eq!(h("https://example.com"), ["https://example.com"]);
+        assert_eq!(h("HTTPS://x/y"), ["HTTPS://x/y"]);
+        assert_eq!(h("https://"), ["https://"]);
+        assert_eq!(h(""), Vec::<&str>::new());
+        assert_eq!(h("z://x/y"), ["z://x/", "z://x/y"]);
+        assert_eq!(p("https://example.com?x=1"), ["?x=1"]);
+        assert_eq!(p("https://example.com/?"), Vec::<&str>::new());
+        assert_eq!(p("/a/b/c"), Vec::<&str>::new());
+        assert_eq!(p("a://x/y"), ["/y"]);
+    }
 
     #[test]
     fn url_parameters_like_clickhouse() {
