@@ -179,6 +179,10 @@ const ENTRIES: &[Entry] = &[
     e("arrayLastIndex", false, S, 2, None, (0, 0)),
     e("arraySort", false, S, 1, None, (0, 0)),
     e("arrayReverseSort", false, S, 1, None, (0, 0)),
+    e("arrayFill", false, S, 2, None, (0, 0)),
+    e("arrayReverseFill", false, S, 2, None, (0, 0)),
+    e("arraySplit", false, S, 2, None, (0, 0)),
+    e("arrayReverseSplit", false, S, 2, None, (0, 0)),
 ];
 
 fn entry(name: &str) -> Option<&'static Entry> {

@@ -5,6 +5,7 @@
 //! of the group modules; functions DataFusion's built-ins answer like ClickHouse use those,
 //! the rest are `udf::KernelUdf` kernels.
 
+mod arrays;
 mod cityhash;
 mod conditional;
 mod convert;
@@ -44,6 +45,7 @@ enum Group {
     Special,
     Encode,
     Text,
+    Arrays,
 }
 
 use Group::*;
@@ -447,6 +449,9 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("multiSearchAllPositionsUTF8", 2, Some(2), false, Text),
     ("formatReadableTimeDelta", 1, Some(3), false, Text),
     ("bar", 3, Some(4), false, Text),
+    // Arrays (the lambda ones are with the aggregates).
+    ("arrayResize", 2, Some(3), false, Arrays),
+    ("arrayAUC", 2, Some(3), false, Arrays),
 ];
 
 fn find(name: &str) -> Option<&'static (&'static str, usize, Option<usize>, bool, Group)> {
@@ -507,6 +512,7 @@ pub(super) fn translate(
         Special => special::translate(canonical, args, ctx),
         Encode => encode::translate(canonical, args, ctx),
         Text => text::translate(canonical, args, ctx),
+        Arrays => arrays::translate(canonical, args, ctx),
     }
 }
 
