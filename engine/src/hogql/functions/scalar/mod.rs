@@ -22,6 +22,7 @@ mod special;
 mod strings;
 mod text;
 mod time;
+mod tuples;
 mod udf;
 mod url;
 
@@ -46,6 +47,7 @@ enum Group {
     Encode,
     Text,
     Arrays,
+    Tuples,
 }
 
 use Group::*;
@@ -452,6 +454,16 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     // Arrays (the lambda ones are with the aggregates).
     ("arrayResize", 2, Some(3), false, Arrays),
     ("arrayAUC", 2, Some(3), false, Arrays),
+    // Tuples.
+    ("tuplePlus", 2, Some(2), false, Tuples),
+    ("tupleMinus", 2, Some(2), false, Tuples),
+    ("tupleMultiply", 2, Some(2), false, Tuples),
+    ("tupleDivide", 2, Some(2), false, Tuples),
+    ("tupleNegate", 1, Some(1), false, Tuples),
+    ("tupleMultiplyByNumber", 2, Some(2), false, Tuples),
+    ("tupleDivideByNumber", 2, Some(2), false, Tuples),
+    ("tupleHammingDistance", 2, Some(2), false, Tuples),
+    ("tupleToNameValuePairs", 1, Some(1), false, Tuples),
 ];
 
 fn find(name: &str) -> Option<&'static (&'static str, usize, Option<usize>, bool, Group)> {
@@ -513,6 +525,7 @@ pub(super) fn translate(
         Encode => encode::translate(canonical, args, ctx),
         Text => text::translate(canonical, args, ctx),
         Arrays => arrays::translate(canonical, args, ctx),
+        Tuples => tuples::translate(canonical, args, ctx),
     }
 }
 
