@@ -878,6 +878,65 @@ pub(super) fn translate(
             ))
         }
         "timeSlots" => time_slots(args, ctx),
+        // Time windows: tumble = [toStartOfInterval(t, i), + i); hop = the window of width w
+        // ending at the end of t's hop interval h. Of a DateTime only, as ClickHouse.
+        "tumble" | "tumbleStart" | "tumbleEnd" | "hop" | "hopStart" | "hopEnd" => {
+            let ty = type_of(&args[0], ctx)?;
+            if !matches!(ty, DataType::Timestamp(TimeUnit::Second, _)) {
+                return Err(invalid(format!(
+                    "Illegal type {ty} of the first argument of function `{name}`, expected \
+                     DateTime"
+                )));
+            }
+            let hop = name.starts_with("hop");
+            let n_iv = if hop { 2 } else { 1 };
+            if args.len() > n_iv + 2 {
+                return Err(FunctionError::Arity(format!(
+                    "Function `{name}` expects at most {} arguments, found {}",
+                    n_iv + 2,
+                    args.len()
+                )));
+            }
+            if args.len() < n_iv + 1 {
+                return Err(FunctionError::Arity(format!(
+                    "Function `{name}` expects at least {} arguments, found {}",
+                    n_iv + 1,
+                    args.len()
+                )));
+            }
+            for iv in &args[1..=n_iv] {
+                if interval_of(iv).is_none() {
+                    return Err(invalid(format!(
+                        "The interval arguments of `{name}` must be constant intervals"
+                    )));
+                }
+            }
+            let t = args[0].clone();
+            let step = args[1].clone();
+            let mut trunc_args = vec![t, step.clone()];
+            if let Some(tz) = args.get(n_iv + 1) {
+                trunc_args.push(tz.clone());
+            }
+            let start = translate("toStartOfInterval", trunc_args, ctx)?;
+            let (start, end) = if hop {
+                let end = translate("dateAdd", vec![start, step], ctx)?;
+                let start = translate("dateSub", vec![end.clone(), args[2].clone()], ctx)?;
+                (start, end)
+            } else {
+                let end = translate("dateAdd", vec![start.clone(), step], ctx)?;
+                (start, end)
+            };
+            Ok(match name {
+                "tumbleStart" | "hopStart" => start,
+                "tumbleEnd" | "hopEnd" => end,
+                _ => datafusion::functions::core::expr_fn::named_struct(vec![
+                    Expr::Literal(ScalarValue::Utf8(Some("c0".into())), None),
+                    start,
+                    Expr::Literal(ScalarValue::Utf8(Some("c1".into())), None),
+                    end,
+                ]),
+            })
+        }
         // The clock of the query (seconds), as `now()` but a DateTime.
         "nowInBlock" => {
             let (_, tz_name) = zone(&DataType::Null, args.first(), ctx)?;
