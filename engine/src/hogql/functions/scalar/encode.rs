@@ -136,8 +136,152 @@ pub(super) fn translate(
             });
             Ok(call(name, "", ret, Nulls::FromFirst, args, k))
         }
+        // pointInEllipses(x, y, x0, y0, a, b, …): inside (or on) any of the ellipses.
+        "pointInEllipses" => {
+            if args.len() < 6 || !(args.len() - 2).is_multiple_of(4) {
+                return Err(FunctionError::Arity(format!(
+                    "Incorrect number of arguments of function `pointInEllipses`: 2 for the \
+                     point plus 4 for each ellipse (x, y, a, b), found {}",
+                    args.len()
+                )));
+            }
+            for a in &args {
+                let t = type_of(a, ctx)?;
+                if !(t.is_floating() || t == DataType::Null) {
+                    return Err(invalid(format!(
+                        "Illegal type {t} of an argument of function `pointInEllipses`, must be \
+                         Float64"
+                    )));
+                }
+            }
+            let k = Arc::new(move |a: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+                let c = a
+                    .iter()
+                    .map(|x| cast(x, &DataType::Float64))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let c: Vec<_> = c.iter().map(|x| x.as_primitive::<Float64Type>()).collect();
+                let v: datafusion::arrow::array::UInt8Array = (0..rows)
+                    .map(|r| {
+                        if c.iter().any(|x| x.is_null(r)) {
+                            return None;
+                        }
+                        let (x, y) = (c[0].value(r), c[1].value(r));
+                        let inside = c[2..].chunks(4).any(|e| {
+                            let dx = (x - e[0].value(r)) / e[2].value(r);
+                            let dy = (y - e[1].value(r)) / e[3].value(r);
+                            dx * dx + dy * dy <= 1.0
+                        });
+                        Some(u8::from(inside))
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(name, "", DataType::UInt8, Nulls::FromArgs, args, k))
+        }
+        "geohashesInBox" => {
+            for a in &args[..4] {
+                let t = type_of(a, ctx)?;
+                if !(t.is_floating() || t == DataType::Null) {
+                    return Err(invalid(format!(
+                        "The coordinates of `geohashesInBox` must be Float, got {t}"
+                    )));
+                }
+            }
+            let t = type_of(&args[4], ctx)?;
+            if !(t.is_integer() || t == DataType::Null) {
+                return Err(invalid(format!(
+                    "The precision of `geohashesInBox` must be an integer, got {t}"
+                )));
+            }
+            let k = Arc::new(move |a: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+                use datafusion::arrow::array::ListBuilder;
+                let c = a[..4]
+                    .iter()
+                    .map(|x| cast(x, &DataType::Float64))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let c: Vec<_> = c.iter().map(|x| x.as_primitive::<Float64Type>()).collect();
+                let p = cast(&a[4], &DataType::Int64)?;
+                let p = p.as_primitive::<Int64Type>();
+                let mut b = ListBuilder::new(StringBuilder::new());
+                for r in 0..rows {
+                    if c.iter().any(|x| x.is_null(r)) || p.is_null(r) {
+                        b.append(false);
+                        continue;
+                    }
+                    let cells = geohashes_in_box(
+                        [c[0].value(r), c[1].value(r), c[2].value(r), c[3].value(r)],
+                        p.value(r),
+                    )?;
+                    for h in cells {
+                        b.values().append_value(h);
+                    }
+                    b.append(true);
+                }
+                Ok(Arc::new(b.finish()) as ArrayRef)
+            });
+            Ok(call(
+                name,
+                "",
+                super::strings::list_of_strings(),
+                Nulls::FromArgs,
+                args,
+                k,
+            ))
+        }
         _ => Err(FunctionError::Unknown(name.to_string())),
     }
+}
+
+/// ClickHouse's most array elements of `geohashesInBox`.
+const MAX_GEOHASHES: f64 = 10_000_000.0;
+
+/// The cells of `precision` (1..=12, else 12) covering [lon_min, lon_max) x [lat_min,
+/// lat_max), coordinates clamped to the globe, by longitude then latitude; a box that aligns
+/// to no whole cell in one direction gives the one cell at its corner.
+fn geohashes_in_box(b: [f64; 4], precision: i64) -> Result<Vec<String>> {
+    let len = if (1..=12).contains(&precision) {
+        precision
+    } else {
+        12
+    };
+    let bits = 5 * len as u32;
+    let (lon_bits, lat_bits) = (bits.div_ceil(2), bits / 2);
+    let lon_step = 360.0 / 2f64.powi(lon_bits as i32);
+    let lat_step = 180.0 / 2f64.powi(lat_bits as i32);
+    let lon_min = b[0].clamp(-180.0, 180.0);
+    let lat_min = b[1].clamp(-90.0, 90.0);
+    let lon_max = b[2].clamp(-180.0, 180.0);
+    let lat_max = b[3].clamp(-90.0, 90.0);
+    let lon0 = (lon_min / lon_step).floor() * lon_step;
+    let lat0 = (lat_min / lat_step).floor() * lat_step;
+    let lon1 = (lon_max / lon_step).ceil() * lon_step;
+    let lat1 = (lat_max / lat_step).ceil() * lat_step;
+    let n_lon = ((lon1 - lon0) / lon_step).round();
+    let n_lat = ((lat1 - lat0) / lat_step).round();
+    if !(n_lon >= 0.0 && n_lat >= 0.0) {
+        return Ok(vec![]);
+    }
+    if n_lon == 0.0 || n_lat == 0.0 {
+        return Ok(vec![geohash_encode(lon0, lat0, len)]);
+    }
+    if n_lon * n_lat > MAX_GEOHASHES {
+        return Err(DataFusionError::Execution(format!(
+            "geohashesInBox would produce {} array elements, which is bigger than the allowed \
+             maximum of {MAX_GEOHASHES}",
+            n_lon * n_lat
+        )));
+    }
+    let mut out = Vec::with_capacity((n_lon * n_lat) as usize);
+    for i in 0..n_lon as i64 {
+        for j in 0..n_lat as i64 {
+            out.push(geohash_encode(
+                lon0 + lon_step * i as f64,
+                lat0 + lat_step * j as f64,
+                len,
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn base58_encode(bytes: &[u8]) -> String {
@@ -261,6 +405,24 @@ mod tests {
 
     fn rows_err(e: Expr) -> bool {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rows(e))).is_err()
+    }
+
+    #[test]
+    fn geohashes_in_box_like_clickhouse() {
+        let g = |b: [f64; 4], p: i64| super::geohashes_in_box(b, p).unwrap();
+        assert_eq!(
+            g([24.48, 40.56, 24.785, 40.81], 4),
+            ["sx1q", "sx1r", "sx32", "sx1w", "sx1x", "sx38"]
+        );
+        assert_eq!(g([-1.0, -1.0, 1.0, 1.0], 2), ["7z", "eb", "kp", "s0"]);
+        assert_eq!(g([0.0, 0.0, 11.25, 5.625], 2), ["s0"]);
+        assert_eq!(g([11.25, 0.0, 11.25, 0.0], 2), ["s2"]);
+        assert_eq!(g([170.0, 80.0, 180.0, 90.0], 2), ["zy", "zz"]);
+        assert_eq!(g([190.0, 80.0, 200.0, 90.0], 2), ["zy"]);
+        assert_eq!(g([10.0, 10.0, 0.0, 0.0], 3), Vec::<String>::new());
+        assert_eq!(g([f64::NAN, 0.0, 1.0, 1.0], 2), Vec::<String>::new());
+        assert_eq!(g([-180.0, -90.0, 180.0, 90.0], 1).len(), 32);
+        assert!(super::geohashes_in_box([0.0, 0.0, 1.0, 1.0], 0).is_err());
     }
 
     #[test]

@@ -349,6 +349,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("JSONExtractRaw", 1, None, false, Json),
     ("JSONExtractArrayRaw", 1, None, false, Json),
     ("JSONExtractKeys", 1, None, false, Json),
+    ("JSONExtractKeysAndValuesRaw", 1, None, false, Json),
     ("JSONHas", 1, None, false, Json),
     ("JSONLength", 1, None, false, Json),
     ("JSONExtract", 2, None, false, Json),
@@ -446,6 +447,8 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("tryBase58Decode", 1, Some(1), false, Encode),
     ("geohashEncode", 2, Some(3), false, Encode),
     ("geohashDecode", 1, Some(1), false, Encode),
+    ("geohashesInBox", 5, Some(5), false, Encode),
+    ("pointInEllipses", 6, None, false, Encode),
     // More strings.
     ("ngrams", 2, Some(2), false, Text),
     ("tokens", 1, Some(2), false, Text),
