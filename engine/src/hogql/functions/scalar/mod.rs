@@ -441,6 +441,8 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("bitTestAll", 2, None, false, Special),
     ("bitTestAny", 2, None, false, Special),
     ("bitHammingDistance", 2, Some(2), false, Special),
+    ("multiplyDecimal", 2, Some(3), false, Special),
+    ("divideDecimal", 2, Some(3), false, Special),
     // Codecs.
     ("base58Encode", 1, Some(1), false, Encode),
     ("base58Decode", 1, Some(1), false, Encode),

@@ -40,6 +40,7 @@ pub(super) fn translate(
         }
         "bitTestAll" | "bitTestAny" => bit_test_many(name, args, name == "bitTestAll", ctx),
         "bitHammingDistance" => hamming(args, ctx),
+        "multiplyDecimal" | "divideDecimal" => decimal_op(name, args, ctx),
         _ => Err(FunctionError::Unknown(name.to_string())),
     }
 }
@@ -376,6 +377,114 @@ fn hamming(args: Vec<Expr>, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> 
     ))
 }
 
+/// The scale of a Decimal type.
+fn decimal_scale(t: &DataType) -> Option<i8> {
+    match t {
+        DataType::Decimal32(_, s)
+        | DataType::Decimal64(_, s)
+        | DataType::Decimal128(_, s)
+        | DataType::Decimal256(_, s) => Some(*s),
+        _ => None,
+    }
+}
+
+/// `multiplyDecimal(a, b[, scale])` / `divideDecimal(a, b[, scale])`: the exact product or
+/// quotient cut toward zero at `scale` (the larger of the two scales by default), a
+/// Decimal(76, scale); division by zero and a result past 76 digits are errors.
+fn decimal_op(name: &str, mut args: Vec<Expr>, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    use datafusion::arrow::array::Decimal256Array;
+    use datafusion::arrow::datatypes::i256;
+    let scales = args[..2]
+        .iter()
+        .map(|a| {
+            let t = type_of(a, ctx)?;
+            decimal_scale(&t).ok_or_else(|| {
+                invalid(format!(
+                    "Arguments for `{name}` function must be Decimal, got {t}"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (sa, sb) = (i32::from(scales[0]), i32::from(scales[1]));
+    let rs = match args.get(2) {
+        None => sa.max(sb),
+        Some(e) => match super::datetime::const_int(e) {
+            Some(v) if (0..=76).contains(&v) => v as i32,
+            _ => {
+                return Err(invalid(format!(
+                    "Illegal value of third argument of function `{name}`: must be integer in \
+                     range [0, 76]"
+                )));
+            }
+        },
+    };
+    args.truncate(2);
+    let multiply = name == "multiplyDecimal";
+    let fname = name.to_string();
+    let k = Arc::new(move |a: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+        let wide = |x: &ArrayRef, s: i32| -> Result<ArrayRef> {
+            Ok(cast(x, &DataType::Decimal256(76, s as i8))?)
+        };
+        let (x, y) = (wide(&a[0], sa)?, wide(&a[1], sb)?);
+        let (x, y) = (
+            x.as_primitive::<datafusion::arrow::datatypes::Decimal256Type>(),
+            y.as_primitive::<datafusion::arrow::datatypes::Decimal256Type>(),
+        );
+        let ten = i256::from_i128(10);
+        let pow = |n: i32| ten.checked_pow(n as u32);
+        let overflow = || DataFusionError::Execution(format!("Decimal math overflow in {fname}"));
+        let limit = pow(76).ok_or_else(overflow)?;
+        let mut out = Vec::with_capacity(rows);
+        for r in 0..rows {
+            if x.is_null(r) || y.is_null(r) {
+                out.push(None);
+                continue;
+            }
+            let (p, q) = (x.value(r), y.value(r));
+            let v = if multiply {
+                // p * q has scale sa + sb.
+                let prod = p.checked_mul(q).ok_or_else(overflow)?;
+                let shift = sa + sb - rs;
+                if shift >= 0 {
+                    prod.checked_div(pow(shift).ok_or_else(overflow)?)
+                        .ok_or_else(overflow)?
+                } else {
+                    prod.checked_mul(pow(-shift).ok_or_else(overflow)?)
+                        .ok_or_else(overflow)?
+                }
+            } else {
+                if q == i256::ZERO {
+                    return Err(DataFusionError::Execution("Division by zero".into()));
+                }
+                // p / q has scale sa - sb: bring p to scale rs + sb first.
+                let shift = rs + sb - sa;
+                let num = if shift >= 0 {
+                    p.checked_mul(pow(shift).ok_or_else(overflow)?)
+                        .ok_or_else(overflow)?
+                } else {
+                    p.checked_div(pow(-shift).ok_or_else(overflow)?)
+                        .ok_or_else(overflow)?
+                };
+                num.checked_div(q).ok_or_else(overflow)?
+            };
+            if v >= limit || v <= limit.wrapping_neg() {
+                return Err(overflow());
+            }
+            out.push(Some(v));
+        }
+        let arr = Decimal256Array::from(out).with_precision_and_scale(76, rs as i8)?;
+        Ok(Arc::new(arr) as ArrayRef)
+    });
+    Ok(call(
+        name,
+        format!("{rs}"),
+        DataType::Decimal256(76, rs as i8),
+        Nulls::FromArgs,
+        args,
+        k,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
@@ -434,6 +543,32 @@ mod tests {
             ),
         ]);
         assert!(try_call("roundDown", vec![i(1), c("t.i")]).is_err());
+    }
+
+    #[test]
+    fn decimals_like_clickhouse() {
+        let d = |v: &str, s: i64| call("toDecimal", vec![super::super::tests::s(v), i(s)]);
+        check(vec![
+            (
+                call("multiplyDecimal", vec![d("25.2", 2), d("4.1", 1)]),
+                "103.32",
+            ),
+            (
+                call("multiplyDecimal", vec![d("-1.5", 2), d("2.255", 3), i(1)]),
+                "-3.3",
+            ),
+            (call("divideDecimal", vec![d("1", 2), d("3", 3)]), "0.333"),
+            (
+                call("divideDecimal", vec![d("-2", 0), d("3", 0), i(5)]),
+                "-0.66666",
+            ),
+            (
+                call("divideDecimal", vec![d("-12", 1), d("2.1", 1), i(10)]),
+                "-5.7142857142",
+            ),
+        ]);
+        assert!(try_call("multiplyDecimal", vec![d("1.5", 2), i(2)]).is_err());
+        assert!(try_call("multiplyDecimal", vec![d("1.5", 2), d("1", 1), i(77)]).is_err());
     }
 
     #[test]
