@@ -165,6 +165,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("FROM_UNIXTIME", 1, Some(2), true, DateTime),
     ("formatDateTime", 2, Some(3), false, DateTime),
     ("DATE_FORMAT", 2, Some(3), true, DateTime),
+    ("parseDateTime", 1, Some(3), false, DateTime),
     ("parseDateTimeBestEffort", 1, Some(2), false, DateTime),
     ("parseDateTimeBestEffortOrNull", 1, Some(2), false, DateTime),
     ("parseDateTime64BestEffort", 1, Some(2), false, DateTime),

@@ -28,6 +28,7 @@ use super::{FnContext, FunctionError, invalid, lit_str, type_of};
 
 mod arith;
 mod format;
+mod parse;
 mod part;
 #[cfg(test)]
 mod tests;
@@ -878,6 +879,7 @@ pub(super) fn translate(
             ))
         }
         "timeSlots" => time_slots(args, ctx),
+        "parseDateTime" => parse::parse_date_time(args, ctx),
         // Time windows: tumble = [toStartOfInterval(t, i), + i); hop = the window of width w
         // ending at the end of t's hop interval h. Of a DateTime only, as ClickHouse.
         "tumble" | "tumbleStart" | "tumbleEnd" | "hop" | "hopStart" | "hopEnd" => {
