@@ -247,8 +247,97 @@ pub(super) fn translate(
                 k,
             ))
         }
+        "extractTextFromHTML" => {
+            need_string(name, &args[0], ctx)?;
+            let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                let mut b = StringBuilder::new();
+                for v in s.as_string::<i32>().iter() {
+                    match v {
+                        Some(v) => b.append_value(html_text(v)),
+                        None => b.append_null(),
+                    }
+                }
+                Ok(Arc::new(b.finish()) as ArrayRef)
+            });
+            Ok(call(name, "", DataType::Utf8, Nulls::FromFirst, args, k))
+        }
         _ => Err(FunctionError::Unknown(name.to_string())),
     }
+}
+
+/// `extractTextFromHTML`, by ClickHouse's documented rules: comments skipped, CDATA copied
+/// verbatim, `script`/`style` elements (lowercase names) dropped with their content, other
+/// tags dropped (a tag without its `>` drops the rest), entities kept, whitespace collapsed
+/// and trimmed, and a space between text that elements separate.
+fn html_text(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut space = false;
+    let mut pos = 0;
+    let find = |from: usize, pat: &str| s.get(from..).and_then(|r| r.find(pat)).map(|i| from + i);
+    while pos < b.len() {
+        let rest = &s[pos..];
+        if rest.starts_with("<!--") {
+            pos = match find(pos + 4, "-->") {
+                Some(e) => e + 3,
+                None => pos + 4,
+            };
+            space = true;
+        } else if rest.starts_with("<![CDATA[") {
+            let (content, next) = match find(pos + 9, "]]>") {
+                Some(e) => (&s[pos + 9..e], e + 3),
+                None => (&s[pos + 9..], b.len()),
+            };
+            if space && !out.is_empty() && !content.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(content);
+            space = true;
+            pos = next;
+        } else if let Some(tag) = ["script", "style"].into_iter().find(|t| {
+            rest.strip_prefix('<')
+                .and_then(|r| r.strip_prefix(t))
+                .is_some_and(|r| {
+                    r.starts_with(|c: char| c == '>' || c == '/' || c.is_ascii_whitespace())
+                })
+        }) {
+            let close = format!("</{tag}");
+            let mut at = pos + 1 + tag.len();
+            pos = loop {
+                let Some(c) = find(at, &close) else {
+                    break b.len();
+                };
+                let after = c + close.len();
+                let tail = &s[after..];
+                let trimmed = tail.trim_start_matches(|c: char| c.is_ascii_whitespace());
+                if trimmed.starts_with('>') {
+                    break after + (tail.len() - trimmed.len()) + 1;
+                }
+                at = after;
+            };
+            space = true;
+        } else if rest.starts_with('<') {
+            pos = match find(pos + 1, ">") {
+                Some(e) => e + 1,
+                None => b.len(),
+            };
+            space = true;
+        } else {
+            let c = rest.chars().next().expect("not at the end");
+            if c.is_ascii_whitespace() {
+                space = true;
+            } else {
+                if space && !out.is_empty() {
+                    out.push(' ');
+                }
+                space = false;
+                out.push(c);
+            }
+            pos += c.len_utf8();
+        }
+    }
+    out
 }
 
 fn const_f64(e: &Expr) -> Option<f64> {
@@ -634,6 +723,33 @@ mod tests {
             time_delta(0.0005, Unit::Years, Unit::Milliseconds),
             "0 seconds"
         );
+    }
+
+    #[test]
+    fn html_text_like_clickhouse() {
+        let cases = [
+            ("<p>Hello <b>world</b></p>", "Hello world"),
+            (
+                "<script>var x = 1;</script>text<style>p{}</style> more",
+                "text more",
+            ),
+            ("a<!-- comment -->b", "a b"),
+            ("a<![CDATA[<b>x</b>]]>b", "a<b>x</b> b"),
+            ("  lots   of\n\n  space  ", "lots of space"),
+            ("a &amp; b &lt; c", "a &amp; b &lt; c"),
+            ("a<br>b", "a b"),
+            ("a<b", "a"),
+            ("x<scriptfoo>y</scriptfoo>z", "x y z"),
+            ("x<SCRIPT>y</SCRIPT>z", "x y z"),
+            ("<a href=\"x>y\">link</a>", "y\">link"),
+            ("a<!-- unclosed", "a unclosed"),
+            ("<script>unclosed", ""),
+            (" <p> a </p> ", "a"),
+            ("<script>x</script >y", "y"),
+        ];
+        for (html, want) in cases {
+            assert_eq!(super::html_text(html), want, "{html}");
+        }
     }
 
     #[test]
