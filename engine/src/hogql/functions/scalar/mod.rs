@@ -464,6 +464,8 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("formatReadableTimeDelta", 1, Some(3), false, Text),
     ("bar", 3, Some(4), false, Text),
     ("extractTextFromHTML", 1, Some(1), false, Text),
+    ("ngramDistance", 2, Some(2), false, Text),
+    ("ngramSearch", 2, Some(2), false, Text),
     // Arrays (the lambda ones are with the aggregates).
     ("arrayResize", 2, Some(3), false, Arrays),
     ("arrayAUC", 2, Some(3), false, Arrays),

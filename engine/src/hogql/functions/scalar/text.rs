@@ -247,6 +247,36 @@ pub(super) fn translate(
                 k,
             ))
         }
+        "ngramDistance" | "ngramSearch" => {
+            need_string(name, &args[0], ctx)?;
+            need_string(name, &args[1], ctx)?;
+            if lit_str(&args[1]).is_some_and(|n| n.len() > NGRAM_MAX) {
+                return Err(invalid(format!(
+                    "String size of needle is too big for function `{name}`. Should be at most \
+                     {NGRAM_MAX}"
+                )));
+            }
+            let search = name == "ngramSearch";
+            let k = Arc::new(move |a: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+                let h = cast(&a[0], &DataType::Utf8)?;
+                let n = cast(&a[1], &DataType::Utf8)?;
+                let (h, n) = (h.as_string::<i32>(), n.as_string::<i32>());
+                let v: datafusion::arrow::array::Float32Array = (0..rows)
+                    .map(|r| {
+                        if h.is_null(r) || n.is_null(r) {
+                            return None;
+                        }
+                        Some(ngram_score(
+                            h.value(r).as_bytes(),
+                            n.value(r).as_bytes(),
+                            search,
+                        ))
+                    })
+                    .collect();
+                Ok(Arc::new(v) as ArrayRef)
+            });
+            Ok(call(name, "", DataType::Float32, Nulls::FromArgs, args, k))
+        }
         "extractTextFromHTML" => {
             need_string(name, &args[0], ctx)?;
             let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
@@ -264,6 +294,73 @@ pub(super) fn translate(
         }
         _ => Err(FunctionError::Unknown(name.to_string())),
     }
+}
+
+/// The longest string the ngram functions read (a longer one gives distance 1, search 0).
+const NGRAM_MAX: usize = 1 << 15;
+
+/// CRC-32C (Castagnoli), reflected, as the SSE4.2 instruction computes it (no final xor).
+fn crc32c_u64(mut crc: u32, v: u64) -> u32 {
+    for byte in v.to_le_bytes() {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// ClickHouse counts a string's 4-grams (bytes) by a 16-bit key, the low bits of the CRC-32C
+/// of the gram read as a UInt64, so two grams with one key count as one (as there).
+fn ngram_keys(s: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    s.windows(4).map(|g| {
+        let v = u64::from(u32::from_le_bytes([g[0], g[1], g[2], g[3]]));
+        (crc32c_u64(0xFFFF_FFFF, v) & 0xFFFF) as u16
+    })
+}
+
+/// `ngramDistance`: the symmetric difference of the two multisets of 4-grams over their
+/// total size (0 for two strings without grams); `ngramSearch`: the share of the needle's
+/// grams found in the haystack (1 for a needle without grams).
+fn ngram_score(h: &[u8], n: &[u8], search: bool) -> f32 {
+    if h.len() > NGRAM_MAX || n.len() > NGRAM_MAX {
+        return if search { 0.0 } else { 1.0 };
+    }
+    let mut counts: std::collections::HashMap<u16, i64> = std::collections::HashMap::new();
+    let mut needle = 0i64;
+    for k in ngram_keys(n) {
+        *counts.entry(k).or_default() += 1;
+        needle += 1;
+    }
+    if search {
+        if needle == 0 {
+            return 1.0;
+        }
+        let mut found = 0i64;
+        for k in ngram_keys(h) {
+            if let Some(c) = counts.get_mut(&k)
+                && *c > 0
+            {
+                *c -= 1;
+                found += 1;
+            }
+        }
+        return (found as f64 / needle as f64) as f32;
+    }
+    let mut hay = 0i64;
+    for k in ngram_keys(h) {
+        *counts.entry(k).or_default() -= 1;
+        hay += 1;
+    }
+    if needle + hay == 0 {
+        return 0.0;
+    }
+    let diff: i64 = counts.values().map(|c| c.abs()).sum();
+    (diff as f64 / (needle + hay) as f64) as f32
 }
 
 /// `extractTextFromHTML`, by ClickHouse's documented rules: comments skipped, CDATA copied
@@ -750,6 +847,28 @@ mod tests {
         for (html, want) in cases {
             assert_eq!(super::html_text(html), want, "{html}");
         }
+    }
+
+    #[test]
+    fn ngrams_like_clickhouse() {
+        use super::ngram_score as g;
+        let d = |a: &str, b: &str| g(a.as_bytes(), b.as_bytes(), false);
+        let s = |a: &str, b: &str| g(a.as_bytes(), b.as_bytes(), true);
+        assert_eq!(d("ClickHouse", "ClickHose"), 0.3846154);
+        assert_eq!(d("abc", "abcd"), 1.0);
+        assert_eq!(d("", ""), 0.0);
+        assert_eq!(d("aaaaaa", "aaaa"), 0.5);
+        assert_eq!(d("héllo wörld", "hello world"), 0.7777778);
+        assert_eq!(s("Hello World", "World Hello"), 0.5);
+        assert_eq!(s("abc", "xyz"), 1.0);
+        assert_eq!(s("abcd", ""), 1.0);
+        // Grams whose 16-bit keys collide count as one, as in ClickHouse.
+        assert_eq!(d("orcD", "=BF."), 0.0);
+        assert_eq!(d("bx7C", "yAWx"), 0.0);
+        assert_eq!(d("abcd", "abce"), 1.0);
+        let long = "a".repeat(32766);
+        assert_eq!(d(&long, "aaaa"), 0.99993896);
+        assert_eq!(d(&"a".repeat(40000), "aaaa"), 1.0);
     }
 
     #[test]
