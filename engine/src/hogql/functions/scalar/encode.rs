@@ -219,13 +219,16 @@ pub(super) fn translate(
                 }
                 Ok(Arc::new(b.finish()) as ArrayRef)
             });
-            Ok(call(
+            // Volatile: small arguments can make a large array, built per batch under the
+            // budget rather than folded into the plan.
+            Ok(super::udf::call_with(
                 name,
                 "",
                 super::strings::list_of_strings(),
                 Nulls::FromArgs,
                 args,
                 k,
+                datafusion::logical_expr::Volatility::Volatile,
             ))
         }
         _ => Err(FunctionError::Unknown(name.to_string())),
@@ -271,9 +274,12 @@ fn geohashes_in_box(b: [f64; 4], precision: i64) -> Result<Vec<String>> {
             n_lon * n_lat
         )));
     }
-    let mut out = Vec::with_capacity((n_lon * n_lat) as usize);
+    // Up to 10^7 cells: counted against the query's memory as they are made.
+    let mut budget = crate::hogql::functions::budget::Output::new("geohashesInBox");
+    let mut out = vec![];
     for i in 0..n_lon as i64 {
         for j in 0..n_lat as i64 {
+            budget.take(len as usize + 28)?;
             out.push(geohash_encode(
                 lon0 + lon_step * i as f64,
                 lat0 + lat_step * j as f64,

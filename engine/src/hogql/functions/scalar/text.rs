@@ -478,13 +478,16 @@ fn string_lists(
         }
         Ok(Arc::new(b.finish()) as ArrayRef)
     });
-    Ok(call(
+    // Volatile: ngrams of a long string is quadratic in it; built per batch under the budget
+    // rather than folded into the plan.
+    Ok(super::udf::call_with(
         name,
         key,
         list_of(DataType::Utf8),
         Nulls::FromFirst,
         args,
         k,
+        datafusion::logical_expr::Volatility::Volatile,
     ))
 }
 
