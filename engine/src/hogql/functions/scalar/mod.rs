@@ -466,6 +466,9 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("extractTextFromHTML", 1, Some(1), false, Text),
     ("ngramDistance", 2, Some(2), false, Text),
     ("ngramSearch", 2, Some(2), false, Text),
+    ("multiFuzzyMatchAny", 3, Some(3), false, Text),
+    ("multiFuzzyMatchAnyIndex", 3, Some(3), false, Text),
+    ("multiFuzzyMatchAllIndices", 3, Some(3), false, Text),
     // Arrays (the lambda ones are with the aggregates).
     ("arrayResize", 2, Some(3), false, Arrays),
     ("arrayAUC", 2, Some(3), false, Arrays),

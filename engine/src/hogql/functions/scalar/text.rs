@@ -16,6 +16,9 @@
 //!   nothing larger is shown.
 //! - `bar(x, min, max[, width])`: a bar of `█` with eighths (`▏`…`▉`) for the fraction,
 //!   rounded down, x clamped to [min, max], width 1 to 1000 (80 by default).
+//! - `extractTextFromHTML`, `ngramDistance`/`ngramSearch` and the `multiFuzzyMatch*` family
+//!   (literal patterns only; a pattern with regex syntax is refused by name): see their
+//!   functions below.
 
 use std::sync::Arc;
 
@@ -247,6 +250,28 @@ pub(super) fn translate(
                 k,
             ))
         }
+        "multiFuzzyMatchAny" | "multiFuzzyMatchAnyIndex" | "multiFuzzyMatchAllIndices" => {
+            need_string(name, &args[0], ctx)?;
+            let d = super::datetime::const_int(&args[1])
+                .filter(|d| *d >= 0)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "The distance argument of `{name}` must be a constant unsigned integer"
+                    ))
+                })? as usize;
+            let t = type_of(&args[2], ctx)?;
+            if !matches!(&t, DataType::List(f) if is_string(f.data_type())) {
+                return Err(invalid(format!(
+                    "The third argument of `{name}` must be an array of strings, got {t}"
+                )));
+            }
+            let needles = args.pop().expect("3 args");
+            let needles = needles
+                .cast_to(&list_of(DataType::Utf8), ctx.schema)
+                .map_err(|e| invalid(e.to_string()))?;
+            let hay = args.swap_remove(0);
+            fuzzy(name, vec![hay, needles], d)
+        }
         "ngramDistance" | "ngramSearch" => {
             need_string(name, &args[0], ctx)?;
             need_string(name, &args[1], ctx)?;
@@ -294,6 +319,100 @@ pub(super) fn translate(
         }
         _ => Err(FunctionError::Unknown(name.to_string())),
     }
+}
+
+/// Whether a pattern is a plain literal (no regex syntax): the only patterns hedgerow's
+/// approximate matching reads.
+fn literal_pattern(p: &str) -> bool {
+    !p.contains([
+        '.', '^', '$', '*', '+', '?', '(', ')', '[', ']', '{', '}', '|', '\\',
+    ])
+}
+
+/// The end (in bytes) of the earliest substring of `h` within edit distance `d` of `p`
+/// (Levenshtein over bytes, as Hyperscan's approximate matching), by Sellers' algorithm.
+fn fuzzy_end(h: &[u8], p: &[u8], d: usize) -> Option<usize> {
+    let m = p.len();
+    let mut col: Vec<usize> = (0..=m).collect();
+    for (j, &c) in h.iter().enumerate() {
+        let mut diag = col[0];
+        col[0] = 0;
+        for i in 1..=m {
+            let up = col[i];
+            col[i] = (diag + usize::from(p[i - 1] != c))
+                .min(up + 1)
+                .min(col[i - 1] + 1);
+            diag = up;
+        }
+        if col[m] <= d {
+            return Some(j + 1);
+        }
+    }
+    None
+}
+
+/// multiFuzzyMatchAny / AnyIndex / AllIndices over literal patterns: a pattern matches where
+/// a substring is within `d` edits; the indices in the order of the matches' earliest ends
+/// (the lower index on a tie). A pattern no longer than `d` could match nothing and is an
+/// error, as in Hyperscan.
+fn fuzzy(name: &str, args: Vec<Expr>, d: usize) -> Result<Expr, FunctionError> {
+    let which = name.to_string();
+    let ret = match name {
+        "multiFuzzyMatchAny" => DataType::UInt8,
+        "multiFuzzyMatchAnyIndex" => DataType::UInt64,
+        _ => list_of(DataType::UInt64),
+    };
+    let k = Arc::new(move |a: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+        use datafusion::arrow::array::UInt8Builder;
+        let h = cast(&a[0], &DataType::Utf8)?;
+        let h = h.as_string::<i32>();
+        let l = a[1].as_list::<i32>();
+        let vals = cast(l.values(), &DataType::Utf8)?;
+        let vals = vals.as_string::<i32>();
+        let offs = l.value_offsets();
+        let mut any = UInt8Builder::new();
+        let mut index = UInt64Builder::new();
+        let mut lists = ListBuilder::new(UInt64Builder::new());
+        for r in 0..rows {
+            if h.is_null(r) || l.is_null(r) {
+                any.append_null();
+                index.append_null();
+                lists.append(false);
+                continue;
+            }
+            let mut ends: Vec<(usize, u64)> = vec![];
+            for (i, j) in (offs[r] as usize..offs[r + 1] as usize).enumerate() {
+                let p = vals.value(j);
+                if !literal_pattern(p) {
+                    return Err(exec(format!(
+                        "{which}: hedgerow supports literal patterns only, got '{p}'"
+                    )));
+                }
+                if p.len() <= d {
+                    return Err(exec(format!(
+                        "{which}: pattern '{p}' failed: approximate matching patterns that \
+                         reduce to vacuous patterns are disallowed"
+                    )));
+                }
+                if let Some(e) = fuzzy_end(h.value(r).as_bytes(), p.as_bytes(), d) {
+                    ends.push((e, i as u64 + 1));
+                }
+            }
+            ends.sort_unstable();
+            any.append_value(u8::from(!ends.is_empty()));
+            index.append_value(ends.first().map_or(0, |e| e.1));
+            for (_, i) in &ends {
+                lists.values().append_value(*i);
+            }
+            lists.append(true);
+        }
+        Ok(match which.as_str() {
+            "multiFuzzyMatchAny" => Arc::new(any.finish()) as ArrayRef,
+            "multiFuzzyMatchAnyIndex" => Arc::new(index.finish()) as ArrayRef,
+            _ => Arc::new(lists.finish()) as ArrayRef,
+        })
+    });
+    Ok(call(name, format!("{d}"), ret, Nulls::FromArgs, args, k))
 }
 
 /// The longest string the ngram functions read (a longer one gives distance 1, search 0).
@@ -850,6 +969,22 @@ mod tests {
         for (html, want) in cases {
             assert_eq!(super::html_text(html), want, "{html}");
         }
+    }
+
+    #[test]
+    fn fuzzy_like_clickhouse() {
+        use super::fuzzy_end as f;
+        assert!(f(b"hello", b"hallo", 1).is_some());
+        assert!(f(b"hello", b"hxllx", 1).is_none());
+        assert!(f(b"hello", b"hxllx", 2).is_some());
+        assert!(f(b"xxhelloxx", b"helo", 1).is_some());
+        assert!(f(b"abc", b"xyz", 2).is_none());
+        assert!(f("héllo".as_bytes(), b"hello", 1).is_none());
+        assert!(f(b"", b"ab", 1).is_none());
+        assert_eq!(f(b"hello world", b"helo", 1), Some(3));
+        assert_eq!(f(b"hello world", b"wrld", 1), Some(11));
+        assert_eq!(f(b"aaa", b"ab", 1), Some(1));
+        assert!(super::literal_pattern("hello") && !super::literal_pattern("a.c"));
     }
 
     #[test]
