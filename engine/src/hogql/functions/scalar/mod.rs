@@ -454,7 +454,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("pointInEllipses", 6, None, false, Encode),
     // More strings.
     ("ngrams", 2, Some(2), false, Text),
-    ("tokens", 1, Some(2), false, Text),
+    ("tokens", 1, Some(3), false, Text),
     ("extractAllGroups", 2, Some(2), false, Text),
     ("extractAllGroupsVertical", 2, Some(2), false, Text),
     ("extractAllGroupsHorizontal", 2, Some(2), false, Text),

@@ -93,34 +93,105 @@ pub(super) fn translate(
         }
         "tokens" => {
             need_string(name, &args[0], ctx)?;
-            if let Some(t) = args.get(1) {
-                match lit_str(t).as_deref() {
-                    Some("splitByNonAlpha") => {}
-                    other => {
+            let tokenizer = match args.get(1) {
+                None => "splitByNonAlpha".to_string(),
+                Some(t) => lit_str(t).ok_or_else(|| {
+                    invalid("The tokenizer of `tokens` must be a constant string")
+                })?,
+            };
+            let param = args.get(2).cloned();
+            args.truncate(1);
+            match tokenizer.as_str() {
+                "splitByNonAlpha" if param.is_none() => {
+                    string_lists(name, tokenizer, args, |s, out| {
+                        let b = s.as_bytes();
+                        let word = |c: u8| c.is_ascii_alphanumeric() || c >= 0x80;
+                        let mut i = 0;
+                        while i < b.len() {
+                            if !word(b[i]) {
+                                i += 1;
+                                continue;
+                            }
+                            let start = i;
+                            while i < b.len() && word(b[i]) {
+                                i += 1;
+                            }
+                            out.push(&s[start..i]);
+                        }
+                    })
+                }
+                // The whole text as one token ('' as none).
+                "array" if param.is_none() => string_lists(name, tokenizer, args, |s, out| {
+                    if !s.is_empty() {
+                        out.push(s);
+                    }
+                }),
+                // n-character grams, 3 by default.
+                "ngrams" => {
+                    let n = match &param {
+                        None => 3,
+                        Some(p) => super::datetime::const_int(p).ok_or_else(|| {
+                            invalid("The ngram length of `tokens` must be a constant integer")
+                        })?,
+                    };
+                    if n < 1 {
                         return Err(invalid(format!(
-                            "hedgerow's `tokens` supports the tokenizer 'splitByNonAlpha', got {}",
-                            other.unwrap_or("a non-constant")
+                            "Incorrect parameter of tokenizer 'ngrams': ngram length must be at \
+                             least 1, but got {n}"
                         )));
                     }
+                    let n = n as usize;
+                    string_lists(name, format!("ngrams/{n}"), args, move |s, out| {
+                        let starts: Vec<usize> =
+                            s.char_indices().map(|(i, _)| i).chain([s.len()]).collect();
+                        for w in starts.windows(n + 1) {
+                            out.push(&s[w[0]..w[n]]);
+                        }
+                    })
                 }
+                // Split at any of the separators (tried in their order; ' ' by default),
+                // empty pieces left out.
+                "splitByString" => {
+                    let seps: Vec<String> = match &param {
+                        None => vec![" ".to_string()],
+                        Some(p) => const_strings(p).ok_or_else(|| {
+                            invalid(
+                                "The separators of `tokens(…, 'splitByString', …)` must be a \
+                                 constant array of strings",
+                            )
+                        })?,
+                    };
+                    let key = format!("splitByString/{seps:?}");
+                    string_lists(name, key, args, move |s, out| {
+                        let mut start = 0;
+                        let mut i = 0;
+                        while i < s.len() {
+                            match seps
+                                .iter()
+                                .find(|sep| !sep.is_empty() && s[i..].starts_with(sep.as_str()))
+                            {
+                                Some(sep) => {
+                                    if i > start {
+                                        out.push(&s[start..i]);
+                                    }
+                                    i += sep.len();
+                                    start = i;
+                                }
+                                None => {
+                                    i += s[i..].chars().next().map_or(1, char::len_utf8);
+                                }
+                            }
+                        }
+                        if s.len() > start {
+                            out.push(&s[start..]);
+                        }
+                    })
+                }
+                t => Err(invalid(format!(
+                    "hedgerow's `tokens` supports the tokenizers 'splitByNonAlpha', 'array', \
+                     'ngrams' and 'splitByString', got '{t}'"
+                ))),
             }
-            args.truncate(1);
-            string_lists(name, String::new(), args, |s, out| {
-                let b = s.as_bytes();
-                let word = |c: u8| c.is_ascii_alphanumeric() || c >= 0x80;
-                let mut i = 0;
-                while i < b.len() {
-                    if !word(b[i]) {
-                        i += 1;
-                        continue;
-                    }
-                    let start = i;
-                    while i < b.len() && word(b[i]) {
-                        i += 1;
-                    }
-                    out.push(&s[start..i]);
-                }
-            })
         }
         "extractAllGroups" | "extractAllGroupsVertical" | "extractAllGroupsHorizontal" => {
             need_string(name, &args[0], ctx)?;
@@ -556,6 +627,26 @@ fn html_text(s: &str) -> String {
     out
 }
 
+/// The values of a constant array of strings (`['a', 'b']`).
+fn const_strings(e: &Expr) -> Option<Vec<String>> {
+    match e {
+        Expr::ScalarFunction(sf) if sf.name() == "make_array" => {
+            sf.args.iter().map(lit_str).collect()
+        }
+        Expr::Literal(datafusion::common::ScalarValue::List(arr), _) => {
+            if arr.is_empty() || arr.is_null(0) {
+                return Some(vec![]);
+            }
+            let values = cast(&arr.value(0), &DataType::Utf8).ok()?;
+            let values = values.as_string::<i32>();
+            values.iter().map(|v| v.map(str::to_string)).collect()
+        }
+        Expr::Cast(c) => const_strings(&c.expr),
+        Expr::Alias(a) => const_strings(&a.expr),
+        _ => None,
+    }
+}
+
 fn const_f64(e: &Expr) -> Option<f64> {
     match e {
         Expr::Literal(v, _) => match v.cast_to(&DataType::Float64).ok()? {
@@ -969,6 +1060,40 @@ mod tests {
         for (html, want) in cases {
             assert_eq!(super::html_text(html), want, "{html}");
         }
+    }
+
+    #[test]
+    fn tokenizers_like_clickhouse() {
+        use super::super::tests::{call, check, i, s};
+        let arr = |v: Vec<&str>| {
+            datafusion::functions_nested::expr_fn::make_array(v.into_iter().map(s).collect())
+        };
+        check(vec![
+            (
+                call("tokens", vec![s("héllo wörld_x")]),
+                "[héllo, wörld, x]",
+            ),
+            (
+                call("tokens", vec![s("abc def"), s("ngrams"), i(2)]),
+                "[ab, bc, c ,  d, de, ef]",
+            ),
+            (
+                call(
+                    "tokens",
+                    vec![s("a,b;;c"), s("splitByString"), arr(vec![",", ";"])],
+                ),
+                "[a, b, c]",
+            ),
+            (
+                call(
+                    "tokens",
+                    vec![s("abab"), s("splitByString"), arr(vec!["ab", "b"])],
+                ),
+                "[]",
+            ),
+            (call("tokens", vec![s(""), s("array")]), "[]"),
+        ]);
+        assert!(super::super::tests::try_call("tokens", vec![s("x"), s("nope")]).is_err());
     }
 
     #[test]
