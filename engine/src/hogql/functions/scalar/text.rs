@@ -1,7 +1,8 @@
 //! More string functions, as ClickHouse answers them:
 //! - `ngrams(s, n)`: the n-character (UTF-8) substrings at each position; n at least 1.
-//! - `tokens(s)`: the runs of ASCII letters and digits and non-ASCII bytes (the default
-//!   `splitByNonAlpha` tokenizer, which may be named as a second argument).
+//! - `tokens(s[, tokenizer[, param]])`: by default (`splitByNonAlpha`) the runs of ASCII
+//!   letters and digits and non-ASCII bytes; `array` the whole text, `ngrams` n-character
+//!   grams, `splitByString` the pieces between separators.
 //! - `extractAllGroups(s, re)` (= `extractAllGroupsVertical`): per match, its groups (an
 //!   unmatched group is ''); `extractAllGroupsHorizontal`: per group, its values in every
 //!   match. Matches are searched from where the previous one ended (one past an empty one)
