@@ -159,6 +159,12 @@ pub(super) fn translate(
                                 .into(),
                         ));
                     }
+                    // ClickHouse refuses arrays of Nullable elements by type.
+                    if (ss..se).any(|j| sv.is_null(j)) || (ls..le).any(|j| lv.is_null(j)) {
+                        return Err(DataFusionError::Execution(
+                            "The arrays of arrayAUC must not contain NULL".into(),
+                        ));
+                    }
                     let pairs: Vec<(f64, bool)> = (0..se - ss)
                         .map(|i| (sv.value(ss + i), lv.value(ls + i) > 0.0))
                         .collect();
