@@ -136,6 +136,7 @@ pub(super) fn translate(
             });
             Ok(call(name, "", ret, Nulls::FromFirst, args, k))
         }
+        "pointInPolygon" => super::polygon::translate(args, ctx),
         // pointInEllipses(x, y, x0, y0, a, b, …): inside (or on) any of the ellipses.
         "pointInEllipses" => {
             if args.len() < 6 || !(args.len() - 2).is_multiple_of(4) {

@@ -18,6 +18,7 @@ mod datetime;
 mod encode;
 mod json;
 mod math;
+mod polygon;
 mod special;
 mod strings;
 mod text;
@@ -452,6 +453,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("geohashDecode", 1, Some(1), false, Encode),
     ("geohashesInBox", 5, Some(5), false, Encode),
     ("pointInEllipses", 6, None, false, Encode),
+    ("pointInPolygon", 2, None, false, Encode),
     // More strings.
     ("ngrams", 2, Some(2), false, Text),
     ("tokens", 1, Some(3), false, Text),
