@@ -249,6 +249,17 @@ pub(crate) fn float_text(f: f64) -> String {
     }
 }
 
+/// A Float32 as ClickHouse writes one: its own shortest round-trip text (0.3846154, not the
+/// widened double's 0.38461539149284363).
+fn float32_text(f: f32) -> String {
+    if f.is_finite() {
+        let s = format!("{f}");
+        s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+    } else {
+        float_text(f as f64)
+    }
+}
+
 fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
     if a.is_null(row) || a.data_type() == &DataType::Null {
         return "NULL".into();
@@ -256,16 +267,7 @@ fn text_inner(a: &ArrayRef, row: usize, nested: bool) -> String {
     let string = |s: &str| if nested { quote(s) } else { escape_tsv(s) };
     match a.data_type() {
         DataType::Boolean => if a.as_boolean().value(row) { "1" } else { "0" }.into(),
-        // A Float32 prints its own shortest text (`19.05`, not the Float64 of its bits).
-        DataType::Float32 => {
-            let f = a.as_primitive::<Float32Type>().value(row);
-            if f.is_finite() {
-                let s = format!("{f}");
-                s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
-            } else {
-                float_text(f as f64)
-            }
-        }
+        DataType::Float32 => float32_text(a.as_primitive::<Float32Type>().value(row)),
         DataType::Float64 => float_text(a.as_primitive::<Float64Type>().value(row)),
         DataType::Utf8 => string(a.as_string::<i32>().value(row)),
         DataType::LargeUtf8 => string(a.as_string::<i64>().value(row)),
@@ -374,6 +376,18 @@ mod tests {
         assert_eq!(clickhouse_type(&f), "DateTime64(6, 'America/New_York')");
         let f = Field::new("c", DataType::new_list(DataType::Utf8, true), false);
         assert_eq!(clickhouse_type(&f), "Array(Nullable(String))");
+    }
+
+    #[test]
+    fn float32_text_is_its_own_shortest_form() {
+        let a: ArrayRef = Arc::new(datafusion::arrow::array::Float32Array::from(vec![
+            0.3846154f32,
+            1.0,
+            f32::NAN,
+        ]));
+        assert_eq!(text_value(&a, 0), "0.3846154");
+        assert_eq!(text_value(&a, 1), "1");
+        assert_eq!(text_value(&a, 2), "nan");
     }
 
     #[test]

@@ -126,8 +126,10 @@ impl Planner<'_> {
                         );
                     }
                 };
-                let width = match base.get_type(&scope.schema).map_err(df)? {
-                    DataType::Struct(f) => f.len(),
+                // By position: a tuple a function made may name its fields
+                // (`geohashDecode`'s `longitude`, `latitude`).
+                let fields = match base.get_type(&scope.schema).map_err(df)? {
+                    DataType::Struct(f) => f,
                     t => {
                         return err(
                             format!("Function `tupleElement` needs a tuple, got {t}"),
@@ -135,7 +137,7 @@ impl Planner<'_> {
                         );
                     }
                 };
-                if index > width {
+                if index > fields.len() {
                     return match args.get(2) {
                         Some(d) => self.expr(d, scope),
                         None => err(
@@ -144,7 +146,8 @@ impl Planner<'_> {
                         ),
                     };
                 }
-                return Ok(core_fn::get_field(base, format!("c{}", index - 1)));
+                let name = fields[index - 1].name().clone();
+                return Ok(core_fn::get_field(base, name));
             }
             "not" if args.len() == 1 => {
                 return Ok(Expr::Not(Box::new(to_bool(

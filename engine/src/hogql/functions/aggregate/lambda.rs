@@ -46,6 +46,10 @@ const HIGHER_ORDER: &[&str] = &[
     "arrayAvg",
     "arrayMin",
     "arrayMax",
+    "arrayFill",
+    "arrayReverseFill",
+    "arraySplit",
+    "arrayReverseSplit",
 ];
 
 /// Whether `name` is translated here (with a lambda, or for arrayCount/Exists/All without).
@@ -66,7 +70,19 @@ enum Op {
     Last,
     FirstIndex,
     LastIndex,
-    Sort { desc: bool },
+    Sort {
+        desc: bool,
+    },
+    /// arrayFill / arrayReverseFill: an element the lambda rejects takes the value of the
+    /// one before (after); the first (last) element is kept.
+    Fill {
+        reverse: bool,
+    },
+    /// arraySplit / arrayReverseSplit: a new piece starts before (ends after) each element
+    /// the lambda accepts, but for the first (last) element.
+    Split {
+        reverse: bool,
+    },
 }
 
 pub(super) fn translate(
@@ -141,6 +157,10 @@ pub(super) fn build(
         "arrayFirstIndex" => Op::FirstIndex,
         "arrayLastIndex" => Op::LastIndex,
         "arraySort" => Op::Sort { desc: false },
+        "arrayFill" => Op::Fill { reverse: false },
+        "arrayReverseFill" => Op::Fill { reverse: true },
+        "arraySplit" => Op::Split { reverse: false },
+        "arrayReverseSplit" => Op::Split { reverse: true },
         _ => Op::Sort { desc: true },
     };
     let predicate = matches!(
@@ -153,6 +173,8 @@ pub(super) fn build(
             | Op::Last
             | Op::FirstIndex
             | Op::LastIndex
+            | Op::Fill { .. }
+            | Op::Split { .. }
     );
     let body = if predicate && body_type != DataType::Boolean {
         if !(body_type.is_numeric() || body_type == DataType::Null) {
@@ -178,7 +200,11 @@ pub(super) fn build(
     };
     let ret = match op {
         Op::Map => DataType::List(Arc::new(Field::new_list_field(body_type, true))),
-        Op::Filter | Op::Sort { .. } => array_types[0].clone(),
+        Op::Filter | Op::Sort { .. } | Op::Fill { .. } => array_types[0].clone(),
+        Op::Split { .. } => DataType::List(Arc::new(Field::new_list_field(
+            array_types[0].clone(),
+            true,
+        ))),
         Op::Exists | Op::All => DataType::Boolean,
         Op::Count | Op::FirstIndex | Op::LastIndex => DataType::UInt32,
         Op::First | Op::Last => first_elem.clone(),
@@ -201,6 +227,10 @@ pub(super) fn build(
             Op::LastIndex => "arrayLastIndex",
             Op::Sort { desc: false } => "arraySort",
             Op::Sort { desc: true } => "arrayReverseSort",
+            Op::Fill { reverse: false } => "arrayFill",
+            Op::Fill { reverse: true } => "arrayReverseFill",
+            Op::Split { reverse: false } => "arraySplit",
+            Op::Split { reverse: true } => "arrayReverseSplit",
         },
         params,
         body,
@@ -325,6 +355,81 @@ impl ScalarUDFImpl for LambdaUdf {
                 let mask = result.as_boolean();
                 let truth = |j: usize| mask.is_valid(j) && mask.value(j);
                 match self.op {
+                    Op::Fill { reverse } => {
+                        // Each element's source index: itself, or the last kept one.
+                        let mut idx: Vec<u32> = Vec::with_capacity(total);
+                        for (_, s, e) in spans() {
+                            let start = idx.len();
+                            idx.extend((s..e).map(|j| j as u32));
+                            let row = &mut idx[start..];
+                            if reverse {
+                                for i in (0..row.len().saturating_sub(1)).rev() {
+                                    if !truth(s + i) {
+                                        row[i] = row[i + 1];
+                                    }
+                                }
+                            } else {
+                                for i in 1..row.len() {
+                                    if !truth(s + i) {
+                                        row[i] = row[i - 1];
+                                    }
+                                }
+                            }
+                        }
+                        let values = take(l0.values().as_ref(), &UInt32Array::from(idx), None)?;
+                        let field = match l0.data_type() {
+                            DataType::List(f) => f.clone(),
+                            _ => unreachable!(),
+                        };
+                        Arc::new(ListArray::try_new(
+                            field,
+                            l0.offsets().clone(),
+                            values,
+                            l0.nulls().cloned(),
+                        )?)
+                    }
+                    Op::Split { reverse } => {
+                        // Lengths of the pieces of every row, then the pieces per row.
+                        let mut piece_lens: Vec<usize> = vec![];
+                        let mut pieces_per_row: Vec<usize> = vec![];
+                        for (_, s, e) in spans() {
+                            let before = piece_lens.len();
+                            let mut cur = 0usize;
+                            for j in s..e {
+                                let cut_before = !reverse && j > s && truth(j);
+                                if cut_before {
+                                    piece_lens.push(cur);
+                                    cur = 0;
+                                }
+                                cur += 1;
+                                let cut_after = reverse && j + 1 < e && truth(j);
+                                if cut_after {
+                                    piece_lens.push(cur);
+                                    cur = 0;
+                                }
+                            }
+                            if e > s {
+                                piece_lens.push(cur);
+                            }
+                            pieces_per_row.push(piece_lens.len() - before);
+                        }
+                        let field = match l0.data_type() {
+                            DataType::List(f) => f.clone(),
+                            _ => unreachable!(),
+                        };
+                        let inner = ListArray::try_new(
+                            field,
+                            OffsetBuffer::from_lengths(piece_lens),
+                            l0.values().slice(0, total),
+                            None,
+                        )?;
+                        Arc::new(ListArray::try_new(
+                            Arc::new(Field::new_list_field(l0.data_type().clone(), true)),
+                            OffsetBuffer::from_lengths(pieces_per_row),
+                            Arc::new(inner),
+                            l0.nulls().cloned(),
+                        )?)
+                    }
                     Op::Filter => {
                         let keep: BooleanArray = (0..total).map(|j| Some(truth(j))).collect();
                         let lens: Vec<usize> = spans()

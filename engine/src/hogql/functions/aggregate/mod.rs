@@ -220,6 +220,10 @@ const ENTRIES: &[Entry] = &[
     e("arrayLastIndex", false, S, 2, None, (0, 0)),
     e("arraySort", false, S, 1, None, (0, 0)),
     e("arrayReverseSort", false, S, 1, None, (0, 0)),
+    e("arrayFill", false, S, 2, None, (0, 0)),
+    e("arrayReverseFill", false, S, 2, None, (0, 0)),
+    e("arraySplit", false, S, 2, None, (0, 0)),
+    e("arrayReverseSplit", false, S, 2, None, (0, 0)),
     // maps
     e("map", false, S, 0, None, (0, 0)),
     e("mapFromArrays", false, S, 2, Some(2), (0, 0)),

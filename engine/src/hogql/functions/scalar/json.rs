@@ -668,6 +668,9 @@ pub(super) fn translate(
     mut args: Vec<Expr>,
     _ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
+    if name == "JSONExtractKeysAndValuesRaw" {
+        return keys_and_values_raw(args);
+    }
     let want = match name {
         "JSONExtractString" => Want::Str,
         "JSONExtractInt" => Want::Int,
@@ -731,10 +734,94 @@ pub(super) fn translate(
     Ok(call(name, key, ret, nulls, call_args, k))
 }
 
+/// `JSONExtractKeysAndValuesRaw(json[, path…])`: an object's members as (key, raw value)
+/// tuples in document order; anything but an object (or invalid JSON) gives [].
+fn keys_and_values_raw(mut args: Vec<Expr>) -> Result<Expr, FunctionError> {
+    use datafusion::arrow::array::{ListBuilder, StringBuilder, StructBuilder};
+    use datafusion::arrow::datatypes::Fields;
+    let json = args.remove(0);
+    let path = args
+        .iter()
+        .map(|e| {
+            step_of(e).ok_or_else(|| {
+                invalid(
+                    "The path arguments of `JSONExtractKeysAndValuesRaw` must be constant keys \
+                     or indexes",
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let fields = Fields::from(vec![
+        Field::new("c0", DataType::Utf8, true),
+        Field::new("c1", DataType::Utf8, true),
+    ]);
+    let item = Arc::new(Field::new("item", DataType::Struct(fields.clone()), true));
+    let ret = DataType::List(item.clone());
+    let key = format!("{path:?}");
+    let mut call_args = vec![json];
+    call_args.extend(args);
+    let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+        let s = cast(&a[0], &DataType::Utf8)?;
+        let mut b = ListBuilder::new(StructBuilder::new(
+            fields.clone(),
+            vec![
+                Box::new(StringBuilder::new()),
+                Box::new(StringBuilder::new()),
+            ],
+        ))
+        .with_field(item.clone());
+        for v in s.as_string::<i32>().iter() {
+            let Some(v) = v else {
+                b.append(false);
+                continue;
+            };
+            let doc = parse(v);
+            if let Some(J::Obj(m)) = doc.as_ref().and_then(|d| walk(d, &path)) {
+                for (key, val) in m {
+                    let st = b.values();
+                    st.field_builder::<StringBuilder>(0)
+                        .expect("key builder")
+                        .append_value(key);
+                    st.field_builder::<StringBuilder>(1)
+                        .expect("value builder")
+                        .append_value(raw(val));
+                    st.append(true);
+                }
+            }
+            b.append(true);
+        }
+        Ok(Arc::new(b.finish()) as ArrayRef)
+    });
+    Ok(call(
+        "JSONExtractKeysAndValuesRaw",
+        key,
+        ret,
+        Nulls::FromFirst,
+        call_args,
+        k,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
     use datafusion::arrow::datatypes::DataType;
+
+    #[test]
+    fn keys_and_values_raw_like_clickhouse() {
+        let doc = r#"{"a": [-100, 200.0], "b": {"c": {"d": "hello", "f": "world"}}}"#;
+        check(vec![
+            (
+                call("JSONExtractKeysAndValuesRaw", vec![s(doc)]),
+                r#"[{c0: a, c1: [-100,200]}, {c0: b, c1: {"c":{"d":"hello","f":"world"}}}]"#,
+            ),
+            (
+                call("JSONExtractKeysAndValuesRaw", vec![s(doc), s("b")]),
+                r#"[{c0: c, c1: {"d":"hello","f":"world"}}]"#,
+            ),
+            (call("JSONExtractKeysAndValuesRaw", vec![s("[1,2]")]), "[]"),
+        ]);
+    }
 
     const DOC: &str = r#"{"a":"x","b":1,"c":[1,2.50,{"d":true}], "e":null, "f":"12", "g":{"h":"deep","i":[5,6]}}"#;
 

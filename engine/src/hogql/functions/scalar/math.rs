@@ -208,8 +208,9 @@ fn int_div(
             let mut v = Vec::with_capacity(n);
             for (x, y) in x.iter().zip(y.iter()) {
                 v.push(match (x, y) {
+                    // The quotient of the values themselves, cut toward zero (intDiv(-7, 0.5)
+                    // is -14); one past Int64 fails, as in ClickHouse.
                     (Some(x), Some(y)) => {
-                        let y = y.trunc();
                         if y == 0.0 {
                             if or_zero {
                                 Some(0)
@@ -217,7 +218,15 @@ fn int_div(
                                 return Err(DataFusionError::Execution("Division by zero".into()));
                             }
                         } else {
-                            Some((x / y).trunc() as i64)
+                            let q = (x / y).trunc();
+                            if !(q.is_finite() && q.abs() < 9.223_372_036_854_776e18) {
+                                return Err(DataFusionError::Execution(
+                                    "Cannot perform integer division, because it will produce \
+                                     infinite or too large number"
+                                        .into(),
+                                ));
+                            }
+                            Some(q as i64)
                         }
                     }
                     _ => None,
@@ -929,6 +938,9 @@ mod tests {
             (call("intDiv", vec![i(7), i(2)]), "3"),
             (call("intDiv", vec![i(-7), i(2)]), "-3"),
             (call("intDiv", vec![fl(7.9), i(2)]), "3"),
+            (call("intDiv", vec![i(-7), fl(0.5)]), "-14"),
+            (call("intDiv", vec![i(7), fl(2.5)]), "2"),
+            (call("intDivOrZero", vec![i(7), fl(0.2)]), "35"),
             (call("intDivOrZero", vec![i(7), i(0)]), "0"),
             (call("modulo", vec![i(-7), i(3)]), "-1"),
             (call("modulo", vec![i(7), i(-3)]), "1"),

@@ -5,6 +5,7 @@
 //! of the group modules; functions DataFusion's built-ins answer like ClickHouse use those,
 //! the rest are `udf::KernelUdf` kernels.
 
+mod arrays;
 mod cityhash;
 mod conditional;
 mod convert;
@@ -14,10 +15,15 @@ pub(crate) use conditional::agree_numeric;
 pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
 pub(crate) use intarith::{IntOp, int_arith, int_negate};
 mod datetime;
+mod encode;
 mod json;
 mod math;
+mod polygon;
+mod special;
 mod strings;
+mod text;
 mod time;
+mod tuples;
 mod udf;
 mod url;
 
@@ -38,6 +44,11 @@ enum Group {
     Url,
     Json,
     Math,
+    Special,
+    Encode,
+    Text,
+    Arrays,
+    Tuples,
 }
 
 use Group::*;
@@ -84,6 +95,18 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("date_add", 2, Some(3), true, DateTime),
     ("dateSub", 2, Some(3), true, DateTime),
     ("date_sub", 2, Some(3), true, DateTime),
+    ("timeStampAdd", 2, Some(2), false, DateTime),
+    ("timeStampSub", 2, Some(2), false, DateTime),
+    ("age", 3, Some(4), false, DateTime),
+    ("timeSlot", 1, Some(2), false, DateTime),
+    ("timeSlots", 2, Some(3), false, DateTime),
+    ("nowInBlock", 0, Some(1), false, DateTime),
+    ("tumble", 2, Some(3), false, DateTime),
+    ("tumbleStart", 2, Some(3), false, DateTime),
+    ("tumbleEnd", 2, Some(3), false, DateTime),
+    ("hop", 3, Some(4), false, DateTime),
+    ("hopStart", 3, Some(4), false, DateTime),
+    ("hopEnd", 3, Some(4), false, DateTime),
     ("addSeconds", 2, Some(2), false, DateTime),
     ("addMinutes", 2, Some(2), false, DateTime),
     ("addHours", 2, Some(2), false, DateTime),
@@ -132,6 +155,8 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("toYYYYMMDDhhmmss", 1, Some(1), false, DateTime),
     ("toISOWeek", 1, Some(1), false, DateTime),
     ("toISOYear", 1, Some(1), false, DateTime),
+    ("toWeek", 1, Some(3), false, DateTime),
+    ("toYearWeek", 1, Some(3), false, DateTime),
     ("monthName", 1, Some(1), false, DateTime),
     ("toUnixTimestamp", 1, Some(2), false, DateTime),
     ("toUnixTimestamp64Milli", 1, Some(1), false, DateTime),
@@ -141,6 +166,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("FROM_UNIXTIME", 1, Some(2), true, DateTime),
     ("formatDateTime", 2, Some(3), false, DateTime),
     ("DATE_FORMAT", 2, Some(3), true, DateTime),
+    ("parseDateTime", 1, Some(3), false, DateTime),
     ("parseDateTimeBestEffort", 1, Some(2), false, DateTime),
     ("parseDateTimeBestEffortOrNull", 1, Some(2), false, DateTime),
     ("parseDateTime64BestEffort", 1, Some(2), false, DateTime),
@@ -314,6 +340,8 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("netloc", 1, Some(1), false, Url),
     ("decodeURLComponent", 1, Some(1), false, Url),
     ("decodeURLFormComponent", 1, Some(1), false, Url),
+    ("URLHierarchy", 1, Some(1), false, Url),
+    ("URLPathHierarchy", 1, Some(1), false, Url),
     // JSON.
     ("JSONExtractString", 1, None, false, Json),
     ("JSONExtractInt", 1, None, false, Json),
@@ -323,6 +351,7 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("JSONExtractRaw", 1, None, false, Json),
     ("JSONExtractArrayRaw", 1, None, false, Json),
     ("JSONExtractKeys", 1, None, false, Json),
+    ("JSONExtractKeysAndValuesRaw", 1, None, false, Json),
     ("JSONHas", 1, None, false, Json),
     ("JSONLength", 1, None, false, Json),
     ("JSONExtract", 2, None, false, Json),
@@ -403,6 +432,58 @@ const FUNCTIONS: &[(&str, usize, Option<usize>, bool, Group)] = &[
     ("bitShiftRight", 2, Some(2), false, Math),
     ("bitCount", 1, Some(1), false, Math),
     ("bitTest", 2, Some(2), false, Math),
+    // Special math and bits.
+    ("erf", 1, Some(1), false, Special),
+    ("erfc", 1, Some(1), false, Special),
+    ("lgamma", 1, Some(1), false, Special),
+    ("tgamma", 1, Some(1), false, Special),
+    ("roundDown", 2, Some(2), false, Special),
+    ("bitRotateLeft", 2, Some(2), false, Special),
+    ("bitRotateRight", 2, Some(2), false, Special),
+    ("bitTestAll", 2, None, false, Special),
+    ("bitTestAny", 2, None, false, Special),
+    ("bitHammingDistance", 2, Some(2), false, Special),
+    ("multiplyDecimal", 2, Some(3), false, Special),
+    ("divideDecimal", 2, Some(3), false, Special),
+    // Codecs.
+    ("base58Encode", 1, Some(1), false, Encode),
+    ("base58Decode", 1, Some(1), false, Encode),
+    ("tryBase58Decode", 1, Some(1), false, Encode),
+    ("geohashEncode", 2, Some(3), false, Encode),
+    ("geohashDecode", 1, Some(1), false, Encode),
+    ("geohashesInBox", 5, Some(5), false, Encode),
+    ("pointInEllipses", 6, None, false, Encode),
+    ("pointInPolygon", 2, None, false, Encode),
+    // More strings.
+    ("ngrams", 2, Some(2), false, Text),
+    ("tokens", 1, Some(3), false, Text),
+    ("extractAllGroups", 2, Some(2), false, Text),
+    ("extractAllGroupsVertical", 2, Some(2), false, Text),
+    ("extractAllGroupsHorizontal", 2, Some(2), false, Text),
+    ("multiMatchAnyIndex", 2, Some(2), false, Text),
+    ("multiMatchAllIndices", 2, Some(2), false, Text),
+    ("multiSearchAllPositionsUTF8", 2, Some(2), false, Text),
+    ("formatReadableTimeDelta", 1, Some(3), false, Text),
+    ("bar", 3, Some(4), false, Text),
+    ("extractTextFromHTML", 1, Some(1), false, Text),
+    ("ngramDistance", 2, Some(2), false, Text),
+    ("ngramSearch", 2, Some(2), false, Text),
+    ("multiFuzzyMatchAny", 3, Some(3), false, Text),
+    ("multiFuzzyMatchAnyIndex", 3, Some(3), false, Text),
+    ("multiFuzzyMatchAllIndices", 3, Some(3), false, Text),
+    // Arrays (the lambda ones are with the aggregates).
+    ("arrayResize", 2, Some(3), false, Arrays),
+    ("arrayAUC", 2, Some(3), false, Arrays),
+    // Tuples.
+    ("tuplePlus", 2, Some(2), false, Tuples),
+    ("tupleMinus", 2, Some(2), false, Tuples),
+    ("tupleMultiply", 2, Some(2), false, Tuples),
+    ("tupleDivide", 2, Some(2), false, Tuples),
+    ("tupleNegate", 1, Some(1), false, Tuples),
+    ("tupleMultiplyByNumber", 2, Some(2), false, Tuples),
+    ("tupleDivideByNumber", 2, Some(2), false, Tuples),
+    ("tupleHammingDistance", 2, Some(2), false, Tuples),
+    ("tupleToNameValuePairs", 1, Some(1), false, Tuples),
 ];
 
 fn find(name: &str) -> Option<&'static (&'static str, usize, Option<usize>, bool, Group)> {
@@ -460,6 +541,11 @@ pub(super) fn translate(
         Url => url::translate(canonical, args, ctx),
         Json => json::translate(canonical, args, ctx),
         Math => math::translate(canonical, args, ctx),
+        Special => special::translate(canonical, args, ctx),
+        Encode => encode::translate(canonical, args, ctx),
+        Text => text::translate(canonical, args, ctx),
+        Arrays => arrays::translate(canonical, args, ctx),
+        Tuples => tuples::translate(canonical, args, ctx),
     }
 }
 

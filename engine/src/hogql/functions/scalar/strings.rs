@@ -1315,20 +1315,32 @@ pub(super) fn translate(
         "base64Encode" => strs_fn(name, String::new(), DataType::Utf8, args, build_str, |v| {
             Some(base64::engine::general_purpose::STANDARD.encode(v[0]))
         }),
+        // Whitespace inside the text is skipped, as ClickHouse; text that is not base64 fails
+        // base64Decode ("Invalid base64Decode value") and gives '' from tryBase64Decode.
         "base64Decode" | "tryBase64Decode" => {
             let strict = name == "base64Decode";
-            strs_fn(
-                name,
-                String::new(),
-                DataType::Utf8,
-                args,
-                build_str,
-                move |v| match base64::engine::general_purpose::STANDARD.decode(v[0]) {
-                    Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-                    Err(_) if strict => None,
-                    Err(_) => Some(String::new()),
-                },
-            )
+            let k = kernel(move |a, _n| {
+                let s = utf8(&a[0])?;
+                let mut b = datafusion::arrow::array::StringBuilder::new();
+                for v in s.as_string::<i32>().iter() {
+                    let Some(v) = v else {
+                        b.append_null();
+                        continue;
+                    };
+                    let text: String = v.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+                    match base64::engine::general_purpose::STANDARD.decode(&text) {
+                        Ok(d) => b.append_value(String::from_utf8_lossy(&d)),
+                        Err(_) if strict => {
+                            return Err(DataFusionError::Execution(format!(
+                                "Invalid base64Decode value ({v}), cannot be decoded"
+                            )));
+                        }
+                        Err(_) => b.append_value(""),
+                    }
+                }
+                Ok(Arc::new(b.finish()) as ArrayRef)
+            });
+            call(name, "", DataType::Utf8, Nulls::FromArgs, args, k)
         }
         _ => return Err(FunctionError::Unknown(name.to_string())),
     })
@@ -1446,6 +1458,8 @@ mod tests {
             (call("base64Encode", vec![s("hello")]), "aGVsbG8="),
             (call("base64Decode", vec![s("aGVsbG8=")]), "hello"),
             (call("tryBase64Decode", vec![s("!!")]), ""),
+            (call("tryBase64Decode", vec![s("aGk")]), ""),
+            (call("base64Decode", vec![s("aG k=\n")]), "hi"),
             (call("empty", vec![s("")]), "true"),
             (call("notEmpty", vec![s("a")]), "true"),
             (call("startsWith", vec![s("abc"), s("")]), "true"),

@@ -76,6 +76,22 @@ impl ScalarUDFImpl for KernelUdf {
         &self.signature
     }
 
+    /// The column name: `name(args)`, with the captured constants (`key`) when there are any,
+    /// so two calls that differ only in them (`age('day', a, b)`, `age('month', a, b)`) are
+    /// two columns, not a duplicate name in an aggregate's output.
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        let args = args
+            .iter()
+            .map(|a| a.schema_name().to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(if self.key.is_empty() {
+            format!("{}({args})", self.name)
+        } else {
+            format!("{}[{}]({args})", self.name, self.key)
+        })
+    }
+
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
         Ok(self.ret.clone())
     }
@@ -150,4 +166,35 @@ pub(crate) fn call_with(
         Arc::new(ScalarUDF::new_from_impl(udf)),
         args,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_differing_in_captured_constants_have_different_names() {
+        let k: Kernel = Arc::new(|a: &[ArrayRef], _| Ok(a[0].clone()));
+        let x = datafusion::prelude::col("x");
+        let a = call(
+            "f",
+            "day",
+            DataType::Int64,
+            Nulls::FromArgs,
+            vec![x.clone()],
+            k.clone(),
+        );
+        let b = call(
+            "f",
+            "month",
+            DataType::Int64,
+            Nulls::FromArgs,
+            vec![x.clone()],
+            k.clone(),
+        );
+        let c = call("f", "", DataType::Int64, Nulls::FromArgs, vec![x], k);
+        assert_eq!(a.schema_name().to_string(), "f[day](x)");
+        assert_ne!(a.schema_name().to_string(), b.schema_name().to_string());
+        assert_eq!(c.schema_name().to_string(), "f(x)");
+    }
 }

@@ -101,7 +101,103 @@ pub(crate) fn fragment(u: &str) -> &str {
 }
 
 /// `name=value` pairs after the first `?` or `#` (pairs without `=` are skipped).
+/// `extractURLParameters`: after the first `?` or `#`, the tokens ended by `&` or `#`; a
+/// token with `=` runs to the next `&`/`#` (or the end), one without `=` counts only when a
+/// `&`/`#` ends it, and a `?` before the `=` starts the token over (ClickHouse's reading).
 fn parameters(u: &str) -> Vec<&str> {
+    let b = u.as_bytes();
+    let mut out = vec![];
+    let Some(q) = u.find(['?', '#']) else {
+        return out;
+    };
+    let mut pos = q + 1;
+    'tokens: loop {
+        let mut begin = pos;
+        let stop = loop {
+            match b[pos..]
+                .iter()
+                .position(|c| matches!(c, b'=' | b'&' | b'#' | b'?'))
+            {
+                None => break 'tokens,
+                Some(i) if b[pos + i] == b'?' => {
+                    pos += i + 1;
+                    begin = pos;
+                }
+                Some(i) => break pos + i,
+            }
+        };
+        if b[stop] == b'=' {
+            let end = b[stop..]
+                .iter()
+                .position(|c| matches!(c, b'&' | b'#'))
+                .map_or(b.len(), |i| stop + i);
+            out.push(&u[begin..end]);
+            if end == b.len() {
+                break;
+            }
+            pos = end + 1;
+        } else {
+            out.push(&u[begin..stop]);
+            pos = stop + 1;
+        }
+    }
+    out
+}
+
+/// `URLHierarchy` (`path_only` false) and `URLPathHierarchy`: the URL cut after each `/`,
+/// `?` or `#` of its path (a run of them counting once), the first piece being the scheme and
+/// host (URLHierarchy) or the path from its first delimiter (URLPathHierarchy). Only a URL
+/// with a lowercase/digit scheme, `://` and something after it has a hierarchy: any other
+/// text is its own one piece (URLHierarchy) or none (URLPathHierarchy), as ClickHouse.
+fn url_hierarchy(u: &str, path_only: bool) -> Vec<&str> {
+    let b = u.as_bytes();
+    let delim = |c: u8| matches!(c, b'/' | b'?' | b'#');
+    let scheme = b
+        .iter()
+        .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        .count();
+    let mut out = vec![];
+    if scheme == 0 || !b[scheme..].starts_with(b"://") || scheme + 3 >= b.len() {
+        if !path_only && !u.is_empty() {
+            out.push(u);
+        }
+        return out;
+    }
+    let mut pos = scheme + 3;
+    while pos < b.len() && !delim(b[pos]) {
+        pos += 1;
+    }
+    let begin = if path_only {
+        if pos == b.len() {
+            return out;
+        }
+        pos
+    } else {
+        if pos < b.len() {
+            pos += 1;
+        }
+        out.push(&u[..pos]);
+        0
+    };
+    loop {
+        while pos < b.len() && delim(b[pos]) {
+            pos += 1;
+        }
+        if pos == b.len() {
+            return out;
+        }
+        while pos < b.len() && !delim(b[pos]) {
+            pos += 1;
+        }
+        if pos < b.len() {
+            pos += 1;
+        }
+        out.push(&u[begin..pos]);
+    }
+}
+
+/// The `name=value` pieces `extractURLParameter` looks through.
+fn valued_parameters(u: &str) -> Vec<&str> {
     match u.find(['?', '#']) {
         Some(i) => u[i + 1..]
             .split(['&', '#', '?'])
@@ -112,7 +208,7 @@ fn parameters(u: &str) -> Vec<&str> {
 }
 
 pub(crate) fn parameter<'a>(u: &'a str, name: &str) -> &'a str {
-    parameters(u)
+    valued_parameters(u)
         .into_iter()
         .find_map(|p| {
             let (k, v) = p.split_once('=')?;
@@ -470,6 +566,26 @@ pub(super) fn translate(
         }
         "decodeURLComponent" => str_kernel(name, args, |v| decode_url_component(v[0], false)),
         "decodeURLFormComponent" => str_kernel(name, args, |v| decode_url_component(v[0], true)),
+        "URLHierarchy" | "URLPathHierarchy" => {
+            let path_only = name == "URLPathHierarchy";
+            let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
+                let s = cast(&a[0], &DataType::Utf8)?;
+                let mut b = ListBuilder::new(StringBuilder::new());
+                for u in s.as_string::<i32>().iter() {
+                    match u {
+                        Some(u) => {
+                            for p in url_hierarchy(u, path_only) {
+                                b.values().append_value(p);
+                            }
+                            b.append(true);
+                        }
+                        None => b.append(false),
+                    }
+                }
+                Ok(Arc::new(b.finish()) as ArrayRef)
+            });
+            call(name, "", list_of_strings(), Nulls::FromArgs, args, k)
+        }
         "extractURLParameters" | "extractURLParameterNames" => {
             let names = name == "extractURLParameterNames";
             let k = Arc::new(move |a: &[ArrayRef], _n: usize| -> Result<ArrayRef> {
@@ -691,6 +807,71 @@ mod tests {
             "HTTPS://WWW.X.COM",
         ],
     ];
+
+    #[test]
+    fn url_hierarchy_like_clickhouse() {
+        let h = |u| super::url_hierarchy(u, false);
+        let p = |u| super::url_hierarchy(u, true);
+        let u = "https://example.com/browse/CONV-6788?x=1#f";
+        assert_eq!(
+            h(u),
+            [
+                "https://example.com/",
+                "https://example.com/browse/",
+                "https://example.com/browse/CONV-6788?",
+                "https://example.com/browse/CONV-6788?x=1#",
+                u
+            ]
+        );
+        assert_eq!(
+            p(u),
+            [
+                "/browse/",
+                "/browse/CONV-6788?",
+                "/browse/CONV-6788?x=1#",
+                "/browse/CONV-6788?x=1#f"
+            ]
+        );
+        assert_eq!(
+            h("https://example.com/a//b?x"),
+            [
+                "https://example.com/",
+                "https://example.com/a/",
+                "https://example.com/a//b?",
+                "https://example.com/a//b?x"
+            ]
+        );
+        assert_eq!(h("https://example.com//"), ["https://example.com/"]);
+        assert_eq!(h("https://example.com"), ["https://example.com"]);
+        assert_eq!(h("HTTPS://x/y"), ["HTTPS://x/y"]);
+        assert_eq!(h("https://"), ["https://"]);
+        assert_eq!(h(""), Vec::<&str>::new());
+        assert_eq!(h("z://x/y"), ["z://x/", "z://x/y"]);
+        assert_eq!(p("https://example.com?x=1"), ["?x=1"]);
+        assert_eq!(p("https://example.com/?"), Vec::<&str>::new());
+        assert_eq!(p("/a/b/c"), Vec::<&str>::new());
+        assert_eq!(p("a://x/y"), ["/y"]);
+    }
+
+    #[test]
+    fn url_parameters_like_clickhouse() {
+        // From ClickHouse: a token without `=` counts when `&`/`#` ends it.
+        let cases: &[(&str, &[&str])] = &[
+            ("example.com/path?q", &[]),
+            ("https://e.com/a?x=1&z", &["x=1"]),
+            ("https://e.com/a?z&x=1", &["z", "x=1"]),
+            ("https://e.com/a?x=1&z#f", &["x=1", "z"]),
+            ("https://e.com/a?x=1&&y=2", &["x=1", "", "y=2"]),
+            ("https://e.com/a?=1&y", &["=1"]),
+            ("https://e.com/a?x=1&z&", &["x=1", "z"]),
+            ("https://e.com/a#x=1&z", &["x=1"]),
+            ("https://e.com/a?x=1#f&y=2&z", &["x=1", "f", "y=2"]),
+            ("https://e.com/a?b?c=1&d", &["c=1"]),
+        ];
+        for (u, want) in cases {
+            assert_eq!(super::parameters(u), *want, "{u}");
+        }
+    }
 
     #[test]
     fn urls_like_clickhouse() {

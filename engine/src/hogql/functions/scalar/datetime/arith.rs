@@ -116,6 +116,82 @@ pub(super) fn date_diff(
     ))
 }
 
+/// `age(unit, a, b[, zone])`: dateDiff's count less the unit not yet complete. Seconds,
+/// minutes and hours from the elapsed time (toward zero); days and weeks from the local
+/// dates and times of day; months, quarters and years from the local months, a month being
+/// complete once b's day and time of day reach a's.
+pub(super) fn age(
+    unit: Unit,
+    a: Expr,
+    b: Expr,
+    tz_arg: Option<&Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    let ty = type_of(&a, ctx)?;
+    let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
+    let k = kernel(move |arr, _| {
+        let x = instants(&arr[0], tz)?;
+        let y = instants(&arr[1], tz)?;
+        let v: Int64Array = x
+            .iter()
+            .zip(y.iter())
+            .map(|(x, y)| age_units(tz, unit, (*x)?, (*y)?))
+            .collect();
+        Ok(Arc::new(v) as ArrayRef)
+    });
+    Ok(call(
+        "age",
+        format!("{unit:?}/{tz_name}"),
+        DataType::Int64,
+        Nulls::FromArgs,
+        vec![a, b],
+        k,
+    ))
+}
+
+pub(super) fn age_units(tz: Tz, unit: Unit, a: i64, b: i64) -> Option<i64> {
+    let elapsed = |per: i64| (b - a) / per;
+    // n whole units by the calendar, less one when the rest of b has not reached a's.
+    let settle = |n: i64, rest_a: (u32, i64), rest_b: (u32, i64)| {
+        if n > 0 && rest_b < rest_a {
+            n - 1
+        } else if n < 0 && rest_b > rest_a {
+            n + 1
+        } else {
+            n
+        }
+    };
+    Some(match unit {
+        Unit::Second => elapsed(MICROS),
+        Unit::Minute => elapsed(60 * MICROS),
+        Unit::Hour => elapsed(3600 * MICROS),
+        _ => {
+            let (la, lb) = (local(tz, a)?, local(tz, b)?);
+            let tod = |l: &chrono::NaiveDateTime| {
+                l.num_seconds_from_midnight() as i64 * MICROS
+                    + (l.nanosecond() as i64 / 1000).min(MICROS - 1)
+            };
+            match unit {
+                Unit::Day | Unit::Week => {
+                    let day = |l: &chrono::NaiveDateTime| days_of(l.date()) as i64;
+                    let n = settle(day(&lb) - day(&la), (0, tod(&la)), (0, tod(&lb)));
+                    if unit == Unit::Week { n / 7 } else { n }
+                }
+                _ => {
+                    let months = (lb.year() as i64 * 12 + lb.month0() as i64)
+                        - (la.year() as i64 * 12 + la.month0() as i64);
+                    let n = settle(months, (la.day(), tod(&la)), (lb.day(), tod(&lb)));
+                    match unit {
+                        Unit::Quarter => n / 3,
+                        Unit::Year => n / 12,
+                        _ => n,
+                    }
+                }
+            }
+        }
+    })
+}
+
 /// ClickHouse's `dateDiff`: how many unit boundaries lie between a and b.
 pub(super) fn diff_units(tz: Tz, unit: Unit, a: i64, b: i64) -> Option<i64> {
     let secs = |m: i64| m.div_euclid(MICROS);

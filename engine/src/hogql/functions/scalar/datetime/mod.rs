@@ -28,6 +28,7 @@ use super::{FnContext, FunctionError, invalid, lit_str, type_of};
 
 mod arith;
 mod format;
+mod parse;
 mod part;
 #[cfg(test)]
 mod tests;
@@ -415,7 +416,31 @@ pub(super) fn translate(
         "toStartOfDay" => trunc_simple(name, Trunc::Days(1), args),
         "toStartOfHour" => trunc_simple(name, Trunc::Hour, args),
         "toStartOfMinute" => trunc_simple(name, Trunc::Seconds(60), args),
-        "toStartOfSecond" => trunc_simple(name, Trunc::Seconds(1), args),
+        // ClickHouse keeps the DateTime64's precision (and refuses a DateTime).
+        "toStartOfSecond" => {
+            let ty = type_of(&args[0], ctx)?;
+            let unit = match &ty {
+                DataType::Timestamp(TimeUnit::Second, _) => {
+                    return Err(invalid(
+                        "Illegal type DateTime of argument for function `toStartOfSecond`, \
+                         expected DateTime64",
+                    ));
+                }
+                DataType::Timestamp(unit, _) => *unit,
+                _ => TimeUnit::Second,
+            };
+            let e = trunc_simple(name, Trunc::Seconds(1), args)?;
+            let ret = type_of(&e, ctx)?;
+            match ret {
+                DataType::Timestamp(TimeUnit::Second, tz) if unit != TimeUnit::Second => {
+                    Ok(Expr::Cast(datafusion::logical_expr::Cast::new(
+                        Box::new(e),
+                        DataType::Timestamp(unit, tz),
+                    )))
+                }
+                _ => Ok(e),
+            }
+        }
         "toStartOfFiveMinutes" | "toStartOfFiveMinute" => {
             trunc_simple(name, Trunc::Seconds(300), args)
         }
@@ -563,6 +588,18 @@ pub(super) fn translate(
             let tz = args.get(2).cloned();
             let t = args.swap_remove(0);
             part_call(name, t, Part::DayOfWeek(mode), tz.as_ref(), ctx)
+        }
+        // toWeek(t[, mode[, zone]]), toYearWeek: mode 0 by default, not the project's week.
+        "toWeek" | "toYearWeek" => {
+            let mode = const_mode(&args, name, 0)?;
+            let tz = args.get(2).cloned();
+            let t = args.swap_remove(0);
+            let part = if name == "toWeek" {
+                Part::Week(mode)
+            } else {
+                Part::YearWeek(mode)
+            };
+            part_call(name, t, part, tz.as_ref(), ctx)
         }
         "toDate" | "to_date" | "DATE" => {
             let tz = args.get(1).cloned();
@@ -811,7 +848,111 @@ pub(super) fn translate(
             let a = args.swap_remove(1);
             date_diff(unit, a, b, tz.as_ref(), ctx)
         }
-        "dateAdd" | "date_add" | "DATE_ADD" | "dateSub" | "date_sub" | "DATE_SUB" => {
+        "age" => {
+            let unit = unit_arg(&args[0])?;
+            let tz = args.get(3).cloned();
+            let b = args.swap_remove(2);
+            let a = args.swap_remove(1);
+            age(unit, a, b, tz.as_ref(), ctx)
+        }
+        // timeSlot: the half hour the instant is in (on the Unix clock, so in a zone with a
+        // quarter-hour offset a slot starts at :15/:45), as a DateTime.
+        "timeSlot" => {
+            let ty = type_of(&args[0], ctx)?;
+            if !matches!(ty, DataType::Timestamp(..) | DataType::Null) {
+                return Err(invalid(format!(
+                    "Illegal argument of type {ty} for function `timeSlot`"
+                )));
+            }
+            let (tz, tz_name) = zone(&ty, args.get(1), ctx)?;
+            let out_tz = tz_name.clone();
+            let k = kernel(move |a, _| {
+                let v = instants(&a[0], tz)?
+                    .into_iter()
+                    .map(|m| m.map(|m| m.div_euclid(MICROS).div_euclid(1800) * 1800))
+                    .collect();
+                Ok(seconds_array(v, &out_tz))
+            });
+            Ok(call(
+                name,
+                tz_name.clone(),
+                ts_type(TimeUnit::Second, &tz_name),
+                nulls_of(&ty),
+                vec![args.swap_remove(0)],
+                k,
+            ))
+        }
+        "timeSlots" => time_slots(args, ctx),
+        "parseDateTime" => parse::parse_date_time(args, ctx),
+        // Time windows: tumble = [toStartOfInterval(t, i), + i); hop = the window of width w
+        // ending at the end of t's hop interval h. Of a DateTime only, as ClickHouse.
+        "tumble" | "tumbleStart" | "tumbleEnd" | "hop" | "hopStart" | "hopEnd" => {
+            let ty = type_of(&args[0], ctx)?;
+            if !matches!(ty, DataType::Timestamp(TimeUnit::Second, _)) {
+                return Err(invalid(format!(
+                    "Illegal type {ty} of the first argument of function `{name}`, expected \
+                     DateTime"
+                )));
+            }
+            let hop = name.starts_with("hop");
+            let n_iv = if hop { 2 } else { 1 };
+            if args.len() > n_iv + 2 {
+                return Err(FunctionError::Arity(format!(
+                    "Function `{name}` expects at most {} arguments, found {}",
+                    n_iv + 2,
+                    args.len()
+                )));
+            }
+            if args.len() < n_iv + 1 {
+                return Err(FunctionError::Arity(format!(
+                    "Function `{name}` expects at least {} arguments, found {}",
+                    n_iv + 1,
+                    args.len()
+                )));
+            }
+            for iv in &args[1..=n_iv] {
+                if interval_of(iv).is_none() {
+                    return Err(invalid(format!(
+                        "The interval arguments of `{name}` must be constant intervals"
+                    )));
+                }
+            }
+            let t = args[0].clone();
+            let step = args[1].clone();
+            let mut trunc_args = vec![t, step.clone()];
+            if let Some(tz) = args.get(n_iv + 1) {
+                trunc_args.push(tz.clone());
+            }
+            let start = translate("toStartOfInterval", trunc_args, ctx)?;
+            let (start, end) = if hop {
+                let end = translate("dateAdd", vec![start, step], ctx)?;
+                let start = translate("dateSub", vec![end.clone(), args[2].clone()], ctx)?;
+                (start, end)
+            } else {
+                let end = translate("dateAdd", vec![start.clone(), step], ctx)?;
+                (start, end)
+            };
+            Ok(match name {
+                "tumbleStart" | "hopStart" => start,
+                "tumbleEnd" | "hopEnd" => end,
+                _ => datafusion::functions::core::expr_fn::named_struct(vec![
+                    Expr::Literal(ScalarValue::Utf8(Some("c0".into())), None),
+                    start,
+                    Expr::Literal(ScalarValue::Utf8(Some("c1".into())), None),
+                    end,
+                ]),
+            })
+        }
+        // The clock of the query (seconds), as `now()` but a DateTime.
+        "nowInBlock" => {
+            let (_, tz_name) = zone(&DataType::Null, args.first(), ctx)?;
+            Ok(Expr::Literal(
+                ScalarValue::TimestampSecond(Some(ctx.now.timestamp()), Some(tz_name.into())),
+                None,
+            ))
+        }
+        "dateAdd" | "date_add" | "DATE_ADD" | "dateSub" | "date_sub" | "DATE_SUB"
+        | "timeStampAdd" | "timeStampSub" => {
             let sign = if name.to_ascii_lowercase().contains("sub") {
                 -1
             } else {
@@ -865,4 +1006,88 @@ pub(super) fn translate(
         }
         _ => Err(FunctionError::Unknown(name.to_string())),
     }
+}
+
+/// `timeSlots(start, duration[, size])`: the starts of the `size`-second slots (1800 by
+/// default, on the Unix clock) from the one `start` is in to the one `start + duration` is
+/// in, for a DateTime start (a DateTime64's Decimal arithmetic is not supported).
+fn time_slots(args: Vec<Expr>, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
+    use datafusion::arrow::array::{Array as _, ListBuilder, TimestampSecondBuilder};
+    let ty = type_of(&args[0], ctx)?;
+    let tz_name = match &ty {
+        DataType::Timestamp(TimeUnit::Second, tz) => tz
+            .as_deref()
+            .map(str::to_string)
+            .unwrap_or_else(|| ctx.timezone.to_string()),
+        DataType::Null => ctx.timezone.to_string(),
+        t => {
+            return Err(invalid(format!(
+                "Illegal type {t} of the first argument of function `timeSlots`: hedgerow \
+                 supports a DateTime"
+            )));
+        }
+    };
+    for (i, a) in args.iter().enumerate().skip(1) {
+        let t = type_of(a, ctx)?;
+        if !(t.is_integer() || t == DataType::Null) {
+            return Err(invalid(format!(
+                "Illegal type {t} of argument {} of function `timeSlots`, expected an integer",
+                i + 1
+            )));
+        }
+    }
+    let size = match args.get(2) {
+        Some(e) => const_int(e)
+            .ok_or_else(|| invalid("The third argument of `timeSlots` must be a constant"))?,
+        None => 1800,
+    };
+    if size <= 0 {
+        return Err(invalid(
+            "Third argument for function `timeSlots` must be greater than zero",
+        ));
+    }
+    let item = Arc::new(datafusion::arrow::datatypes::Field::new(
+        "item",
+        ts_type(TimeUnit::Second, &tz_name),
+        true,
+    ));
+    let ret = DataType::List(item.clone());
+    let out_tz = tz_name.clone();
+    let k = kernel(move |a, rows| {
+        let tz = parse_tz(&out_tz)
+            .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?;
+        let mut out = crate::hogql::functions::budget::Output::new("timeSlots");
+        let start = instants(&a[0], tz)?;
+        let dur = cast(&a[1], &DataType::Int64)?;
+        let dur = dur.as_primitive::<Int64Type>();
+        let mut b = ListBuilder::new(TimestampSecondBuilder::new().with_timezone(out_tz.as_str()))
+            .with_field(item.clone());
+        for (r, st) in start.iter().enumerate().take(rows) {
+            match *st {
+                Some(m) if !dur.is_null(r) => {
+                    let s = m.div_euclid(MICROS);
+                    let end = s.saturating_add(dur.value(r).max(0));
+                    let mut t = s.div_euclid(size) * size;
+                    while t <= end {
+                        out.take(8)?;
+                        b.values().append_value(t);
+                        t += size;
+                    }
+                    b.append(true);
+                }
+                _ => b.append(false),
+            }
+        }
+        Ok(Arc::new(b.finish()) as ArrayRef)
+    });
+    // Volatile: a small duration can make a large array, built per batch under the budget.
+    Ok(super::udf::call_with(
+        "timeSlots",
+        format!("{size}/{tz_name}"),
+        ret,
+        Nulls::FromArgs,
+        args.into_iter().take(2).collect(),
+        k,
+        datafusion::logical_expr::Volatility::Volatile,
+    ))
 }
