@@ -559,12 +559,7 @@ impl ScalarUDFImpl for ArrayUdf {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<Result<Vec<_>>>()?;
+        let arrays = super::arg_arrays(&args)?;
         let out = eval(self.op, &arrays, &self.ret)?;
         Ok(ColumnarValue::Array(out))
     }

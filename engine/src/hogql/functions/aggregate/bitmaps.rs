@@ -140,13 +140,8 @@ impl ScalarUDFImpl for BitmapUdf {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(ColumnarValue::Array(eval(self, &arrays, n)?))
+        let arrays = super::arg_arrays(&args)?;
+        Ok(ColumnarValue::Array(eval(self, &arrays, args.number_rows)?))
     }
 }
 

@@ -279,6 +279,14 @@ fn resolve(name: &str) -> Option<(&'static Entry, bool)> {
     (e.kind == FnKind::Aggregate).then_some((e, true))
 }
 
+/// A scalar UDF's arguments as arrays of the batch's rows (constants repeated).
+fn arg_arrays(
+    args: &datafusion::logical_expr::ScalarFunctionArgs,
+) -> datafusion::common::Result<Vec<datafusion::arrow::array::ArrayRef>> {
+    let n = args.number_rows;
+    args.args.iter().map(|a| a.to_array(n)).collect()
+}
+
 pub(super) fn lookup(name: &str) -> Option<FnInfo> {
     let (e, is_if) = resolve(name)?;
     let extra = usize::from(is_if);

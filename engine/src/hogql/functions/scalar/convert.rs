@@ -14,13 +14,9 @@ use datafusion::common::Result;
 use datafusion::logical_expr::{Cast, Expr, TryCast};
 
 use super::time::{MICROS, date_of_days, local};
-use super::udf::{Kernel, Nulls, call};
+use super::udf::{Nulls, call, kernel};
 use super::{FnContext, FunctionError, invalid, is_string, lit_str, type_of};
 use crate::hogql::functions::budget::Output;
-
-fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
-    Arc::new(k)
-}
 
 /// A Float64 as ClickHouse prints it: shortest round-trip digits, exponent form below 1e-6
 /// and from 1e21 on, `inf`/`-inf`/`nan`.

@@ -17,12 +17,8 @@ use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::functions::expr_fn as f;
 use datafusion::logical_expr::{Cast, Expr, Operator, binary_expr, when};
 
-use super::udf::{Kernel, Nulls, call};
+use super::udf::{Nulls, call, kernel};
 use super::{FnContext, FunctionError, invalid, type_of};
-
-fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
-    Arc::new(k)
-}
 
 fn float(e: Expr) -> Expr {
     Expr::Cast(Cast::new(Box::new(e), DataType::Float64))

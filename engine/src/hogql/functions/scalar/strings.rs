@@ -17,14 +17,10 @@ use datafusion::functions::expr_fn as f;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 use regex::Regex;
 
-use super::udf::{Kernel, Nulls, call, call_with};
+use super::udf::{Nulls, call, call_with, kernel};
 use super::{FnContext, FunctionError, invalid, type_of};
 use crate::hogql::functions::budget::{self, OutBytes, Output};
 use datafusion::logical_expr::Volatility;
-
-fn kernel(k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
-    Arc::new(k)
-}
 
 fn utf8(a: &ArrayRef) -> Result<ArrayRef> {
     Ok(cast(a, &DataType::Utf8)?)

@@ -19,6 +19,13 @@ use datafusion::logical_expr::{
 /// The array kernel: all arguments as arrays of equal length (`rows`), one result array.
 pub(crate) type Kernel = Arc<dyn Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync>;
 
+/// A kernel from a closure over the argument arrays and the batch's row count.
+pub(crate) fn kernel(
+    k: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static,
+) -> Kernel {
+    Arc::new(k)
+}
+
 /// Whether the result may be NULL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Nulls {

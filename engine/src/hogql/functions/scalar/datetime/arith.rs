@@ -94,26 +94,7 @@ pub(super) fn date_diff(
     tz_arg: Option<&Expr>,
     ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
-    let ty = type_of(&a, ctx)?;
-    let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
-    let k = kernel(move |arr, _| {
-        let x = instants(&arr[0], tz)?;
-        let y = instants(&arr[1], tz)?;
-        let v: Int64Array = x
-            .iter()
-            .zip(y.iter())
-            .map(|(x, y)| diff_units(tz, unit, (*x)?, (*y)?))
-            .collect();
-        Ok(Arc::new(v) as ArrayRef)
-    });
-    Ok(call(
-        "dateDiff",
-        format!("{unit:?}/{tz_name}"),
-        DataType::Int64,
-        Nulls::FromArgs,
-        vec![a, b],
-        k,
-    ))
+    units_between("dateDiff", diff_units, unit, a, b, tz_arg, ctx)
 }
 
 /// `age(unit, a, b[, zone])`: dateDiff's count less the unit not yet complete. Seconds,
@@ -121,6 +102,19 @@ pub(super) fn date_diff(
 /// dates and times of day; months, quarters and years from the local months, a month being
 /// complete once b's day and time of day reach a's.
 pub(super) fn age(
+    unit: Unit,
+    a: Expr,
+    b: Expr,
+    tz_arg: Option<&Expr>,
+    ctx: &FnContext<'_>,
+) -> Result<Expr, FunctionError> {
+    units_between("age", age_units, unit, a, b, tz_arg, ctx)
+}
+
+/// `name(unit, a, b[, zone])`: `count(zone, unit, a, b)` per row (instants in microseconds).
+fn units_between(
+    name: &'static str,
+    count: fn(Tz, Unit, i64, i64) -> Option<i64>,
     unit: Unit,
     a: Expr,
     b: Expr,
@@ -135,12 +129,12 @@ pub(super) fn age(
         let v: Int64Array = x
             .iter()
             .zip(y.iter())
-            .map(|(x, y)| age_units(tz, unit, (*x)?, (*y)?))
+            .map(|(x, y)| count(tz, unit, (*x)?, (*y)?))
             .collect();
         Ok(Arc::new(v) as ArrayRef)
     });
     Ok(call(
-        "age",
+        name,
         format!("{unit:?}/{tz_name}"),
         DataType::Int64,
         Nulls::FromArgs,

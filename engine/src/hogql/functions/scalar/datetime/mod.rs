@@ -23,7 +23,7 @@ use super::time::{
     days_of, from_local, instants, iso_date, local, locals, midnight, parse_date_text,
     seconds_array, timestamp_array,
 };
-use super::udf::{Kernel, Nulls, call};
+use super::udf::{Kernel, Nulls, call, kernel};
 use super::{FnContext, FunctionError, invalid, lit_str, type_of};
 
 mod arith;
@@ -148,10 +148,6 @@ fn zone(
         },
     };
     Ok((parse_tz(&name)?, name))
-}
-
-fn kernel(f: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static) -> Kernel {
-    Arc::new(f)
 }
 
 /// Strings are parsed, and unparsable ones give NULL.
