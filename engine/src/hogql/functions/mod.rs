@@ -142,6 +142,7 @@ pub const PLANNER_FUNCTIONS: &[&str] = &[
     "xor",
     "tuple",
     "tupleElement",
+    "untuple",
     "in",
     "notIn",
     "arrayJoin",

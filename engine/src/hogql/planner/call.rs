@@ -31,9 +31,16 @@ impl Planner<'_> {
                     )
                 });
         }
-        // `*COLUMNS(…)` among the arguments: the columns it matches, in place.
+        if name == "untuple" {
+            return err(
+                "untuple(…) expands a tuple into columns of the SELECT list or into a call's \
+                 arguments; it is not a value of its own",
+                whole.span,
+            );
+        }
+        // `*COLUMNS(…)` and `untuple(…)` among the arguments: what they expand to, in place.
         let spread;
-        let args: &[ast::Expr] = if args.iter().any(|a| matches!(a.kind, ExprKind::Spread(_))) {
+        let args: &[ast::Expr] = if args.iter().any(expands) {
             spread = self.spread_args(args, scope)?;
             &spread
         } else {
@@ -126,28 +133,16 @@ impl Planner<'_> {
                         );
                     }
                 };
-                // By position: a tuple a function made may name its fields
-                // (`geohashDecode`'s `longitude`, `latitude`).
-                let fields = match base.get_type(&scope.schema).map_err(df)? {
-                    DataType::Struct(f) => f,
-                    t => {
-                        return err(
-                            format!("Function `tupleElement` needs a tuple, got {t}"),
-                            args[0].span,
-                        );
-                    }
-                };
-                if index > fields.len() {
-                    return match args.get(2) {
+                return match self.tuple_field(base, index, args[0].span, scope)? {
+                    Some(f) => Ok(f),
+                    None => match args.get(2) {
                         Some(d) => self.expr(d, scope),
                         None => err(
                             format!("Tuple doesn't have element with index '{index}'"),
                             args[1].span,
                         ),
-                    };
-                }
-                let name = fields[index - 1].name().clone();
-                return Ok(core_fn::get_field(base, name));
+                    },
+                };
             }
             "not" if args.len() == 1 => {
                 return Ok(Expr::Not(Box::new(to_bool(
@@ -318,6 +313,10 @@ impl Planner<'_> {
     ) -> PResult<Vec<ast::Expr>> {
         let mut out = Vec::new();
         for a in args {
+            if let Some(t) = untuple_arg(a) {
+                out.extend(self.untuple_items(t, scope)?.into_iter().map(|(e, _)| e));
+                continue;
+            }
             let ExprKind::Spread(inner) = &a.kind else {
                 out.push(a.clone());
                 continue;
@@ -366,6 +365,70 @@ impl Planner<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// The `index`-th (from 1) element of the tuple `base`, by position: a tuple a function
+    /// made may name its fields (`geohashDecode`'s `longitude`, `latitude`, a named tuple of
+    /// JSONExtract). None past its last element.
+    pub(super) fn tuple_field(
+        &self,
+        base: Expr,
+        index: usize,
+        base_span: Span,
+        scope: &Scope<'_>,
+    ) -> PResult<Option<Expr>> {
+        let fields = match base.get_type(&scope.schema).map_err(df)? {
+            DataType::Struct(f) => f,
+            t => {
+                return err(
+                    format!("Only a tuple has elements, not a value of type {t}"),
+                    base_span,
+                );
+            }
+        };
+        if index == 0 || index > fields.len() {
+            return Ok(None);
+        }
+        let name = fields[index - 1].name().clone();
+        Ok(Some(core_fn::get_field(base, name)))
+    }
+
+    /// `untuple(t)`'s items: `t.1`, `t.2`, … (as AST, to plan where they stand) with
+    /// ClickHouse's column names, `tupleElement(t, '1')` (a named element by its name).
+    pub(super) fn untuple_items(
+        &self,
+        t: &ast::Expr,
+        scope: &Scope<'_>,
+    ) -> PResult<Vec<(ast::Expr, String)>> {
+        let ty = self.expr(t, scope)?.get_type(&scope.schema).map_err(df)?;
+        let DataType::Struct(fields) = ty else {
+            return err(
+                format!("untuple(…) expands a tuple, not a value of type {ty}"),
+                t.span,
+            );
+        };
+        let text = column_name(t, self.ctx.print);
+        Ok(fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                // Unnamed elements are `c0`, `c1`, … (`ExprKind::Tuple`'s struct).
+                let label = if f.name() == &format!("c{i}") {
+                    (i + 1).to_string()
+                } else {
+                    f.name().clone()
+                };
+                let e = ast::Expr::new(
+                    ExprKind::TupleElement {
+                        base: Box::new(t.clone()),
+                        index: i as u64 + 1,
+                        null_safe: false,
+                    },
+                    t.span,
+                );
+                (e, format!("tupleElement({text}, '{label}')"))
+            })
+            .collect())
     }
 
     pub(super) fn window_spec(
@@ -529,4 +592,23 @@ impl Planner<'_> {
     // ---------------------------------------------------------------------------------
     // Names
     // ---------------------------------------------------------------------------------
+}
+
+/// `t` of an argument `untuple(t)`.
+pub(super) fn untuple_arg(a: &ast::Expr) -> Option<&ast::Expr> {
+    match &a.kind {
+        ExprKind::Call {
+            name,
+            args,
+            params: None,
+            distinct: false,
+            over: None,
+        } if name == "untuple" && args.len() == 1 => Some(&args[0]),
+        _ => None,
+    }
+}
+
+/// Whether an argument expands into several (`*COLUMNS(…)`, `untuple(…)`).
+fn expands(a: &ast::Expr) -> bool {
+    matches!(a.kind, ExprKind::Spread(_)) || untuple_arg(a).is_some()
 }

@@ -43,10 +43,13 @@ impl Planner<'_> {
             }
             ExprKind::TupleElement { base, index, .. } => {
                 let b = self.expr(base, scope)?;
-                Ok(core_fn::get_field(
-                    b,
-                    format!("c{}", index.saturating_sub(1)),
-                ))
+                match self.tuple_field(b, *index as usize, base.span, scope)? {
+                    Some(f) => Ok(f),
+                    None => err(
+                        format!("Tuple doesn't have element with index '{index}'"),
+                        e.span,
+                    ),
+                }
             }
             ExprKind::Call {
                 name,
@@ -222,13 +225,14 @@ impl Planner<'_> {
             ExprKind::Tuple(items) => {
                 // `tuple(…)` is a call in PostHog's syntax tree: `*COLUMNS(…)` unpacks there.
                 let spread;
-                let items: &[ast::Expr] =
-                    if items.iter().any(|a| matches!(a.kind, ExprKind::Spread(_))) {
-                        spread = self.spread_args(items, scope)?;
-                        &spread
-                    } else {
-                        items
-                    };
+                let items: &[ast::Expr] = if items.iter().any(|a| {
+                    matches!(a.kind, ExprKind::Spread(_)) || super::call::untuple_arg(a).is_some()
+                }) {
+                    spread = self.spread_args(items, scope)?;
+                    &spread
+                } else {
+                    items
+                };
                 let mut args = Vec::new();
                 for (i, it) in items.iter().enumerate() {
                     args.push(lit(format!("c{i}")));

@@ -212,6 +212,12 @@ impl Planner<'_> {
                         }
                     }
                 },
+                _ if super::call::untuple_arg(c).is_some() => {
+                    let t = super::call::untuple_arg(c).expect("matched");
+                    for (e, name) in self.untuple_items(t, scope)? {
+                        items.push((self.expr(&e, scope)?, name));
+                    }
+                }
                 _ => {
                     let e = self.expr(c, scope)?;
                     items.push((e, column_name(c, self.ctx.print)));
