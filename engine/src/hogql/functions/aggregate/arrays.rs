@@ -396,6 +396,17 @@ pub(super) fn translate(
             } else {
                 2
             };
+            // Two constant arrays of different sizes fail when the query is planned, as
+            // ClickHouse's do (a later NULL or an untaken branch would hide a failure that
+            // waits for the rows).
+            if lists == 2
+                && let (Some(x), Some(y)) = (const_len(&args[0]), const_len(&args[1]))
+                && x != y
+            {
+                return Err(FunctionError::Invalid(format!(
+                    "Array arguments for function `{name}` must have equal sizes: {x} and {y}"
+                )));
+            }
             let mut out = Vec::with_capacity(args.len());
             for (i, a) in args.into_iter().enumerate() {
                 let t = type_of(&a, ctx)?;
@@ -1033,6 +1044,18 @@ fn vectors(a: &ArrayRef) -> Result<Vec<Option<Vec<f64>>>> {
     Ok(spans(&l)
         .map(|(ok, s, e)| ok.then(|| (s..e).map(|j| v.value(j)).collect()))
         .collect())
+}
+
+/// The length of a constant array (`[1, 2]`, `array(1, 2)`), if `e` is one.
+fn const_len(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::ScalarFunction(f) if f.name() == "make_array" => Some(f.args.len()),
+        Expr::Literal(ScalarValue::List(l), _) if l.len() == 1 && !l.is_null(0) => {
+            Some(l.value_length(0) as usize)
+        }
+        Expr::Cast(c) => const_len(&c.expr),
+        _ => None,
+    }
 }
 
 /// A float sum as ClickHouse adds: from +0 (Rust's `Sum` for floats starts from -0, so an
