@@ -171,6 +171,11 @@ fn wide(t: &DataType) -> Option<DataType> {
 /// A map's keys and values as two arrays (for the aggregates of maps).
 pub(super) fn keys_and_values(m: Expr, ctx: &FnContext<'_>) -> Result<(Expr, Expr), FunctionError> {
     let (kf, vf) = need_map("sumMap", &type_of(&m, ctx)?)?;
+    Ok(split(m, &kf, &vf))
+}
+
+/// `mapKeys(m)` and `mapValues(m)` of a map whose key and value fields are `kf` and `vf`.
+fn split(m: Expr, kf: &FieldRef, vf: &FieldRef) -> (Expr, Expr) {
     let keys = call(
         Op::Keys,
         "mapKeys",
@@ -183,7 +188,7 @@ pub(super) fn keys_and_values(m: Expr, ctx: &FnContext<'_>) -> Result<(Expr, Exp
         list_of(vf.data_type().clone()),
         vec![m],
     );
-    Ok((keys, values))
+    (keys, values)
 }
 
 /// `m[k]`: the value of the first entry with key `k`, else the value type's default (NULL
@@ -465,18 +470,7 @@ fn higher_order(name: &str, args: Vec<Arg>, ctx: &FnContext<'_>) -> Result<Expr,
             params.len()
         )));
     }
-    let keys = call(
-        Op::Keys,
-        "mapKeys",
-        list_of(kf.data_type().clone()),
-        vec![m.clone()],
-    );
-    let values = call(
-        Op::Values,
-        "mapValues",
-        list_of(vf.data_type().clone()),
-        vec![m],
-    );
+    let (keys, values) = split(m, &kf, &vf);
     if name == "mapFilter" {
         let k2 = super::lambda::build(
             "arrayFilter",
