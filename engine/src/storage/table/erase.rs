@@ -72,7 +72,7 @@ impl EventsTable {
                 .clone()
                 .delete()
                 .with_predicate(predicate)
-                .with_writer_properties(self.writer_properties(&Default::default()))
+                .with_writer_properties(self.writer_properties(&Default::default(), false))
                 .await?;
             *guard = table;
             self.publish(&guard);

@@ -208,6 +208,23 @@ async fn erasing_people_leaves_no_trace_in_files_or_log() {
     assert_eq!(after.len(), before.len() - 42);
     assert_eq!(after, expected);
     assert!(after.iter().any(|(t, d, _)| *t == 2 && d == "t2-same-pid"));
+    // The files the delete rewrote do not claim the sort order (its scan may read a file
+    // in ranges, in parallel); the files it left alone still do.
+    let guard = table.table.lock().await.clone();
+    let store = guard.log_store().object_store(None);
+    let mut claims = (0, 0);
+    for f in partition_files(&guard).unwrap().into_values().flatten() {
+        let bytes = fetch(&store, &f.path).await.unwrap();
+        if super::merge::file_claims_sort_order(&bytes) {
+            claims.0 += 1;
+        } else {
+            claims.1 += 1;
+        }
+    }
+    assert!(
+        claims.0 >= 1 && claims.1 as u64 >= stats.files_rewritten.min(2),
+        "{claims:?}"
+    );
     assert_eq!(table.committed_seq().await.unwrap(), 6);
 
     // The table keeps working: appends, compaction, a reopen.

@@ -139,9 +139,11 @@ pub struct AppendStats {
 const DICTIONARY_PAGE_BYTES: usize = 8 << 20;
 
 impl EventsTable {
-    /// The Parquet settings of every data file. Every file we write holds its rows in the
-    /// table's sort order, which its metadata claims.
-    pub(super) fn writer_properties(&self, distinct: &Distinct) -> WriterProperties {
+    /// The Parquet settings of every data file. A file written sorted (an append, a merge)
+    /// claims the table's sort order in its footer (`sorted`); a file rewritten by
+    /// delta-rs (erasure's delete) does not, since its scan may split the file into byte
+    /// ranges read in parallel, and a merge then sorts it before it joins.
+    pub(super) fn writer_properties(&self, distinct: &Distinct, sorted: bool) -> WriterProperties {
         let schema = events_schema();
         let file_cols: Vec<&str> = schema
             .fields()
@@ -171,7 +173,7 @@ impl EventsTable {
             // took 23.4 bytes/event with the default against 22.1 with this limit
             // (docs/architecture.md, "Dictionaries up to 8 MiB").
             .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
-            .set_sorting_columns(Some(sorting))
+            .set_sorting_columns(sorted.then_some(sorting))
             // A bloom filter on distinct_id: files are sorted by event first, so min/max
             // statistics skip little for a person's events; the filter lets a point lookup
             // skip every row group the id is not in. Sized for one distinct id
@@ -236,7 +238,7 @@ impl EventsTable {
         Ok(deltalake::datafile::writer::WriterConfig::new(
             schema,
             PARTITION_COLUMNS.iter().map(|c| c.to_string()).collect(),
-            Some(self.writer_properties(distinct)),
+            Some(self.writer_properties(distinct, true)),
             NonZeroU64::new(self.cfg.target_file_bytes),
             None,
             table
