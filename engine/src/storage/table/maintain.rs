@@ -81,6 +81,8 @@ pub(super) struct DataFile {
     pub(super) person_layout: Option<i64>,
     /// Its least timestamp, when its statistics say.
     pub(super) min_time: Option<String>,
+    /// Its greatest timestamp, when its statistics say.
+    pub(super) max_time: Option<String>,
     remove: Action,
 }
 
@@ -151,23 +153,63 @@ pub(super) fn partition_files_where(
             size: f.size(),
             layout,
             person_layout,
-            min_time: min_time(stats.as_ref()),
+            min_time: bound_time(stats.as_ref(), "minValues"),
+            max_time: bound_time(stats.as_ref(), "maxValues"),
             remove: Action::Remove(f.remove_action(false)),
         });
     }
     Ok(out)
 }
 
-/// A data file's least timestamp by its Delta statistics (RFC 3339 text, UTC, so text
-/// order is time order).
-fn min_time(stats: Option<&serde_json::Value>) -> Option<String> {
-    Some(
-        stats?
-            .get("minValues")?
-            .get("timestamp")?
-            .as_str()?
-            .to_owned(),
-    )
+/// A data file's least (`minValues`) or greatest (`maxValues`) timestamp by its Delta
+/// statistics (RFC 3339 text, UTC, so text order is time order).
+fn bound_time(stats: Option<&serde_json::Value>, bound: &str) -> Option<String> {
+    Some(stats?.get(bound)?.get("timestamp")?.as_str()?.to_owned())
+}
+
+/// The newest rows of a project's newest day are written to a file of their own when
+/// compaction rewrites that day: the rows of the last [`TAIL_MICROS`] before its newest
+/// row. Rows are sorted by event and person inside a file, so the newest events of a day
+/// are spread over all of its pages, and the events list (`ORDER BY timestamp DESC LIMIT
+/// n`) decoded the whole day to keep 100 rows; with the tail in a file of its own, the
+/// top-k reads that file first (files are read newest first) and its threshold then skips
+/// the day's main file by its statistics. Measured: docs/architecture.md, "The newest
+/// hour in a file of its own".
+pub(super) const TAIL_MICROS: i64 = 3600 * 1_000_000;
+
+/// Microseconds from 1970 of a statistics timestamp ([`bound_time`]).
+fn micros_of(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp_micros())
+}
+
+/// Whether `files` (a newest partition's) are already a day's main file and its tail: two
+/// files, not stale, the second's rows all newer than the first's and within
+/// [`TAIL_MICROS`] of each other. Compaction leaves such a pair alone while the day stays
+/// the newest (two flushes of which the second is such a tail count too), and merges it
+/// once a newer day exists.
+fn is_main_and_tail(files: &[DataFile], current: &Layouts, team: TeamId) -> bool {
+    let [a, b] = files else {
+        return false;
+    };
+    let (old, new) = if a.min_time <= b.min_time {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let micros = |t: &Option<String>| t.as_deref().and_then(micros_of);
+    let (Some(old_end), Some(new_start), Some(new_end)) = (
+        micros(&old.max_time),
+        micros(&new.min_time),
+        micros(&new.max_time),
+    ) else {
+        return false;
+    };
+    !a.stale(current, team)
+        && !b.stale(current, team)
+        && old_end < new_start
+        && new_end - new_start <= TAIL_MICROS
 }
 
 /// The least layout of each family (`Family::ALL`'s order) of a data file's rows, by its
@@ -358,29 +400,37 @@ impl EventsTable {
         layouts: &dyn LayoutSource,
         persons: &PersonMaps,
     ) -> Result<CompactStats, StorageError> {
-        let candidates: Vec<(String, String)> = {
+        let candidates: Vec<(String, String, bool)> = {
             let guard = self.table.lock().await;
             let current = layouts.layouts();
             let mut budget = RELAYOUT_BYTES_PER_RUN;
             let mut picked = Vec::new();
+            let mut seen_team: Option<String> = None;
             for ((team, date), files) in partition_files(&guard)?.into_iter().rev() {
                 let Ok(team_id) = team.parse::<i64>().map(TeamId) else {
                     continue;
                 };
-                let small = files
-                    .iter()
-                    .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
-                    .count();
+                // Partitions come newest first within a project.
+                let newest = seen_team.as_deref() != Some(team.as_str());
+                seen_team = Some(team.clone());
+                let small = if newest && is_main_and_tail(&files, &current, team_id) {
+                    0
+                } else {
+                    files
+                        .iter()
+                        .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
+                        .count()
+                };
                 let stale: i64 = files
                     .iter()
                     .filter(|f| f.stale(&current, team_id))
                     .map(|f| f.size)
                     .sum();
                 if small >= min_files.max(2) {
-                    picked.push((team, date));
+                    picked.push((team, date, newest));
                 } else if stale > 0 && budget > 0 {
                     budget -= stale;
-                    picked.push((team, date));
+                    picked.push((team, date, newest));
                 }
             }
             // Chosen newest first (the budget favours recent data), committed oldest first,
@@ -392,7 +442,7 @@ impl EventsTable {
             picked
         };
         let mut stats = CompactStats::default();
-        for (team, date) in candidates {
+        for (team, date, newest) in candidates {
             let Ok(team_id) = team.parse::<i64>().map(TeamId) else {
                 continue;
             };
@@ -440,8 +490,25 @@ impl EventsTable {
             if rewrite.is_empty() || (rewrite.len() == 1 && !rewrite[0].stale(&current, team_id)) {
                 continue;
             }
+            // The newest day's newest hour goes to a file of its own.
+            let tail_from = newest
+                .then(|| {
+                    rewrite
+                        .iter()
+                        .filter_map(|f| f.max_time.as_deref().and_then(micros_of))
+                        .max()
+                })
+                .flatten()
+                .map(|t| t - TAIL_MICROS);
             let Some(written) = self
-                .rewrite_files(team_id, &date, &rewrite, &current, persons.get(&team_id))
+                .rewrite_files(
+                    team_id,
+                    &date,
+                    &rewrite,
+                    &current,
+                    persons.get(&team_id),
+                    tail_from,
+                )
                 .await?
             else {
                 stats.partitions_abandoned += 1;
@@ -473,14 +540,17 @@ impl EventsTable {
         files: &[&DataFile],
         current: &Arc<Layouts>,
         persons: Option<&Arc<PersonMap>>,
+        tail_from: Option<i64>,
     ) -> Result<Option<Rewritten>, StorageError> {
         let written = self
-            .write_rewrite(team_id, date, files, current, persons)
+            .write_rewrite(team_id, date, files, current, persons, tail_from)
             .await?;
         self.commit_rewrite(team_id, date, files, written).await
     }
 
     /// The writing half of [`EventsTable::rewrite_files`]: the new files, not committed.
+    /// Rows at or after `tail_from` (microseconds from 1970), if given, go to files of their
+    /// own ([`TAIL_MICROS`]); each file still holds one sorted run.
     pub(super) async fn write_rewrite(
         &self,
         team_id: TeamId,
@@ -488,6 +558,7 @@ impl EventsTable {
         files: &[&DataFile],
         current: &Arc<Layouts>,
         persons: Option<&Arc<PersonMap>>,
+        tail_from: Option<i64>,
     ) -> Result<Written, StorageError> {
         // Files merged together, in groups of at most MERGE_BYTES: each group is one
         // sorted run. Taken by their least timestamp, so the runs of a partition hold
@@ -530,7 +601,8 @@ impl EventsTable {
         for group in groups {
             // One per run, so each file holds one sorted run; made at the run's first chunk,
             // which judges the columns' encodings (`Distinct`).
-            let mut writer: Option<DeltaWriter> = None;
+            // The run's rows before `tail_from`, and at or after it.
+            let mut writers: [Option<DeltaWriter>; 2] = [None, None];
             let mut inputs = Vec::with_capacity(group.len());
             for f in group {
                 inputs.push(Input {
@@ -555,22 +627,28 @@ impl EventsTable {
                 merge_sorted(inputs, &prep, |b| tx.blocking_send(b).is_ok())
             });
             while let Some(b) = rx.recv().await {
-                let w = match &mut writer {
-                    Some(w) => w,
-                    None => {
-                        let distinct = Distinct::of(std::slice::from_ref(&b));
-                        let guard = self.table.lock().await;
-                        let config = self.writer_config(&guard, table_schema.clone(), &distinct)?;
-                        writer.insert(DeltaWriter::new(store.clone(), config))
+                for (part, b) in split_at_time(b, tail_from)?.into_iter().enumerate() {
+                    if b.num_rows() == 0 {
+                        continue;
                     }
-                };
-                w.write(&b).await?;
+                    let w = match &mut writers[part] {
+                        Some(w) => w,
+                        None => {
+                            let distinct = Distinct::of(std::slice::from_ref(&b));
+                            let guard = self.table.lock().await;
+                            let config =
+                                self.writer_config(&guard, table_schema.clone(), &distinct)?;
+                            writers[part].insert(DeltaWriter::new(store.clone(), config))
+                        }
+                    };
+                    w.write(&b).await?;
+                }
             }
             rows_folded += task.await.map_err(|source| StorageError::Task {
                 what: "compaction",
                 source,
             })??;
-            if let Some(w) = writer {
+            for w in writers.into_iter().flatten() {
                 adds.extend(w.close().await?);
             }
         }
@@ -724,6 +802,35 @@ pub(super) fn read_footer(
 }
 
 /// [`decode`] of a file whose footer is parsed already.
+/// The rows of `b` before `from` and at or after it (microseconds from 1970, by
+/// `timestamp`), each in `b`'s order; all rows before when `from` is `None`.
+fn split_at_time(b: RecordBatch, from: Option<i64>) -> Result<[RecordBatch; 2], StorageError> {
+    let Some(from) = from else {
+        let empty = b.slice(0, 0);
+        return Ok([b, empty]);
+    };
+    let t = b
+        .column_by_name("timestamp")
+        .ok_or_else(|| StorageError::Invariant("a batch without timestamp".into()))?;
+    let micros = arrow::compute::cast(
+        &arrow::compute::cast(
+            t,
+            &arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+        )?,
+        &arrow::datatypes::DataType::Int64,
+    )?;
+    let late: arrow::array::BooleanArray =
+        arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&micros)
+            .iter()
+            .map(|t| Some(t.is_some_and(|t| t >= from)))
+            .collect();
+    let early = arrow::compute::not(&late)?;
+    Ok([
+        arrow::compute::filter_record_batch(&b, &early)?,
+        arrow::compute::filter_record_batch(&b, &late)?,
+    ])
+}
+
 pub(super) fn decode_with(
     bytes: bytes::Bytes,
     meta: ArrowReaderMetadata,

@@ -115,7 +115,7 @@ impl EventsTable {
             }
             let current = layouts.layouts();
             let Some(written) = self
-                .rewrite_files(team, &date, &rewrite, &current, Some(&resolved))
+                .rewrite_files(team, &date, &rewrite, &current, Some(&resolved), None)
                 .await?
             else {
                 // A file went while it was rewritten: its ids may be anywhere now.

@@ -28,12 +28,17 @@ fn pid(team: i64, distinct_id: &str) -> String {
 }
 
 fn event(distinct_id: &str, day: u32, i: usize, props: &serde_json::Value) -> Event {
+    event_at(distinct_id, day, 10, i, props)
+}
+
+/// [`event`] at hour `hour` of the day.
+fn event_at(distinct_id: &str, day: u32, hour: u32, i: usize, props: &serde_json::Value) -> Event {
     Event {
         uuid: uuid::Uuid::now_v7(),
         event: format!("e{}", i % 3),
         distinct_id: distinct_id.into(),
         timestamp: Utc
-            .with_ymd_and_hms(2024, 3, day, 10, (i % 60) as u32, 0)
+            .with_ymd_and_hms(2024, 3, day, hour, (i % 60) as u32, 0)
             .unwrap(),
         created_at: Utc::now(),
         properties: props.as_object().unwrap().clone(),
@@ -417,16 +422,18 @@ async fn a_rewrite_whose_files_went_meanwhile_is_dropped() {
     let refs: Vec<&DataFile> = files.iter().collect();
     let current = Arc::new(Layouts::default());
     let written = table
-        .write_rewrite(TeamId(1), "2024-03-01", &refs, &current, None)
+        .write_rewrite(TeamId(1), "2024-03-01", &refs, &current, None, None)
         .await
         .unwrap();
     let copies: Vec<String> = written.adds.iter().map(|a| a.path.clone()).collect();
     assert_eq!(copies.len(), 1);
     assert!(root.join(&copies[0]).exists());
     // Meanwhile: an append commits (the rewrite does not hold the table) and the victim's
-    // rows are erased (their files replaced).
+    // rows are erased (their files replaced). The late row is not newer than the others:
+    // two files of the newest day the second of which is all newer would be a day's main
+    // file and its tail, which compaction leaves alone.
     table
-        .append(batch(&[(1, event("late", 1, 9, &json!({})))]), 4)
+        .append(batch(&[(1, event("late", 1, 2, &json!({})))]), 4)
         .await
         .unwrap();
     let erased = table
@@ -534,6 +541,125 @@ async fn compaction_merges_files_into_one_sorted_run() {
     );
     assert!(keys.iter().all(|(_, p, _)| *p != folded_from));
     assert_eq!(rows(&table).await.len(), 200);
+}
+
+/// Compaction writes the newest hour of a project's newest day to a file of its own (the
+/// events list then reads that file alone), leaves such a pair alone while the day is the
+/// newest, and merges it into one file once a newer day exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_hour_of_the_newest_day_gets_a_file_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let p = json!({"$browser": "Firefox"});
+    let mut seq = 0u64;
+    let mut append_day = async |table: &EventsTable, day: u32| {
+        for part in 0..3usize {
+            let evs: Vec<(i64, Event)> = (0..24 * 4)
+                .map(|i| {
+                    let hour = (i / 4) as u32;
+                    let who = format!("u{}", (i * 5 + part) % 7);
+                    (1, event_at(&who, day, hour, i * 3 + part * 17, &p))
+                })
+                .collect();
+            seq += 1;
+            table.append(batch(&evs), seq).await.unwrap();
+        }
+    };
+    let compact = async |table: &EventsTable| {
+        table
+            .compact(2, &FixedLayouts(Layouts::default()), &PersonMaps::new())
+            .await
+            .unwrap()
+    };
+    // (date, [(rows, least time, greatest time)] by least time) of every file, and checks
+    // that each holds one run in the sort order, claimed.
+    let layout = async |table: &EventsTable| {
+        let guard = table.table.lock().await.clone();
+        let store = guard.log_store().object_store(None);
+        let mut out = Vec::new();
+        for ((_, date), files) in partition_files(&guard).unwrap() {
+            let mut shape = Vec::new();
+            for f in files {
+                let bytes = fetch(&store, &f.path).await.unwrap();
+                assert!(super::merge::file_claims_sort_order(&bytes));
+                let mut keys: Vec<(String, String, i64)> = Vec::new();
+                for b in decode(bytes, &f.path, 1, 0).unwrap() {
+                    let b = b.unwrap();
+                    let text = |c: &str| {
+                        let a = crate::storage::ids::to_text(b.column_by_name(c).unwrap().as_ref())
+                            .unwrap();
+                        a.as_string::<i32>()
+                            .iter()
+                            .map(|v| v.unwrap().to_owned())
+                            .collect::<Vec<_>>()
+                    };
+                    let ts = arrow::compute::cast(
+                        b.column_by_name("timestamp").unwrap(),
+                        &DataType::Int64,
+                    )
+                    .unwrap();
+                    let ts = ts.as_primitive::<arrow::datatypes::Int64Type>();
+                    for ((e, p), t) in text("event")
+                        .into_iter()
+                        .zip(text("person_id"))
+                        .zip(ts.values())
+                    {
+                        keys.push((e, p, *t));
+                    }
+                }
+                assert!(keys.is_sorted(), "one sorted run");
+                let times = keys.iter().map(|k| k.2);
+                shape.push((
+                    keys.len(),
+                    times.clone().min().unwrap(),
+                    times.max().unwrap(),
+                ));
+            }
+            shape.sort_by_key(|s| s.1);
+            out.push((date, shape));
+        }
+        out
+    };
+    let hour = 3_600_000_000i64;
+    let day_start = |day: u32| {
+        Utc.with_ymd_and_hms(2024, 3, day, 0, 0, 0)
+            .unwrap()
+            .timestamp_micros()
+    };
+
+    append_day(&table, 1).await;
+    append_day(&table, 2).await;
+    let first = compact(&table).await;
+    assert_eq!(first.partitions, 2, "{first:?}");
+    let shape = layout(&table).await;
+    assert_eq!(shape.len(), 2);
+    assert_eq!(shape[0].1.len(), 1, "an older day is one file: {shape:?}");
+    // The newest row is at 23:59 of day 2: the tail holds 23:00 to 23:59 (12 rows, 4 an
+    // hour from each of 3 appends), the main file the rest.
+    let newest = &shape[1].1;
+    assert_eq!(newest.len(), 2, "{shape:?}");
+    let (main, tail) = (newest[0], newest[1]);
+    assert_eq!((main.0, tail.0), (24 * 12 - 12, 12), "{shape:?}");
+    assert!(
+        main.2 < tail.1,
+        "the tail is newer than every row of the main file"
+    );
+    assert!(tail.1 >= tail.2 - hour && tail.1 >= day_start(2) + 23 * hour);
+    assert_eq!(rows(&table).await.len(), 2 * 24 * 12);
+
+    // Nothing to do while the day stays the newest.
+    assert_eq!(compact(&table).await.partitions, 0);
+
+    // A newer day: its newest hour gets the tail, and the former newest day is merged.
+    append_day(&table, 3).await;
+    let again = compact(&table).await;
+    assert_eq!(again.partitions, 2, "{again:?}");
+    let shape = layout(&table).await;
+    let files: Vec<usize> = shape.iter().map(|(_, s)| s.len()).collect();
+    assert_eq!(files, vec![1, 1, 2], "{shape:?}");
+    assert_eq!(shape[1].1[0].0, 24 * 12);
+    assert_eq!(rows(&table).await.len(), 3 * 24 * 12);
+    assert_eq!(compact(&table).await.partitions, 0);
 }
 
 /// Opening after a crash between a write's files and its commit deletes those files, and
