@@ -6,6 +6,7 @@
 //! the rest are `udf::KernelUdf` kernels.
 
 mod arrays;
+pub(crate) use arrays::elements_nullable;
 mod cityhash;
 mod conditional;
 mod convert;
