@@ -537,7 +537,8 @@ const NULL_KEEPS_TYPE: &[&str] = &[
 /// looks at the other arguments: what uses the result then types it as it types a NULL
 /// literal (`greatest(toInt64(-7), upper(NULL))` is an Int64). Conservative: the
 /// conditional, array and tuple groups are left out whole (coalesce, ifNull, isNull, if,
-/// multiIf, assumeNotNull, has, indexOf, … handle NULLs themselves), and so are the
+/// multiIf, assumeNotNull, has, indexOf, … handle NULLs themselves; the array functions that
+/// answer a NULL literal array with NULL have their own list), and so are the
 /// -OrNull/-OrZero/-OrDefault converters, some of which PostHog compiles to other calls,
 /// besides [`NULL_KEEPS_TYPE`]. Aggregates, window functions and the functions the planner
 /// builds itself (and, or, tuple, array, in, the operators) are not scalar entries here.
