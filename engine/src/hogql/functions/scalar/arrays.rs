@@ -227,13 +227,14 @@ fn auc(mut v: Vec<(f64, bool)>, scale: bool) -> f64 {
 /// Whether ClickHouse types the elements of the array `e` Nullable, as far as the
 /// expression tells: `Some(true)` when it surely does, `Some(false)` when it surely does not,
 /// `None` when it cannot be told. `Some(false)` also says the array itself is never NULL.
-/// hedgerow's list types cannot say it (DataFusion builds
-/// arrays with nullable items whatever they hold), so it is read from how the array is made:
-/// a constant array is Nullable exactly when it holds a NULL (`[1, NULL]`), an array built
-/// from values (`[a, b]`) is Nullable when one of them is a NULL literal and not when none
-/// of them can be NULL; a column tells only when its items cannot be NULL. A nullable
-/// column's items may be ClickHouse-Nullable or not (hedgerow reads properties and
-/// outer-join columns as nullable), so `[x]` of one is `None`.
+/// hedgerow's list types cannot say it (DataFusion builds arrays with nullable items
+/// whatever they hold), so it is read from how the array is made: a constant array is
+/// Nullable exactly when it holds a NULL (`[1, NULL]`), an array built from values
+/// (`[a, b]`) is Nullable when one of them is a NULL literal and not when none of them can
+/// be NULL, a range of bounds that cannot be NULL is not; a column tells only when its items
+/// cannot be NULL. A nullable column's items may be ClickHouse-Nullable or not (hedgerow
+/// reads properties and outer-join columns as nullable), so `[x]` of one is `None`, and so
+/// is what other functions make.
 pub(crate) fn elements_nullable(e: &Expr, schema: &DFSchema) -> Option<bool> {
     let is_null_literal = |a: &Expr| {
         matches!(a, Expr::Literal(v, _) if v.is_null())
@@ -252,6 +253,12 @@ pub(crate) fn elements_nullable(e: &Expr, schema: &DFSchema) -> Option<bool> {
         Expr::Literal(ScalarValue::List(l), _) if l.len() == 1 && !l.is_null(0) => {
             Some(l.value(0).null_count() > 0)
         }
+        // Integers, from bounds that cannot be NULL.
+        Expr::ScalarFunction(f) if f.name() == "range" => f
+            .args
+            .iter()
+            .all(|a| a.nullable(schema).is_ok_and(|n| !n))
+            .then_some(false),
         Expr::Alias(a) => elements_nullable(&a.expr, schema),
         Expr::Cast(c) if matches!(c.field.data_type(), DataType::List(_)) => {
             elements_nullable(&c.expr, schema)
@@ -344,6 +351,25 @@ mod tests {
             )),
             Some(true)
         );
+        let range = |args: Vec<Expr>| {
+            crate::hogql::functions::translate(
+                "range",
+                vec![],
+                args.into_iter()
+                    .map(crate::hogql::functions::Arg::Expr)
+                    .collect(),
+                false,
+                &crate::hogql::functions::FnContext {
+                    timezone: "UTC",
+                    week_start: Default::default(),
+                    now: chrono::Utc::now(),
+                    schema: &schema,
+                },
+            )
+            .unwrap()
+        };
+        assert_eq!(f(range(vec![lit(3i64)])), Some(false));
+        assert_eq!(f(range(vec![col("n")])), None);
         assert_eq!(f(col("kept")), Some(false));
         assert_eq!(f(col("null_list")), None);
         assert_eq!(f(col("null_items")), None);
