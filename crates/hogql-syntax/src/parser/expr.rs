@@ -1321,7 +1321,7 @@ impl Parser<'_> {
 
 /// Normalize a type written as a string (`CAST(x, 'Nullable(String)')`).
 fn normalize_type(text: &str) -> PResult<String> {
-    let mut p = Parser::new(text)?;
+    let mut p = Parser::new(text, tokenize(text)?);
     let ty = p.type_name()?;
     p.expect_end("end of the type")?;
     Ok(ty)

@@ -20,22 +20,118 @@ pub use crate::lexer::SyntaxError;
 
 /// Parse a whole query: one SELECT or a set operation; one trailing `;` is allowed.
 pub fn parse_query(text: &str) -> Result<Query, SyntaxError> {
-    let mut p = Parser::new(text)?;
-    let q = p.query()?;
-    p.eat(&TokenKind::Semicolon);
-    p.expect_end("end of query")?;
-    Ok(q)
+    parse_whole(text, |p| {
+        let q = p.query()?;
+        p.eat(&TokenKind::Semicolon);
+        p.expect_end("end of query")?;
+        Ok(q)
+    })
 }
 
 /// Parse a single expression (aliases allowed).
 pub fn parse_expr(text: &str) -> Result<Expr, SyntaxError> {
-    let mut p = Parser::new(text)?;
-    let e = match p.bare_lambda_ahead() {
-        Some(n) => p.lambda(n)?,
-        None => p.expr()?,
+    parse_whole(text, |p| {
+        let e = match p.bare_lambda_ahead() {
+            Some(n) => p.lambda(n)?,
+            None => p.expr()?,
+        };
+        p.expect_end("end of expression")?;
+        Ok(e)
+    })
+}
+
+/// Run `whole` over the tokens of `text`; its error goes through [`blame_unclosed`].
+fn parse_whole<T>(text: &str, whole: fn(&mut Parser<'_>) -> PResult<T>) -> PResult<T> {
+    let mut p = Parser::new(text, tokenize(text)?);
+    match whole(&mut p) {
+        Ok(v) => Ok(v),
+        Err(e) => Err(blame_unclosed(text, p.toks, e, whole)),
+    }
+}
+
+/// The closing token of an opening one.
+fn closer(open: &TokenKind) -> Option<TokenKind> {
+    match open {
+        TokenKind::LParen => Some(TokenKind::RParen),
+        TokenKind::LBracket => Some(TokenKind::RBracket),
+        TokenKind::LBrace => Some(TokenKind::RBrace),
+        _ => None,
+    }
+}
+
+/// The brackets of `toks` that are never closed: for each, its index and the index where
+/// its reach ends (a closer of an outer bracket, or the end).
+fn unclosed_brackets(toks: &[Token]) -> Vec<(usize, usize)> {
+    let mut open: Vec<usize> = Vec::new();
+    let mut unclosed = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if closer(&t.kind).is_some() {
+            open.push(i);
+        } else if let Some(at) = open
+            .iter()
+            .rposition(|&o| closer(&toks[o].kind).as_ref() == Some(&t.kind))
+        {
+            // The brackets opened inside this pair and not closed before its closer.
+            unclosed.extend(open.drain(at + 1..).map(|o| (o, i)));
+            open.pop();
+        }
+    }
+    unclosed.extend(open.into_iter().map(|o| (o, toks.len())));
+    unclosed
+}
+
+/// A syntax error that brackets never closed caused is reported at the innermost of them,
+/// as PostHog reports it: the parser only notices at a later token, often lines further
+/// (`count(` at the end of a line, `FROM` on the next). The brackets left open at the error
+/// are to blame when closing them right there gets the parse past the error; every other
+/// error keeps its position. The message keeps what the parser expected, and where.
+fn blame_unclosed<T>(
+    text: &str,
+    mut toks: Vec<Token>,
+    err: SyntaxError,
+    whole: fn(&mut Parser<'_>) -> PResult<T>,
+) -> SyntaxError {
+    let Some(at) = toks.iter().position(|t| t.start >= err.start) else {
+        return err;
     };
-    p.expect_end("end of expression")?;
-    Ok(e)
+    let mut open: Vec<usize> = unclosed_brackets(&toks)
+        .into_iter()
+        .filter(|&(o, reach)| o < at && at <= reach)
+        .map(|(o, _)| o)
+        .collect();
+    // Innermost first.
+    open.sort_unstable_by(|a, b| b.cmp(a));
+    let Some(&innermost) = open.first() else {
+        return err;
+    };
+    let opener = toks[innermost].clone();
+    let start = toks[at].start;
+    let closers: Vec<Token> = open
+        .iter()
+        .map(|&o| Token {
+            kind: closer(&toks[o].kind).expect("an opening bracket"),
+            start,
+            end: start,
+        })
+        .collect();
+    toks.splice(at..at, closers);
+    let repaired = match whole(&mut Parser::new(text, toks)) {
+        Ok(_) => true,
+        Err(again) => again.start > err.start,
+    };
+    if !repaired {
+        return err;
+    }
+    let bracket = &text[opener.start..opener.end];
+    SyntaxError::at(
+        text,
+        opener.start,
+        opener.end,
+        format!(
+            "'{bracket}' is never closed (at line {}, column {}: {})",
+            err.line, err.column, err.message
+        ),
+    )
 }
 
 type PResult<T> = Result<T, SyntaxError>;
@@ -145,10 +241,10 @@ mod query;
 mod tests;
 
 impl<'a> Parser<'a> {
-    fn new(text: &'a str) -> PResult<Self> {
-        Ok(Parser {
+    fn new(text: &'a str, toks: Vec<Token>) -> Self {
+        Parser {
             text,
-            toks: tokenize(text)?,
+            toks,
             pos: 0,
             nest: Nesting::new(MAX_DEPTH),
             hw: 0,
@@ -156,7 +252,7 @@ impl<'a> Parser<'a> {
             interval_name_at: None,
             interval_string_first: false,
             interval_tries: 0,
-        })
+        }
     }
 
     // ---- token helpers ----

@@ -758,11 +758,35 @@ fn error_positions() {
             1,
             "expected an expression after '+', found 'FROM'",
         ),
+        // An error a bracket never closed caused is the bracket's (PostHog's position),
+        // with what was expected where.
         (
             "SELECT count( FROM t",
             1,
-            15,
-            "expected an expression after '(', found 'FROM'",
+            13,
+            "'(' is never closed (at line 1, column 15: expected an expression after '(', found 'FROM')",
+        ),
+        (
+            "SELECT\n  event,\n  count(\nFROM events",
+            3,
+            8,
+            "'(' is never closed (at line 4, column 1:",
+        ),
+        ("SELECT [1, (2]", 1, 12, "'(' is never closed"),
+        ("SELECT f(1, [2, 3)", 1, 13, "'[' is never closed"),
+        ("SELECT f(1,\n  [2, 3\nFROM t", 2, 3, "'[' is never closed"),
+        // An open bracket that closing would not help is not to blame.
+        (
+            "SELECT (1 +, 2",
+            1,
+            12,
+            "expected an expression after '+', found ','",
+        ),
+        (
+            "SELECT (SELECT 1 FROM t WHERE",
+            1,
+            30,
+            "expected an expression after 'WHERE', found end of input",
         ),
         (
             "SELECT a FROM t GROUP a",
@@ -773,8 +797,8 @@ fn error_positions() {
         (
             "SELECT (1, 2",
             1,
-            13,
-            "expected ',' or ')' after '2', found end of input",
+            8,
+            "'(' is never closed (at line 1, column 13: expected ',' or ')' after '2', found end of input)",
         ),
         ("SELECT 'abc", 1, 8, "unterminated string literal"),
         (
@@ -817,7 +841,7 @@ fn error_positions() {
         (
             "SELECT a[1 FROM t",
             1,
-            12,
+            9,
             "expected ']' after '1', found 'FROM'",
         ),
         ("SELECT é", 1, 8, "unexpected character 'é'"),

@@ -260,7 +260,18 @@ impl Planner<'_> {
                 _ => {}
             }
         }
+        let null_arg = final_args
+            .iter()
+            .any(|a| matches!(a, Arg::Expr(Expr::Literal(ScalarValue::Null, _))));
         let v = self.call_translated(name, params, final_args, distinct, scope, whole.span)?;
+        // A NULL literal given to a function with ClickHouse's default NULL handling makes
+        // its result a NULL of no type, which callers type as the literal (see
+        // `functions::null_literal_gives_null`). Translated first: its errors stay errors.
+        let v = if null_arg && over.is_none() && functions::null_literal_gives_null(name) {
+            Expr::Literal(ScalarValue::Null, None)
+        } else {
+            v
+        };
         let v = if respect {
             respect_nulls(v).map_err(df)?
         } else {

@@ -668,6 +668,7 @@ impl Planner<'_> {
             .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
             .collect();
         let mut names = Vec::new();
+        let mut not_null = HashSet::new();
         for e in &aj.exprs {
             let (inner, name) = match &e.kind {
                 ExprKind::Alias { expr, name } => (&**expr, name.clone()),
@@ -691,6 +692,9 @@ impl Planner<'_> {
                     .map_err(df)?;
                 }
             }
+            if !aj.left && functions::elements_nullable(&v, &scope.schema) == Some(false) {
+                not_null.insert(name.clone());
+            }
             exprs.push(v.alias(name.clone()));
             names.push(name);
         }
@@ -698,7 +702,7 @@ impl Planner<'_> {
         for n in &names {
             b = b.unnest_column(Column::from_name(n.clone())).map_err(df)?;
         }
-        let plan = b.build().map_err(df)?;
+        let plan = not_nullable(b.build().map_err(df)?, &not_null)?;
         scope.extra.extend(names);
         scope.schema = plan.schema().clone();
         Ok(plan)
@@ -725,15 +729,20 @@ impl Planner<'_> {
             }
             let v = self.expr(&args[0], scope)?;
             let name = format!("__array_join_{i}");
+            let not_null = functions::elements_nullable(&v, &scope.schema) == Some(false);
             exprs.push(v.alias(name.clone()));
             scope.array_joins.push((call.clone(), name.clone()));
-            names.push(name);
+            names.push((name, not_null));
         }
         let mut b = LogicalPlanBuilder::from(plan).project(exprs).map_err(df)?;
-        for n in &names {
+        for (n, _) in &names {
             b = b.unnest_column(Column::from_name(n.clone())).map_err(df)?;
         }
-        let plan = b.build().map_err(df)?;
+        let not_null: HashSet<String> = names
+            .into_iter()
+            .filter_map(|(n, not_null)| not_null.then_some(n))
+            .collect();
+        let plan = not_nullable(b.build().map_err(df)?, &not_null)?;
         scope.schema = plan.schema().clone();
         Ok(plan)
     }
@@ -933,4 +942,32 @@ impl Planner<'_> {
     // ---------------------------------------------------------------------------------
     // Expressions
     // ---------------------------------------------------------------------------------
+}
+
+/// `plan` with its columns named in `names` typed non-nullable, their values unchanged.
+/// arrayJoin of an array whose elements ClickHouse types non-Nullable gives non-Nullable values, and what depends on that (the type's default
+/// where nth_value or lagInFrame finds no row) reads it from the schema, where DataFusion's
+/// unnest always says nullable. `coalesce` with a value of the type says it; the fallback
+/// is never taken. A type without a default value stays as it is.
+fn not_nullable(plan: LogicalPlan, names: &HashSet<String>) -> PResult<LogicalPlan> {
+    if names.is_empty() {
+        return Ok(plan);
+    }
+    let exprs: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(q, f)| {
+            let c = Expr::Column(Column::new(q.cloned(), f.name()));
+            match ScalarValue::new_default(f.data_type()) {
+                Ok(d) if names.contains(f.name()) && !d.is_null() => {
+                    core_fn::coalesce(vec![c, lit(d)]).alias(f.name())
+                }
+                _ => c,
+            }
+        })
+        .collect();
+    LogicalPlanBuilder::from(plan)
+        .project(exprs)
+        .and_then(|b| b.build())
+        .map_err(df)
 }

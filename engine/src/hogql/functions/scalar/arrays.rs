@@ -1,9 +1,11 @@
 //! Array functions without lambdas that live with the scalars:
 //! - `arrayResize(arr, size[, extender])`: a size ≥ 0 keeps the first `size` elements or
 //!   pads at the end, a negative size keeps the last |size| or pads at the front; the pad is
-//!   `extender` or the element type's default (0, '', …; hedgerow's array elements carry no
-//!   Nullable flag, so an array of Nullable elements is padded with the default too, where
-//!   ClickHouse pads with NULL).
+//!   `extender`, else NULL for elements ClickHouse types Nullable, else the element type's
+//!   default (0, '', …). hedgerow's array types carry no Nullable flag, so "Nullable" is
+//!   what [`elements_nullable`] can tell from the array's expression (a constant array with
+//!   a NULL); an array of Nullable elements it cannot tell (`[x]` of a Nullable column, a
+//!   stored array) is padded with the default where ClickHouse pads with NULL.
 //! - `arrayAUC(scores, labels[, scale])`: the area under the ROC curve, a label above 0
 //!   being positive and equal scores counting half; nan without positives or negatives;
 //!   `scale` false gives the unnormalised area (the count of correctly ordered pairs).
@@ -14,7 +16,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, ListArray
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::{cast, concat, take};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
-use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{Expr, ExprSchemable};
 
 use super::udf::{Nulls, call};
@@ -45,6 +47,10 @@ pub(super) fn translate(
                     .clone()
                     .cast_to(&el, ctx.schema)
                     .map_err(|e| invalid(e.to_string()))?,
+                None if elements_nullable(&args[0], ctx.schema) == Some(true) => Expr::Literal(
+                    ScalarValue::try_from(&el).map_err(|e| invalid(e.to_string()))?,
+                    None,
+                ),
                 None => Expr::Literal(default_of(&el)?, None),
             };
             args.truncate(2);
@@ -218,6 +224,59 @@ fn auc(mut v: Vec<(f64, bool)>, scale: bool) -> f64 {
     }
 }
 
+/// Whether ClickHouse types the elements of the array `e` Nullable, as far as the
+/// expression tells: `Some(true)` when it surely does, `Some(false)` when it surely does not,
+/// `None` when it cannot be told. `Some(false)` also says the array itself is never NULL.
+/// hedgerow's list types cannot say it (DataFusion builds arrays with nullable items
+/// whatever they hold), so it is read from how the array is made: a constant array is
+/// Nullable exactly when it holds a NULL (`[1, NULL]`), an array built from values
+/// (`[a, b]`) is Nullable when one of them is a NULL literal and not when none of them can
+/// be NULL, a range of bounds that cannot be NULL is not; a column tells only when its items
+/// cannot be NULL. A nullable column's items may be ClickHouse-Nullable or not (hedgerow
+/// reads properties and outer-join columns as nullable), so `[x]` of one is `None`, and so
+/// is what other functions make.
+pub(crate) fn elements_nullable(e: &Expr, schema: &DFSchema) -> Option<bool> {
+    let is_null_literal = |a: &Expr| {
+        matches!(a, Expr::Literal(v, _) if v.is_null())
+            || a.get_type(schema).is_ok_and(|t| t == DataType::Null)
+    };
+    match e {
+        Expr::ScalarFunction(f) if f.name() == "make_array" => {
+            if f.args.iter().any(is_null_literal) {
+                Some(true)
+            } else if f.args.iter().all(|a| a.nullable(schema).is_ok_and(|n| !n)) {
+                Some(false)
+            } else {
+                None
+            }
+        }
+        Expr::Literal(ScalarValue::List(l), _) if l.len() == 1 && !l.is_null(0) => {
+            Some(l.value(0).null_count() > 0)
+        }
+        // Integers, from bounds that cannot be NULL.
+        Expr::ScalarFunction(f) if f.name() == "range" => f
+            .args
+            .iter()
+            .all(|a| a.nullable(schema).is_ok_and(|n| !n))
+            .then_some(false),
+        Expr::Alias(a) => elements_nullable(&a.expr, schema),
+        Expr::Cast(c) if matches!(c.field.data_type(), DataType::List(_)) => {
+            elements_nullable(&c.expr, schema)
+        }
+        // A NULL array, which ClickHouse does not have, comes only from a nullable column.
+        Expr::Column(_) => match e.to_field(schema).map(|(_, f)| f) {
+            Ok(f)
+                if !f.is_nullable()
+                    && matches!(f.data_type(), DataType::List(i) if !i.is_nullable()) =>
+            {
+                Some(false)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// ClickHouse's default of a non-Nullable type.
 fn default_of(t: &DataType) -> Result<ScalarValue, FunctionError> {
     Ok(match t {
@@ -244,7 +303,77 @@ fn default_of(t: &DataType) -> Result<ScalarValue, FunctionError> {
 
 #[cfg(test)]
 mod tests {
-    use super::auc;
+    use super::{DFSchema, DataType, Expr, ScalarValue, auc, elements_nullable};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::functions_nested::expr_fn::make_array;
+    use datafusion::logical_expr::{cast, col, lit};
+    use std::sync::Arc;
+
+    #[test]
+    fn elements_nullable_reads_how_the_array_is_made() {
+        let list =
+            |items: bool| DataType::List(Arc::new(Field::new_list_field(DataType::Int64, items)));
+        let schema = DFSchema::try_from(Schema::new(vec![
+            Field::new("kept", list(false), false),
+            Field::new("null_list", list(false), true),
+            Field::new("null_items", list(true), false),
+            Field::new("n", DataType::Int64, true),
+            Field::new("v", DataType::Int64, false),
+        ]))
+        .unwrap();
+        let f = |e: Expr| elements_nullable(&e, &schema);
+        let constant = |v: &[Option<i64>]| {
+            let items: Vec<ScalarValue> = v.iter().map(|x| ScalarValue::Int64(*x)).collect();
+            lit(ScalarValue::List(ScalarValue::new_list_nullable(
+                &items,
+                &DataType::Int64,
+            )))
+        };
+        assert_eq!(f(make_array(vec![lit(1i64), col("v")])), Some(false));
+        assert_eq!(
+            f(make_array(vec![lit(1i64), lit(ScalarValue::Null)])),
+            Some(true)
+        );
+        assert_eq!(
+            f(make_array(vec![col("n"), lit(ScalarValue::Null)])),
+            Some(true)
+        );
+        // A nullable column may or may not be Nullable in ClickHouse.
+        assert_eq!(f(make_array(vec![col("v"), col("n")])), None);
+        assert_eq!(f(constant(&[Some(1), Some(2)])), Some(false));
+        assert_eq!(f(constant(&[Some(1), None])), Some(true));
+        assert_eq!(f(make_array(vec![lit(1i64)]).alias("a")), Some(false));
+        let floats = DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)));
+        assert_eq!(
+            f(cast(
+                make_array(vec![lit(1i64), lit(ScalarValue::Null)]),
+                floats
+            )),
+            Some(true)
+        );
+        let range = |args: Vec<Expr>| {
+            crate::hogql::functions::translate(
+                "range",
+                vec![],
+                args.into_iter()
+                    .map(crate::hogql::functions::Arg::Expr)
+                    .collect(),
+                false,
+                &crate::hogql::functions::FnContext {
+                    timezone: "UTC",
+                    week_start: Default::default(),
+                    now: chrono::Utc::now(),
+                    schema: &schema,
+                },
+            )
+            .unwrap()
+        };
+        assert_eq!(f(range(vec![lit(3i64)])), Some(false));
+        assert_eq!(f(range(vec![col("n")])), None);
+        assert_eq!(f(col("kept")), Some(false));
+        assert_eq!(f(col("null_list")), None);
+        assert_eq!(f(col("null_items")), None);
+    }
 
     #[test]
     fn auc_like_clickhouse() {

@@ -6,6 +6,7 @@
 //! the rest are `udf::KernelUdf` kernels.
 
 mod arrays;
+pub(crate) use arrays::elements_nullable;
 mod cityhash;
 mod conditional;
 mod convert;
@@ -500,6 +501,54 @@ pub(super) fn lookup(name: &str) -> Option<FnInfo> {
         min_args: min,
         max_args: max,
         params: (0, 0),
+    })
+}
+
+/// Functions of the groups below that ClickHouse does not give a NULL of no type
+/// (`Nullable(Nothing)`) for a NULL literal argument, or that hedgerow does not translate as
+/// ClickHouse's function of that name (checked against ClickHouse 26.9, each argument in
+/// turn a NULL literal): greatest/least and ifNotFinite type their NULL by the other
+/// arguments, toBool gives a Nullable(Bool); now, dateTrunc, timeZoneOf, JSONExtract and
+/// tokens refuse a NULL where they need a constant; PostHog compiles concat with each
+/// argument through `ifNull(toString(x), '')` (never NULL), and toUUID, toInt, toFloat and
+/// toDecimal to accurateCastOrNull, whose NULL has the target type; to_date is PostHog's
+/// name only.
+const NULL_KEEPS_TYPE: &[&str] = &[
+    "concat",
+    "toUUID",
+    "greatest",
+    "least",
+    "ifNotFinite",
+    "toBool",
+    "now",
+    "dateTrunc",
+    "date_trunc",
+    "timeZoneOf",
+    "JSONExtract",
+    "tokens",
+    "to_date",
+    "toInt",
+    "toFloat",
+    "toDecimal",
+];
+
+/// Whether `name` is a scalar function ClickHouse runs with its default NULL handling, which
+/// answers a NULL literal argument with a NULL of no type (`Nullable(Nothing)`) before it
+/// looks at the other arguments: what uses the result then types it as it types a NULL
+/// literal (`greatest(toInt64(-7), upper(NULL))` is an Int64). Conservative: the
+/// conditional, array and tuple groups are left out whole (coalesce, ifNull, isNull, if,
+/// multiIf, assumeNotNull, has, indexOf, … handle NULLs themselves; the array functions that
+/// answer a NULL literal array with NULL have their own list), and so are the
+/// -OrNull/-OrZero/-OrDefault converters, some of which PostHog compiles to other calls,
+/// besides [`NULL_KEEPS_TYPE`]. Aggregates, window functions and the functions the planner
+/// builds itself (and, or, tuple, array, in, the operators) are not scalar entries here.
+pub(crate) fn null_literal_gives_null(name: &str) -> bool {
+    find(name).is_some_and(|&(canonical, _, _, _, group)| {
+        !matches!(group, Conditional | Arrays | Tuples)
+            && !NULL_KEEPS_TYPE.contains(&canonical)
+            && !["OrNull", "OrZero", "OrDefault"]
+                .iter()
+                .any(|s| canonical.ends_with(s))
     })
 }
 

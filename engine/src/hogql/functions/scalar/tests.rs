@@ -297,3 +297,42 @@ fn week_start_follows_the_project() {
     let sunday = call("toStartOfWeek", vec![ts("2024-05-05 10:00:00")]);
     check(vec![(e, "2024-04-29"), (sunday, "2024-05-05")]);
 }
+
+#[test]
+fn null_literal_gives_null_only_for_default_null_handling() {
+    use super::null_literal_gives_null as f;
+    for name in [
+        "upper",
+        "UPPER",
+        "length",
+        "positionUTF8",
+        "toUInt64",
+        "toStartOfDay",
+    ] {
+        assert!(f(name), "{name}");
+    }
+    // NULL-aware in ClickHouse, compiled otherwise by PostHog, or not a scalar entry.
+    for name in [
+        "coalesce",
+        "ifNull",
+        "isNull",
+        "isNotNull",
+        "if",
+        "multiIf",
+        "assumeNotNull",
+        "greatest",
+        "least",
+        "concat",
+        "toInt",
+        "toUUID",
+        "toInt64OrNull",
+        "toFloat64OrDefault",
+        "has",
+        "indexOf",
+        "arrayResize",
+        "count",
+        "nope",
+    ] {
+        assert!(!f(name), "{name}");
+    }
+}
