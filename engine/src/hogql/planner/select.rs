@@ -947,8 +947,9 @@ impl Planner<'_> {
 /// `plan` with its columns named in `names` typed non-nullable, their values unchanged.
 /// arrayJoin of an array whose elements ClickHouse types non-Nullable gives non-Nullable
 /// values, and what depends on that (the type's default where nth_value or lagInFrame
-/// finds no row) reads it from the schema, where DataFusion's unnest always says nullable. `coalesce` with a value of the type says it; the fallback
-/// is never taken. A type without a default value stays as it is.
+/// finds no row) reads it from the schema, where DataFusion's unnest always says nullable.
+/// `coalesce` with a value of the type says it; the fallback is never taken. A type without
+/// a default value stays as it is.
 fn not_nullable(plan: LogicalPlan, names: &HashSet<String>) -> PResult<LogicalPlan> {
     if names.is_empty() {
         return Ok(plan);
