@@ -208,6 +208,14 @@ pub(super) fn translate(
     ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
     let build = |r: datafusion::common::Result<Expr>| r.map_err(|e| invalid(e.to_string()));
+    if matches!(name, "coalesce" | "ifNull") {
+        // A NULL literal never answers, and ClickHouse types the call without it:
+        // `coalesce(NULL, 1)` is the literal 1, a UInt8, whose sum with a UInt64 is a UInt64.
+        let is_null = |a: &Expr| matches!(a, Expr::Literal(ScalarValue::Null, _));
+        if args.iter().any(|a| !is_null(a)) {
+            args.retain(|a| !is_null(a));
+        }
+    }
     match name {
         // ClickHouse answers a first argument that cannot be NULL as it is (its type too:
         // `ifNull(abs(x), x)` is the UInt64 abs, not a common type of both)
