@@ -679,6 +679,7 @@ pub(super) fn translate(
         }
         "trunc" | "truncate" => rounding("trunc", args, Rounding::Trunc, ctx)?,
         "roundBankers" => rounding(name, args, Rounding::Bankers, ctx)?,
+        "abs" if let Some(folded) = super::intarith::const_abs(&args[0]) => folded,
         "abs" => abs(args.remove(0), ctx)?,
         "pow" | "power" => {
             let b = args.pop().expect("2 args");
@@ -696,6 +697,11 @@ pub(super) fn translate(
         "log" | "ln" => f::ln(float(args.remove(0))),
         "log2" => f::log2(float(args.remove(0))),
         "log10" => f::log10(float(args.remove(0))),
+        "intDiv" | "intDivOrZero"
+            if let Some(folded) = super::intarith::const_int_div(&args[0], &args[1]) =>
+        {
+            folded
+        }
         "intDiv" | "intDivOrZero" => {
             let b = args.pop().expect("2 args");
             let a = args.pop().expect("2 args");
@@ -825,6 +831,11 @@ pub(super) fn translate(
                     ctx,
                 )?
             }
+        }
+        "bitAnd" | "bitOr" | "bitXor" | "bitNot"
+            if let Some(folded) = super::intarith::const_bits(name, &args) =>
+        {
+            folded
         }
         "bitAnd" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] & v[1]), ctx)?,
         "bitOr" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] | v[1]), ctx)?,
