@@ -145,7 +145,9 @@ impl Planner<'_> {
                     values.push(self.expr(x, scope)?);
                 }
                 let values = self.uuid_agree(values, &scope.schema)?;
-                let mut values = functions::agree_numeric(values, &scope.schema).into_iter();
+                let mut values = functions::agree_numeric(values, &scope.schema)
+                    .map_err(|x| PlanError::new(x.to_string(), Some(e.span)))?
+                    .into_iter();
                 let mut b = match operand {
                     Some(o) => datafusion::logical_expr::case(o),
                     None => datafusion::logical_expr::conditional_expressions::CaseBuilder::new(

@@ -142,7 +142,13 @@ pub(crate) fn numeric_supertype(types: &[DataType]) -> Option<DataType> {
 ///
 /// A non-negative integer literal counts as ClickHouse types it, the smallest unsigned type
 /// holding it (hedgerow reads it as Int64): `if(c, 9223372036854775807 + 3, 5)` is UInt64.
-pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSchema) -> Vec<Expr> {
+/// A UInt64 constant above Int64's range with a signed value has no common type: ClickHouse
+/// refuses it (before 26.1, or with `use_variant_as_common_type = 0`) or answers a Variant
+/// holding each value (26.1 on; never an Int128), which hedgerow does not have.
+pub(crate) fn agree_numeric(
+    values: Vec<Expr>,
+    schema: &datafusion::common::DFSchema,
+) -> Result<Vec<Expr>, FunctionError> {
     let types: Vec<DataType> = values
         .iter()
         .map(|v| v.get_type(schema).unwrap_or(DataType::Null))
@@ -186,7 +192,21 @@ pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSc
             t
         }
     });
-    match super_type {
+    let above_int64 = |v: &Expr| match v {
+        Expr::Literal(ScalarValue::UInt64(Some(x)), _) if i64::try_from(*x).is_err() => Some(*x),
+        _ => None,
+    };
+    if let Some(t) = &super_type
+        && t.is_signed_integer()
+        && let Some(big) = values.iter().find_map(above_int64)
+    {
+        return Err(invalid(format!(
+            "There is no supertype for the UInt64 {big} and a signed integer: ClickHouse \
+             answers a Variant of them (from 26.1; earlier it refuses), hedgerow has no \
+             Variant type"
+        )));
+    }
+    Ok(match super_type {
         Some(t) => values
             .into_iter()
             .zip(types)
@@ -199,7 +219,7 @@ pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSc
             })
             .collect(),
         None => values,
-    }
+    })
 }
 
 pub(super) fn translate(
@@ -229,7 +249,7 @@ pub(super) fn translate(
         "coalesce" | "ifNull" => Ok(f::coalesce(agree_numeric(
             bool_literals(args, ctx),
             ctx.schema,
-        ))),
+        )?)),
         "nullIf" => {
             let b = args.pop().expect("2 args");
             let a = args.pop().expect("2 args");
@@ -239,7 +259,7 @@ pub(super) fn translate(
         "isNotNull" => Ok(args.remove(0).is_not_null()),
         "assumeNotNull" | "toNullable" => Ok(args.remove(0)),
         "if" => {
-            let mut values = agree_numeric(args.split_off(1), ctx.schema).into_iter();
+            let mut values = agree_numeric(args.split_off(1), ctx.schema)?.into_iter();
             let then = values.next().expect("3 args");
             let else_ = values.next().expect("3 args");
             let cond = condition(args.pop().expect("3 args"), ctx)?;
@@ -260,7 +280,7 @@ pub(super) fn translate(
                 .filter(|(i, _)| i % 2 == 1 || *i == n - 1)
                 .map(|(_, v)| v.clone())
                 .collect();
-            let mut values = agree_numeric(values, ctx.schema).into_iter();
+            let mut values = agree_numeric(values, ctx.schema)?.into_iter();
             let args: Vec<Expr> = args
                 .into_iter()
                 .enumerate()
@@ -427,6 +447,30 @@ mod tests {
         assert_eq!(
             rows(call("coalesce", vec![c("s"), s("z")])),
             ["Hello", "", "héllo wörld", "z"]
+        );
+    }
+
+    /// A UInt64 above Int64's range with a signed value has no common type short of
+    /// ClickHouse's Variant: refused while planning, not a failed cast later. Within one
+    /// signedness, or with a float, the values still agree.
+    #[test]
+    fn no_supertype_of_a_large_uint64_and_a_signed_value() {
+        let big = || Expr::Literal(ScalarValue::UInt64(Some(9_223_372_036_854_776_807)), None);
+        for name in ["if", "multiIf"] {
+            let e = try_call(name, vec![i(1), big(), i(-1)]).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("no supertype for the UInt64 9223372036854776807"),
+                "{name}: {e}"
+            );
+        }
+        assert_eq!(
+            typ(call("if", vec![i(1), big(), i(5)])),
+            datafusion::arrow::datatypes::DataType::UInt64
+        );
+        assert_eq!(
+            typ(call("if", vec![i(0), big(), fl(1.5)])),
+            datafusion::arrow::datatypes::DataType::Float64
         );
     }
 }

@@ -891,8 +891,8 @@ pub(super) fn translate(
             let greatest = name == "greatest";
             match super::intarith::int_extreme(greatest, &args, &types) {
                 Some(e) => e,
-                None if greatest => f::greatest(super::agree_numeric(args, ctx.schema)),
-                None => f::least(super::agree_numeric(args, ctx.schema)),
+                None if greatest => f::greatest(super::agree_numeric(args, ctx.schema)?),
+                None => f::least(super::agree_numeric(args, ctx.schema)?),
             }
         }
         "sign" => sign(args.remove(0)),
