@@ -15,7 +15,8 @@
 //! (UInt8 … UInt64 when non-negative, Int8 … Int64 when negative), and an operation on
 //! constants answers in ClickHouse's result type ([`ConstInt`]), carried on the folded
 //! literal's metadata because hedgerow's literals are Int64. Where the narrow type does not
-//! widen the result wraps as in ClickHouse: `-intDiv(-128, 1)` is the Int8 -128.
+//! widen the result wraps as in ClickHouse: `-intDiv(-128, 1)` is the Int8 -128. A column
+//! of a narrow signed type negates in it too, and `bitNot` keeps any column's own type.
 
 use std::sync::Arc;
 
@@ -109,6 +110,22 @@ impl ConstInt {
         ConstInt { signed, bits }
     }
 
+    /// The type of an Arrow integer type.
+    fn of_type(t: &DataType) -> Option<Self> {
+        let (signed, bits) = match t {
+            DataType::Int8 => (true, 8),
+            DataType::Int16 => (true, 16),
+            DataType::Int32 => (true, 32),
+            DataType::Int64 => (true, 64),
+            DataType::UInt8 => (false, 8),
+            DataType::UInt16 => (false, 16),
+            DataType::UInt32 => (false, 32),
+            DataType::UInt64 => (false, 64),
+            _ => return None,
+        };
+        Some(ConstInt { signed, bits })
+    }
+
     fn of_name(name: &str) -> Option<Self> {
         let (signed, bits) = match name.strip_prefix('U') {
             Some(rest) => (false, rest.strip_prefix("Int")?),
@@ -158,17 +175,11 @@ fn const_int(e: &Expr) -> Option<(i128, ConstInt)> {
     {
         return Some((x, t));
     }
-    let own = |signed, bits| ConstInt { signed, bits };
     Some((
         x,
         match v {
-            ScalarValue::Int8(_) => own(true, 8),
-            ScalarValue::Int16(_) => own(true, 16),
-            ScalarValue::Int32(_) => own(true, 32),
-            ScalarValue::UInt8(_) => own(false, 8),
-            ScalarValue::UInt16(_) => own(false, 16),
-            ScalarValue::UInt32(_) => own(false, 32),
-            _ => ConstInt::of_value(x),
+            ScalarValue::Int64(_) | ScalarValue::UInt64(_) => ConstInt::of_value(x),
+            other => ConstInt::of_type(&other.data_type())?,
         },
     ))
 }
@@ -365,12 +376,50 @@ pub(crate) fn int_negate(e: Expr, t: &DataType) -> Result<Option<Expr>> {
         let bits = if c.signed { c.bits } else { c.bits * 2 };
         return Ok(Some(const_literal(-v, ConstInt::new(true, bits))));
     }
+    if matches!(t, DataType::Int8 | DataType::Int16 | DataType::Int32) {
+        return Ok(Some(in_own_type("negate", e, t, |v| -v)));
+    }
     int_arith(
         IntOp::Sub,
         Expr::Literal(ScalarValue::Int64(Some(0)), None),
         e,
         &DataType::Int64,
         t,
+    )
+}
+
+/// `bitNot(e)` of an integer column in its own type, as ClickHouse's: `bitNot(toUInt8(1))` is
+/// 254, of a UInt64 1 18446744073709551614. None for Int64, where the caller's Int64 kernel
+/// already answers so, and for other types.
+pub(crate) fn int_bit_not(e: Expr, t: &DataType) -> Option<Expr> {
+    (t.is_integer() && *t != DataType::Int64).then(|| in_own_type("bitNot", e, t, |v| !v))
+}
+
+/// `f` of an integer column computed wide and wrapped into the column's own type, which is
+/// the result's (ClickHouse's negate of a signed type, bitNot).
+fn in_own_type(name: &str, e: Expr, t: &DataType, f: fn(i128) -> i128) -> Expr {
+    let c = ConstInt::of_type(t).expect("an integer type");
+    let out = t.clone();
+    let kernel = Arc::new(
+        move |arrays: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+            let vals = wide(&arrays[0], rows)?
+                .into_iter()
+                .map(|v| v.map(|v| c.wrap(f(v))));
+            let wide: ArrayRef = if c.signed {
+                Arc::new(vals.map(|v| v.map(|v| v as i64)).collect::<Int64Array>())
+            } else {
+                Arc::new(vals.map(|v| v.map(|v| v as u64)).collect::<UInt64Array>())
+            };
+            Ok(cast(&wide, &out)?)
+        },
+    );
+    call(
+        name,
+        format!("own {t}"),
+        t.clone(),
+        Nulls::FromArgs,
+        vec![e],
+        kernel,
     )
 }
 
@@ -570,6 +619,32 @@ mod tests {
         );
         assert!(const_bits("bitShiftLeft", &[i(1), i(2)]).is_none());
         check(vec![(call("bitNot", vec![i(1)]), "254")]);
+    }
+
+    /// A narrow column negates and bit-inverts in its own type, as ClickHouse's (chdb).
+    #[test]
+    fn narrow_columns_keep_their_type() {
+        let col = |e: Expr, t: DataType| Expr::Cast(Cast::new(Box::new(e), t));
+        let neg = int_negate(col(i(-128), DataType::Int8), &DataType::Int8)
+            .unwrap()
+            .unwrap();
+        check(vec![
+            (neg.clone(), "-128"),
+            (
+                int_bit_not(col(i(1), DataType::UInt8), &DataType::UInt8).unwrap(),
+                "254",
+            ),
+            (
+                int_bit_not(col(i(1), DataType::UInt64), &DataType::UInt64).unwrap(),
+                "18446744073709551614",
+            ),
+            (
+                int_bit_not(col(i(5), DataType::Int16), &DataType::Int16).unwrap(),
+                "-6",
+            ),
+        ]);
+        assert_eq!(super::super::tests::typ(neg), DataType::Int8);
+        assert!(int_bit_not(i(1), &DataType::Int64).is_none());
     }
 
     /// intDiv folds only where ClickHouse's conversion of both operands to its result type

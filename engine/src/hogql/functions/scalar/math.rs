@@ -797,16 +797,13 @@ pub(super) fn translate(
             },
             ctx,
         )?,
+        // Integers negate as the `-` operator does (wrapping, in ClickHouse's types).
         "negate" => {
             let a = args.remove(0);
             let t = type_of(&a, ctx)?;
-            if t.is_unsigned_integer() || matches!(a, Expr::Literal(..)) && t.is_integer() {
-                super::intarith::int_negate(a.clone(), &t)
-                    .map_err(|e| invalid(e.to_string()))?
-                    .unwrap_or_else(|| Expr::Negative(Box::new(a)))
-            } else {
-                Expr::Negative(Box::new(a))
-            }
+            super::intarith::int_negate(a.clone(), &t)
+                .map_err(|e| invalid(e.to_string()))?
+                .unwrap_or_else(|| Expr::Negative(Box::new(a)))
         }
         // Euclid on |a|, |b|; a 0 fails as ClickHouse ("Division by zero").
         "gcd" | "lcm" => {
@@ -840,7 +837,13 @@ pub(super) fn translate(
         "bitAnd" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] & v[1]), ctx)?,
         "bitOr" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] | v[1]), ctx)?,
         "bitXor" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] ^ v[1]), ctx)?,
-        "bitNot" => int_fn(name, args, DataType::Int64, |v| Ok(!v[0]), ctx)?,
+        "bitNot" => {
+            let t = type_of(&args[0], ctx)?;
+            match super::intarith::int_bit_not(args[0].clone(), &t) {
+                Some(e) => e,
+                None => int_fn(name, args, DataType::Int64, |v| Ok(!v[0]), ctx)?,
+            }
+        }
         "bitShiftLeft" => int_fn(
             name,
             args,
