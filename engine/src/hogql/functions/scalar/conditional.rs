@@ -74,11 +74,12 @@ fn array_items(e: &Expr) -> Option<Vec<Expr>> {
 
 use datafusion::arrow::array::Array as _;
 
-/// ClickHouse's common supertype of numeric branch values (`if`, `multiIf`, `CASE`): any
-/// float makes Float64 (Float32 stays among Float32s), integers widen to hold every branch
-/// (signed when any is, a signed type wider than the widest unsigned one, at most 64 bits);
-/// Bool counts as UInt8 among numbers. None when the values are not all numbers (NULLs
-/// aside) or already agree: DataFusion's own coercion handles those.
+/// ClickHouse's common supertype of numeric branch values (`if`, `multiIf`, `CASE`, and the
+/// elements of an array): any float makes Float64 (Float32 stays among Float32s), integers
+/// widen to hold every branch (signed when any is, a signed type wider than the widest
+/// unsigned one, at most 64 bits); Bool counts as UInt8 among numbers. None when the values
+/// are not all numbers (NULLs aside) or already agree: DataFusion's own coercion handles
+/// those.
 pub(crate) fn numeric_supertype(types: &[DataType]) -> Option<DataType> {
     let ts: Vec<&DataType> = types.iter().filter(|t| **t != DataType::Null).collect();
     let first = *ts.first()?;
