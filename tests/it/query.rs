@@ -767,3 +767,32 @@ async fn a_map_is_a_json_object() {
         ])
     );
 }
+
+/// Integers answer as JSON numbers, as PostHog's API answers ClickHouse's: a constant in its
+/// narrow ClickHouse type (wrapped there), a UInt64 above 2^63 - 1, and an array or a union
+/// mixing a UInt64 with a signed value (Int64, not a Decimal printed as strings). A UInt64
+/// above Int64's range with a signed branch has no common type and is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integers_answer_as_json_numbers() {
+    let srv = Server::start(&["--flush-interval", "1h"]);
+    let q = "SELECT -intDiv(-128, 1) AS a, coalesce(NULL, 1) + 9223372036854775807 AS b, \
+             [length('ab'), -1] AS c";
+    let (st, r) = post(&srv, 1, json!({"query": hogql(q)})).await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(
+        r["results"],
+        json!([[-128, 9_223_372_036_854_775_808u64, [2, -1]]])
+    );
+    let q = "SELECT x FROM (SELECT length('ab') AS x UNION ALL SELECT -1 AS x) ORDER BY x";
+    let (st, r) = post(&srv, 1, json!({"query": hogql(q)})).await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["results"], json!([[-1], [2]]));
+    let q = "SELECT if(1 = 1, 9223372036854775807 + 1000, -1)";
+    let (st, r) = post(&srv, 1, json!({"query": hogql(q)})).await;
+    assert_eq!(st, 400, "{r}");
+    assert!(
+        r.to_string()
+            .contains("There is no supertype for the UInt64"),
+        "{r}"
+    );
+}

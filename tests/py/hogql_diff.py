@@ -173,11 +173,12 @@ INT_LITERALS = ["0", "1", "2", "3", "7", "10", "100", "127", "128", "255", "256"
                 "4294967296"]
 # The edges where Int64 arithmetic wraps and ClickHouse's unsigned literal types do not.
 # Only as two literals of one operation, and that only as a whole expression (`top_only`):
-# a literal's unsigned type through a function (`intDiv(9223372036854775807, 10) * …`) and a
-# UInt64 above 2^63 - 1 as a branch with signed values (ClickHouse's Int128) are known gaps
-# (known_failures.txt, differential.slt). Literals above Int64's range (18446744073709551615)
-# are not generated: hedgerow reads them as UInt64 and its Int64 functions (intDiv, the
-# comparisons with Int64) do not take them yet.
+# a literal's type through a function hedgerow does not fold
+# (`arrayElement([9223372036854775807], 1) * 2`) is a known gap, and a UInt64 above 2^63 - 1
+# as a branch with signed values has no common type in ClickHouse (an error, or a Variant
+# from 26.1; known_failures.txt, differential.slt). Literals above Int64's range
+# (18446744073709551615) are not generated: hedgerow reads them as UInt64 and its Int64
+# functions (intDiv, the comparisons with Int64) do not take them yet.
 EDGE_INTS = [str(INT64_MAX), str(INT64_MAX - 1), "4611686018427387904", "4294967296",
              "4294967295", "3037000500"]
 SMALL_INTS = ["0", "1", "2", "3", "5", "7", "10", "12", "31", "100"]
@@ -327,16 +328,10 @@ def _multiif(ty: str) -> Callable[[Gen, int], E]:
 
 def _coalesce(ty: str) -> Callable[[Gen, int], E]:
     def make(g: Gen, d: int) -> E:
+        # integer literals too: ClickHouse folds coalesce(4294967295, x) to the literal, typed
+        # UInt32 (coalesce(NULL, 1) is a UInt8), which then decides whether an enclosing sum
+        # or product wraps; hedgerow answers the literal, with its type, as well
         a, b = g.gen(ty, d), g.gen(ty, d)
-        # no integer literal: ClickHouse folds coalesce(4294967295, x) to the
-        # literal, typed UInt32 (coalesce(NULL, 1) is a UInt8), which then decides whether an
-        # enclosing sum or product wraps;
-        # hedgerow reads the literal as Int64 (the literal's type through a function call is
-        # a gap: known_failures.txt, functions_math.slt)
-        while ty == INT and a.hog.lstrip("-").isdigit():
-            a = g.gen(ty, d)
-        while ty == INT and b.hog.lstrip("-").isdigit():
-            b = g.gen(ty, d)
         name = g.pick(["coalesce", "ifNull"])
         return call(name, ty, a, b, nullable=a.nullable and b.nullable)
     return make
@@ -552,8 +547,9 @@ def _no_null(g: Gen, d: int) -> E:
 
 
 def _neg(g: Gen, d: int) -> E:
-    # of an expression over a column: ClickHouse's narrow literal types wrap where hedgerow's
-    # Int64 does not (`-intDiv(-128, 1)` is the Int8 -128 there)
+    # of an expression over a column: a literal's narrow ClickHouse type through a function
+    # hedgerow does not fold wraps where hedgerow's Int64 does not (`-arrayElement([-128], 1)`
+    # is the Int8 -128 there)
     x = _i(g, d)
     for _ in range(8):
         if re.search(r"\b(i|ni|id)\b", x.hog):
@@ -734,9 +730,9 @@ def evaluate(side, exprs: list[str], batch: int = 25) -> list[Outcome]:
 # hedgerow takes Int64 as ClickHouse does for a literal there). Counted, not compared.
 CLICKHOUSE_ONLY_ERRORS = ("Code: 386.",)
 # ClickHouse answers in 128/256-bit integers where a signed value meets a UInt64 (its type
-# for a literal above 2^63 - 1 or an unsigned sum: `greatest(-255, 9223372036854775807)`
-# is Int128, and so is `if(c, 9223372036854775807 + 1000, -1)`); hedgerow has 64-bit
-# integers only (known_failures.txt, functions_math.slt). Counted, not compared.
+# for a literal above 2^63 - 1 or an unsigned sum with a narrower signed one:
+# `greatest(-255, 9223372036854775807)` is Int128); hedgerow has 64-bit integers only.
+# Counted, not compared.
 CLICKHOUSE_ONLY_TYPES = ("Int128", "Int256")
 
 

@@ -145,7 +145,9 @@ impl Planner<'_> {
                     values.push(self.expr(x, scope)?);
                 }
                 let values = self.uuid_agree(values, &scope.schema)?;
-                let mut values = functions::agree_numeric(values, &scope.schema).into_iter();
+                let mut values = functions::agree_numeric(values, &scope.schema)
+                    .map_err(|x| PlanError::new(x.to_string(), Some(e.span)))?
+                    .into_iter();
                 let mut b = match operand {
                     Some(o) => datafusion::logical_expr::case(o),
                     None => datafusion::logical_expr::conditional_expressions::CaseBuilder::new(
@@ -220,6 +222,11 @@ impl Planner<'_> {
                     .map(|i| self.expr(i, scope))
                     .collect::<PResult<Vec<_>>>()?;
                 let items = self.uuid_agree(items, &scope.schema)?;
+                // The elements agree as `if` branches do: `[length(s), -1]` is an Int64 array
+                // (ClickHouse has no common type there, and from 26.1 a Variant holding the
+                // same numbers), not DataFusion's Decimal(20, 0), which prints as strings.
+                let items = functions::agree_numeric(items, &scope.schema)
+                    .map_err(|x| PlanError::new(x.to_string(), Some(e.span)))?;
                 Ok(datafusion::functions_nested::expr_fn::make_array(items))
             }
             ExprKind::Tuple(items) => {

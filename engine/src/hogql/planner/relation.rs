@@ -3,6 +3,50 @@
 
 use super::*;
 
+/// The columns of a set operation where one side is a UInt64 and the other a signed integer
+/// agree on Int64, as `if` branches do (ClickHouse has no common type there, and from 26.1 a
+/// Variant holding the same numbers); DataFusion's Decimal(20, 0) would print them as
+/// strings.
+fn int_set_op_agree(l: LogicalPlan, r: LogicalPlan) -> PResult<(LogicalPlan, LogicalPlan)> {
+    let types = |p: &LogicalPlan| -> Vec<DataType> {
+        p.schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect()
+    };
+    let (lt, rt) = (types(&l), types(&r));
+    let mixed = |a: &DataType, b: &DataType| *a == DataType::UInt64 && b.is_signed_integer();
+    let to_int64: Vec<bool> = lt
+        .iter()
+        .zip(&rt)
+        .map(|(a, b)| mixed(a, b) || mixed(b, a))
+        .collect();
+    if lt.len() != rt.len() || !to_int64.contains(&true) {
+        return Ok((l, r));
+    }
+    let side = |plan: LogicalPlan| -> PResult<LogicalPlan> {
+        let exprs: Vec<Expr> = plan
+            .schema()
+            .iter()
+            .zip(&to_int64)
+            .map(|((q, f), cast_it)| {
+                let c = Expr::Column(Column::new(q.cloned(), f.name()));
+                if *cast_it && *f.data_type() != DataType::Int64 {
+                    cast(c, DataType::Int64).alias(f.name())
+                } else {
+                    c
+                }
+            })
+            .collect();
+        LogicalPlanBuilder::from(plan)
+            .project(exprs)
+            .and_then(|b| b.build())
+            .map_err(df)
+    };
+    Ok((side(l)?, side(r)?))
+}
+
 impl Planner<'_> {
     pub(super) fn query(&self, q: &ast::Query, ctes: &Ctes) -> PResult<LogicalPlan> {
         match q {
@@ -23,6 +67,7 @@ impl Planner<'_> {
                 let l = self.query(left, ctes)?;
                 let r = self.query(right, ctes)?;
                 let (l, r) = self.uuid_set_op_agree(l, r)?;
+                let (l, r) = int_set_op_agree(l, r)?;
                 if l.schema().fields().len() != r.schema().fields().len() {
                     return Err(PlanError::new(
                         format!(

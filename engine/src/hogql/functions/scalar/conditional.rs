@@ -74,11 +74,12 @@ fn array_items(e: &Expr) -> Option<Vec<Expr>> {
 
 use datafusion::arrow::array::Array as _;
 
-/// ClickHouse's common supertype of numeric branch values (`if`, `multiIf`, `CASE`): any
-/// float makes Float64 (Float32 stays among Float32s), integers widen to hold every branch
-/// (signed when any is, a signed type wider than the widest unsigned one, at most 64 bits);
-/// Bool counts as UInt8 among numbers. None when the values are not all numbers (NULLs
-/// aside) or already agree: DataFusion's own coercion handles those.
+/// ClickHouse's common supertype of numeric branch values (`if`, `multiIf`, `CASE`, and the
+/// elements of an array): any float makes Float64 (Float32 stays among Float32s), integers
+/// widen to hold every branch (signed when any is, a signed type wider than the widest
+/// unsigned one, at most 64 bits); Bool counts as UInt8 among numbers. None when the values
+/// are not all numbers (NULLs aside) or already agree: DataFusion's own coercion handles
+/// those.
 pub(crate) fn numeric_supertype(types: &[DataType]) -> Option<DataType> {
     let ts: Vec<&DataType> = types.iter().filter(|t| **t != DataType::Null).collect();
     let first = *ts.first()?;
@@ -142,7 +143,13 @@ pub(crate) fn numeric_supertype(types: &[DataType]) -> Option<DataType> {
 ///
 /// A non-negative integer literal counts as ClickHouse types it, the smallest unsigned type
 /// holding it (hedgerow reads it as Int64): `if(c, 9223372036854775807 + 3, 5)` is UInt64.
-pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSchema) -> Vec<Expr> {
+/// A UInt64 constant above Int64's range with a signed value has no common type: ClickHouse
+/// refuses it (before 26.1, or with `use_variant_as_common_type = 0`) or answers a Variant
+/// holding each value (26.1 on; never an Int128), which hedgerow does not have.
+pub(crate) fn agree_numeric(
+    values: Vec<Expr>,
+    schema: &datafusion::common::DFSchema,
+) -> Result<Vec<Expr>, FunctionError> {
     let types: Vec<DataType> = values
         .iter()
         .map(|v| v.get_type(schema).unwrap_or(DataType::Null))
@@ -186,7 +193,21 @@ pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSc
             t
         }
     });
-    match super_type {
+    let above_int64 = |v: &Expr| match v {
+        Expr::Literal(ScalarValue::UInt64(Some(x)), _) if i64::try_from(*x).is_err() => Some(*x),
+        _ => None,
+    };
+    if let Some(t) = &super_type
+        && t.is_signed_integer()
+        && let Some(big) = values.iter().find_map(above_int64)
+    {
+        return Err(invalid(format!(
+            "There is no supertype for the UInt64 {big} and a signed integer: ClickHouse \
+             answers a Variant of them (from 26.1; earlier it refuses), hedgerow has no \
+             Variant type"
+        )));
+    }
+    Ok(match super_type {
         Some(t) => values
             .into_iter()
             .zip(types)
@@ -199,7 +220,7 @@ pub(crate) fn agree_numeric(values: Vec<Expr>, schema: &datafusion::common::DFSc
             })
             .collect(),
         None => values,
-    }
+    })
 }
 
 pub(super) fn translate(
@@ -208,6 +229,14 @@ pub(super) fn translate(
     ctx: &FnContext<'_>,
 ) -> Result<Expr, FunctionError> {
     let build = |r: datafusion::common::Result<Expr>| r.map_err(|e| invalid(e.to_string()));
+    if matches!(name, "coalesce" | "ifNull") {
+        // A NULL literal never answers, and ClickHouse types the call without it:
+        // `coalesce(NULL, 1)` is the literal 1, a UInt8, whose sum with a UInt64 is a UInt64.
+        let is_null = |a: &Expr| matches!(a, Expr::Literal(ScalarValue::Null, _));
+        if args.iter().any(|a| !is_null(a)) {
+            args.retain(|a| !is_null(a));
+        }
+    }
     match name {
         // ClickHouse answers a first argument that cannot be NULL as it is (its type too:
         // `ifNull(abs(x), x)` is the UInt64 abs, not a common type of both)
@@ -221,7 +250,7 @@ pub(super) fn translate(
         "coalesce" | "ifNull" => Ok(f::coalesce(agree_numeric(
             bool_literals(args, ctx),
             ctx.schema,
-        ))),
+        )?)),
         "nullIf" => {
             let b = args.pop().expect("2 args");
             let a = args.pop().expect("2 args");
@@ -231,7 +260,7 @@ pub(super) fn translate(
         "isNotNull" => Ok(args.remove(0).is_not_null()),
         "assumeNotNull" | "toNullable" => Ok(args.remove(0)),
         "if" => {
-            let mut values = agree_numeric(args.split_off(1), ctx.schema).into_iter();
+            let mut values = agree_numeric(args.split_off(1), ctx.schema)?.into_iter();
             let then = values.next().expect("3 args");
             let else_ = values.next().expect("3 args");
             let cond = condition(args.pop().expect("3 args"), ctx)?;
@@ -252,7 +281,7 @@ pub(super) fn translate(
                 .filter(|(i, _)| i % 2 == 1 || *i == n - 1)
                 .map(|(_, v)| v.clone())
                 .collect();
-            let mut values = agree_numeric(values, ctx.schema).into_iter();
+            let mut values = agree_numeric(values, ctx.schema)?.into_iter();
             let args: Vec<Expr> = args
                 .into_iter()
                 .enumerate()
@@ -419,6 +448,30 @@ mod tests {
         assert_eq!(
             rows(call("coalesce", vec![c("s"), s("z")])),
             ["Hello", "", "héllo wörld", "z"]
+        );
+    }
+
+    /// A UInt64 above Int64's range with a signed value has no common type short of
+    /// ClickHouse's Variant: refused while planning, not a failed cast later. Within one
+    /// signedness, or with a float, the values still agree.
+    #[test]
+    fn no_supertype_of_a_large_uint64_and_a_signed_value() {
+        let big = || Expr::Literal(ScalarValue::UInt64(Some(9_223_372_036_854_776_807)), None);
+        for name in ["if", "multiIf"] {
+            let e = try_call(name, vec![i(1), big(), i(-1)]).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("no supertype for the UInt64 9223372036854776807"),
+                "{name}: {e}"
+            );
+        }
+        assert_eq!(
+            typ(call("if", vec![i(1), big(), i(5)])),
+            datafusion::arrow::datatypes::DataType::UInt64
+        );
+        assert_eq!(
+            typ(call("if", vec![i(0), big(), fl(1.5)])),
+            datafusion::arrow::datatypes::DataType::Float64
         );
     }
 }

@@ -10,12 +10,20 @@
 //! two literals is computed while planning (its result an Int64 literal when it fits, a
 //! UInt64 one above). DataFusion's own operators would take a Decimal for Int64 with UInt64
 //! and wrap a UInt64 difference.
+//!
+//! Constants keep ClickHouse's narrow types: a literal is the smallest type holding it
+//! (UInt8 … UInt64 when non-negative, Int8 … Int64 when negative), and an operation on
+//! constants answers in ClickHouse's result type ([`ConstInt`]), carried on the folded
+//! literal's metadata because hedgerow's literals are Int64. Where the narrow type does not
+//! widen the result wraps as in ClickHouse: `-intDiv(-128, 1)` is the Int8 -128. A column
+//! of a narrow signed type negates in it too, and `bitNot` keeps any column's own type.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, UInt64Type};
+use datafusion::common::metadata::FieldMetadata;
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Cast, Expr, Operator};
 
@@ -57,6 +65,185 @@ impl IntOp {
             IntOp::Mod => (b != 0).then(|| a % b),
         }
     }
+
+    /// ClickHouse's result type of the operation on two integer constants: `plus` and
+    /// `multiply` widen to the next size (signed when either is), `minus` too and is always
+    /// signed, `modulo` takes the divisor's size (unsigned for an unsigned dividend, else
+    /// signed and one size up).
+    fn const_type(self, a: ConstInt, b: ConstInt) -> ConstInt {
+        match self {
+            IntOp::Add | IntOp::Mul => ConstInt::new(a.signed || b.signed, a.bits.max(b.bits) * 2),
+            IntOp::Sub => ConstInt::new(true, a.bits.max(b.bits) * 2),
+            IntOp::Mod if a.signed => ConstInt::new(true, b.bits * 2),
+            IntOp::Mod => ConstInt::new(false, b.bits),
+        }
+    }
+}
+
+/// ClickHouse's type of an integer constant: its signedness and width in bits (8 … 64;
+/// wider results stop at 64 bits, as ClickHouse's do for these operations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ConstInt {
+    signed: bool,
+    bits: u32,
+}
+
+/// The metadata key of a folded constant's ClickHouse type, where its value alone would
+/// give another (`1 + 1` is a UInt16 2, not a UInt8).
+const CLICKHOUSE_TYPE: &str = "hedgerow.clickhouse_int";
+
+impl ConstInt {
+    fn new(signed: bool, bits: u32) -> Self {
+        ConstInt {
+            signed,
+            bits: bits.min(64),
+        }
+    }
+
+    /// The type ClickHouse gives a literal of value `v`: the smallest that holds it.
+    fn of_value(v: i128) -> Self {
+        let signed = v < 0;
+        let bits = [8, 16, 32, 64]
+            .into_iter()
+            .find(|b| ConstInt { signed, bits: *b }.holds(v))
+            .unwrap_or(64);
+        ConstInt { signed, bits }
+    }
+
+    /// The type of an Arrow integer type.
+    fn of_type(t: &DataType) -> Option<Self> {
+        let (signed, bits) = match t {
+            DataType::Int8 => (true, 8),
+            DataType::Int16 => (true, 16),
+            DataType::Int32 => (true, 32),
+            DataType::Int64 => (true, 64),
+            DataType::UInt8 => (false, 8),
+            DataType::UInt16 => (false, 16),
+            DataType::UInt32 => (false, 32),
+            DataType::UInt64 => (false, 64),
+            _ => return None,
+        };
+        Some(ConstInt { signed, bits })
+    }
+
+    fn of_name(name: &str) -> Option<Self> {
+        let (signed, bits) = match name.strip_prefix('U') {
+            Some(rest) => (false, rest.strip_prefix("Int")?),
+            None => (true, name.strip_prefix("Int")?),
+        };
+        let bits: u32 = bits.parse().ok()?;
+        [8, 16, 32, 64]
+            .contains(&bits)
+            .then_some(ConstInt { signed, bits })
+    }
+
+    fn name(self) -> String {
+        format!("{}Int{}", if self.signed { "" } else { "U" }, self.bits)
+    }
+
+    fn holds(self, v: i128) -> bool {
+        let (lo, hi) = if self.signed {
+            (-(1i128 << (self.bits - 1)), (1i128 << (self.bits - 1)) - 1)
+        } else {
+            (0, (1i128 << self.bits) - 1)
+        };
+        (lo..=hi).contains(&v)
+    }
+
+    /// `v` wrapped into the type (its low bits, sign-extended when signed).
+    fn wrap(self, v: i128) -> i128 {
+        let low = v & ((1i128 << self.bits) - 1);
+        if self.signed && low >= 1i128 << (self.bits - 1) {
+            low - (1i128 << self.bits)
+        } else {
+            low
+        }
+    }
+}
+
+/// The value and ClickHouse type of an integer constant: a literal's own narrow type, the
+/// type of its value for hedgerow's Int64/UInt64 literals unless a fold recorded another.
+fn const_int(e: &Expr) -> Option<(i128, ConstInt)> {
+    let Expr::Literal(v, meta) = e else {
+        return None;
+    };
+    let x = int_literal(e)?;
+    if let Some(t) = meta
+        .as_ref()
+        .and_then(|m| m.inner().get(CLICKHOUSE_TYPE))
+        .and_then(|n| ConstInt::of_name(n))
+    {
+        return Some((x, t));
+    }
+    Some((
+        x,
+        match v {
+            ScalarValue::Int64(_) | ScalarValue::UInt64(_) => ConstInt::of_value(x),
+            other => ConstInt::of_type(&other.data_type())?,
+        },
+    ))
+}
+
+/// The constant `v` of ClickHouse type `t`, wrapped into it: an Int64 literal (a UInt64 one
+/// above Int64's range), with `t` recorded when the value alone would give another type.
+fn const_literal(v: i128, t: ConstInt) -> Expr {
+    let (v, meta) = typed(v, t);
+    let value = match i64::try_from(v) {
+        Ok(x) => ScalarValue::Int64(Some(x)),
+        Err(_) => ScalarValue::UInt64(Some(v as u64)),
+    };
+    Expr::Literal(value, meta)
+}
+
+/// `v` wrapped into `t`, and the metadata recording `t` where the value would give another.
+fn typed(v: i128, t: ConstInt) -> (i128, Option<FieldMetadata>) {
+    let v = t.wrap(v);
+    let meta = (ConstInt::of_value(v) != t).then(|| {
+        FieldMetadata::new(std::collections::BTreeMap::from([(
+            CLICKHOUSE_TYPE.to_string(),
+            t.name(),
+        )]))
+    });
+    (v, meta)
+}
+
+/// `intDiv(a, b)` of two integer constants in ClickHouse's type (signed when either is, the
+/// dividend's size). Only where both operands and the quotient fit that type: ClickHouse
+/// converts the operands to it first (`intDiv(-255, 65535)` is 255 there, a quirk not
+/// copied) and refuses the minimum divided by -1; those, and a zero divisor, are left to
+/// the column kernel.
+pub(crate) fn const_int_div(a: &Expr, b: &Expr) -> Option<Expr> {
+    let ((x, xt), (y, yt)) = (const_int(a)?, const_int(b)?);
+    let t = ConstInt::new(xt.signed || yt.signed, xt.bits);
+    let q = (y != 0 && t.holds(x) && t.holds(y)).then(|| x / y)?;
+    t.holds(q).then(|| const_literal(q, t))
+}
+
+/// `abs(a)` of an integer constant: the unsigned type of its size, held as a UInt64 literal
+/// (the type `abs` gives a column).
+pub(crate) fn const_abs(a: &Expr) -> Option<Expr> {
+    let (x, t) = const_int(a)?;
+    let (v, meta) = typed(x.abs(), ConstInt::new(false, t.bits));
+    Some(Expr::Literal(ScalarValue::UInt64(Some(v as u64)), meta))
+}
+
+/// `bitAnd`, `bitOr`, `bitXor` and `bitNot` of integer constants in ClickHouse's type: the
+/// widest operand's size, signed when any is (`bitNot(1 + 1)` is the UInt16 65533). Bits of
+/// the two's complement do not depend on the width, so the wide result wrapped is exact.
+pub(crate) fn const_bits(name: &str, args: &[Expr]) -> Option<Expr> {
+    let consts = args.iter().map(const_int).collect::<Option<Vec<_>>>()?;
+    let t = ConstInt::new(
+        consts.iter().any(|(_, c)| c.signed),
+        consts.iter().map(|(_, c)| c.bits).max()?,
+    );
+    let v = match (name, consts.as_slice()) {
+        ("bitNot", [(a, _)]) => !a,
+        ("bitAnd", [(a, _), (b, _)]) => a & b,
+        ("bitOr", [(a, _), (b, _)]) => a | b,
+        ("bitXor", [(a, _), (b, _)]) => a ^ b,
+        _ => return None,
+    };
+    Some(const_literal(v, t))
 }
 
 /// The value of an integer literal, if `e` is one.
@@ -77,9 +264,13 @@ fn int_literal(e: &Expr) -> Option<i128> {
     }
 }
 
-/// Unsigned in ClickHouse's typing: an unsigned integer type, or a non-negative literal.
+/// Unsigned in ClickHouse's typing: an unsigned integer type, or a constant of one (a
+/// non-negative literal).
 fn unsigned(e: &Expr, t: &DataType) -> bool {
-    t.is_unsigned_integer() || int_literal(e).is_some_and(|v| v >= 0)
+    match const_int(e) {
+        Some((_, c)) => !c.signed,
+        None => t.is_unsigned_integer(),
+    }
 }
 
 fn result_type(op: IntOp, l_unsigned: bool, r_unsigned: bool) -> DataType {
@@ -116,14 +307,9 @@ pub(crate) fn int_arith(
     }
     let (lu, ru) = (unsigned(&l, lt), unsigned(&r, rt));
     let ret = result_type(op, lu, ru);
-    if let (Some(a), Some(b)) = (int_literal(&l), int_literal(&r)) {
+    if let (Some((a, at)), Some((b, bt))) = (const_int(&l), const_int(&r)) {
         let v = op.apply(a, b).ok_or_else(division_by_zero)?;
-        let v = wrap(v, &ret);
-        let value = match i64::try_from(v) {
-            Ok(x) => ScalarValue::Int64(Some(x)),
-            Err(_) => ScalarValue::UInt64(Some(v as u64)),
-        };
-        return Ok(Some(Expr::Literal(value, None)));
+        return Ok(Some(const_literal(v, op.const_type(at, bt))));
     }
     let signed = |t: &DataType| t.is_signed_integer();
     // Both signed: DataFusion's Int64 operator already wraps like ClickHouse.
@@ -180,9 +366,18 @@ pub(crate) fn int_arith(
 }
 
 /// `-e` for an integer `e`: signed, wrapping (`-9223372036854775808` is Int64's minimum).
+/// A constant keeps a signed type's size and takes the next signed size of an unsigned one,
+/// so `-(-128)` is the Int8 -128 and `-(128)` the Int16 -128.
 pub(crate) fn int_negate(e: Expr, t: &DataType) -> Result<Option<Expr>> {
     if !t.is_integer() {
         return Ok(None);
+    }
+    if let Some((v, c)) = const_int(&e) {
+        let bits = if c.signed { c.bits } else { c.bits * 2 };
+        return Ok(Some(const_literal(-v, ConstInt::new(true, bits))));
+    }
+    if matches!(t, DataType::Int8 | DataType::Int16 | DataType::Int32) {
+        return Ok(Some(in_own_type("negate", e, t, |v| -v)));
     }
     int_arith(
         IntOp::Sub,
@@ -190,6 +385,41 @@ pub(crate) fn int_negate(e: Expr, t: &DataType) -> Result<Option<Expr>> {
         e,
         &DataType::Int64,
         t,
+    )
+}
+
+/// `bitNot(e)` of an integer column in its own type, as ClickHouse's: `bitNot(toUInt8(1))` is
+/// 254, of a UInt64 1 18446744073709551614. None for Int64, where the caller's Int64 kernel
+/// already answers so, and for other types.
+pub(crate) fn int_bit_not(e: Expr, t: &DataType) -> Option<Expr> {
+    (t.is_integer() && *t != DataType::Int64).then(|| in_own_type("bitNot", e, t, |v| !v))
+}
+
+/// `f` of an integer column computed wide and wrapped into the column's own type, which is
+/// the result's (ClickHouse's negate of a signed type, bitNot).
+fn in_own_type(name: &str, e: Expr, t: &DataType, f: fn(i128) -> i128) -> Expr {
+    let c = ConstInt::of_type(t).expect("an integer type");
+    let out = t.clone();
+    let kernel = Arc::new(
+        move |arrays: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+            let vals = wide(&arrays[0], rows)?
+                .into_iter()
+                .map(|v| v.map(|v| c.wrap(f(v))));
+            let wide: ArrayRef = if c.signed {
+                Arc::new(vals.map(|v| v.map(|v| v as i64)).collect::<Int64Array>())
+            } else {
+                Arc::new(vals.map(|v| v.map(|v| v as u64)).collect::<UInt64Array>())
+            };
+            Ok(cast(&wide, &out)?)
+        },
+    );
+    call(
+        name,
+        format!("own {t}"),
+        t.clone(),
+        Nulls::FromArgs,
+        vec![e],
+        kernel,
     )
 }
 
@@ -265,4 +495,176 @@ fn wide(a: &ArrayRef, rows: usize) -> Result<Vec<Option<i128>>> {
             .map(|i| (!c.is_null(i)).then(|| i128::from(c.value(i))))
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{call, check, i};
+    use super::*;
+
+    fn t(name: &str) -> ConstInt {
+        ConstInt::of_name(name).expect("an integer type name")
+    }
+
+    /// The value of a folded constant and its ClickHouse type.
+    fn folded(e: &Expr) -> (i128, String) {
+        let (v, c) = const_int(e).expect("a constant");
+        (v, c.name())
+    }
+
+    /// ClickHouse's `toTypeName` of literals of these types (chdb).
+    #[test]
+    fn literal_types() {
+        assert_eq!(ConstInt::of_value(0), t("UInt8"));
+        assert_eq!(ConstInt::of_value(255), t("UInt8"));
+        assert_eq!(ConstInt::of_value(256), t("UInt16"));
+        assert_eq!(ConstInt::of_value(4_294_967_296), t("UInt64"));
+        assert_eq!(ConstInt::of_value(-128), t("Int8"));
+        assert_eq!(ConstInt::of_value(-129), t("Int16"));
+        assert_eq!(ConstInt::of_value(-2_147_483_649), t("Int64"));
+        assert_eq!(ConstInt::of_name("Int128"), None);
+        assert_eq!(ConstInt::of_name("Float64"), None);
+    }
+
+    /// ClickHouse's result types of `plus`, `minus`, `multiply` and `modulo` on constants
+    /// (chdb's `toTypeName(op(a, b))`).
+    #[test]
+    fn operation_types() {
+        let cases = [
+            (IntOp::Add, "UInt8", "UInt8", "UInt16"),
+            (IntOp::Add, "UInt16", "Int8", "Int32"),
+            (IntOp::Add, "UInt32", "Int8", "Int64"),
+            (IntOp::Add, "UInt64", "UInt8", "UInt64"),
+            (IntOp::Add, "UInt64", "Int8", "Int64"),
+            (IntOp::Mul, "Int8", "UInt8", "Int16"),
+            (IntOp::Sub, "UInt8", "UInt8", "Int16"),
+            (IntOp::Sub, "UInt64", "UInt64", "Int64"),
+            (IntOp::Mod, "UInt16", "UInt8", "UInt8"),
+            (IntOp::Mod, "UInt8", "Int32", "UInt32"),
+            (IntOp::Mod, "Int8", "Int8", "Int16"),
+            (IntOp::Mod, "Int64", "UInt8", "Int16"),
+            (IntOp::Mod, "Int8", "UInt32", "Int64"),
+        ];
+        for (op, a, b, want) in cases {
+            assert_eq!(op.const_type(t(a), t(b)), t(want), "{op:?}({a}, {b})");
+        }
+    }
+
+    #[test]
+    fn wrapping() {
+        assert_eq!(t("Int8").wrap(128), -128);
+        assert_eq!(t("Int16").wrap(-128), -128);
+        assert_eq!(t("UInt8").wrap(-1), 255);
+        assert_eq!(t("UInt64").wrap(-1), i128::from(u64::MAX));
+        assert_eq!(t("Int64").wrap(1i128 << 63), i128::from(i64::MIN));
+    }
+
+    /// Folded constants keep ClickHouse's type, so a later operation wraps where it does
+    /// (values and types from chdb).
+    #[test]
+    fn constants_fold_in_clickhouse_types() {
+        let neg = |e: Expr| int_negate(e, &DataType::Int64).unwrap().unwrap();
+        let arith = |op, a: Expr, b: Expr| {
+            int_arith(op, a, b, &DataType::Int64, &DataType::Int64)
+                .unwrap()
+                .unwrap()
+        };
+        // -(-128) and -intDiv(-128, 1): Int8, wrapping to -128
+        assert_eq!(folded(&neg(i(-128))), (-128, "Int8".into()));
+        let quotient = const_int_div(&i(-128), &i(1)).unwrap();
+        assert_eq!(folded(&quotient), (-128, "Int8".into()));
+        assert_eq!(folded(&neg(quotient)), (-128, "Int8".into()));
+        // -(128) is an Int16, -(0 - 128) too (minus of two UInt8s)
+        assert_eq!(folded(&neg(i(128))), (-128, "Int16".into()));
+        let diff = arith(IntOp::Sub, i(0), i(128));
+        assert_eq!(folded(&neg(diff)), (128, "Int16".into()));
+        // 1 + 1 is a UInt16; 5 - 2 a signed Int16, which makes a sum with a UInt64 an Int64
+        assert_eq!(folded(&arith(IntOp::Add, i(1), i(1))), (2, "UInt16".into()));
+        let three = arith(IntOp::Sub, i(5), i(2));
+        assert_eq!(folded(&three), (3, "Int16".into()));
+        assert!(!unsigned(&three, &DataType::Int64));
+        assert!(unsigned(&i(3), &DataType::Int64));
+        // abs of a signed constant is the unsigned type of its size
+        let abs = const_abs(&i(-128)).unwrap();
+        assert_eq!(folded(&abs), (128, "UInt8".into()));
+        assert_eq!(folded(&neg(abs)), (-128, "Int16".into()));
+        // 64 bits: the UInt64 sum does not wrap at 2^63, the Int64 one does
+        let big = arith(IntOp::Add, i(i64::MAX), i(1));
+        assert_eq!(folded(&big), (1i128 << 63, "UInt64".into()));
+        let wrapped = arith(IntOp::Sub, i(i64::MIN), i(1));
+        assert_eq!(folded(&wrapped), (i128::from(i64::MAX), "Int64".into()));
+    }
+
+    /// Bit operations on constants wrap in ClickHouse's type (chdb).
+    #[test]
+    fn bit_constants() {
+        let sum = int_arith(IntOp::Add, i(1), i(1), &DataType::Int64, &DataType::Int64)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            folded(&const_bits("bitNot", &[sum]).unwrap()),
+            (65533, "UInt16".into())
+        );
+        assert_eq!(
+            folded(&const_bits("bitNot", &[i(0)]).unwrap()),
+            (255, "UInt8".into())
+        );
+        assert_eq!(
+            folded(&const_bits("bitAnd", &[i(-1), i(255)]).unwrap()),
+            (-1, "Int8".into())
+        );
+        assert_eq!(
+            folded(&const_bits("bitOr", &[i(256), i(-1)]).unwrap()),
+            (-1, "Int16".into())
+        );
+        assert!(const_bits("bitShiftLeft", &[i(1), i(2)]).is_none());
+        check(vec![(call("bitNot", vec![i(1)]), "254")]);
+    }
+
+    /// A narrow column negates and bit-inverts in its own type, as ClickHouse's (chdb).
+    #[test]
+    fn narrow_columns_keep_their_type() {
+        let col = |e: Expr, t: DataType| Expr::Cast(Cast::new(Box::new(e), t));
+        let neg = int_negate(col(i(-128), DataType::Int8), &DataType::Int8)
+            .unwrap()
+            .unwrap();
+        check(vec![
+            (neg.clone(), "-128"),
+            (
+                int_bit_not(col(i(1), DataType::UInt8), &DataType::UInt8).unwrap(),
+                "254",
+            ),
+            (
+                int_bit_not(col(i(1), DataType::UInt64), &DataType::UInt64).unwrap(),
+                "18446744073709551614",
+            ),
+            (
+                int_bit_not(col(i(5), DataType::Int16), &DataType::Int16).unwrap(),
+                "-6",
+            ),
+        ]);
+        assert_eq!(super::super::tests::typ(neg), DataType::Int8);
+        assert!(int_bit_not(i(1), &DataType::Int64).is_none());
+    }
+
+    /// intDiv folds only where ClickHouse's conversion of both operands to its result type
+    /// changes nothing; the rest stays with the column kernel.
+    #[test]
+    fn int_div_constants() {
+        assert!(const_int_div(&i(-128), &i(-1)).is_none());
+        assert!(const_int_div(&i(200), &i(-3)).is_none());
+        assert!(const_int_div(&i(7), &i(0)).is_none());
+        assert_eq!(
+            folded(&const_int_div(&i(-200), &i(3)).unwrap()),
+            (-66, "Int16".into())
+        );
+        check(vec![
+            (call("intDiv", vec![i(-128), i(1)]), "-128"),
+            (
+                call("negate", vec![call("intDiv", vec![i(-128), i(1)])]),
+                "-128",
+            ),
+            (call("negate", vec![call("abs", vec![i(-128)])]), "-128"),
+        ]);
+    }
 }

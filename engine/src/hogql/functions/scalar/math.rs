@@ -679,6 +679,7 @@ pub(super) fn translate(
         }
         "trunc" | "truncate" => rounding("trunc", args, Rounding::Trunc, ctx)?,
         "roundBankers" => rounding(name, args, Rounding::Bankers, ctx)?,
+        "abs" if let Some(folded) = super::intarith::const_abs(&args[0]) => folded,
         "abs" => abs(args.remove(0), ctx)?,
         "pow" | "power" => {
             let b = args.pop().expect("2 args");
@@ -696,6 +697,11 @@ pub(super) fn translate(
         "log" | "ln" => f::ln(float(args.remove(0))),
         "log2" => f::log2(float(args.remove(0))),
         "log10" => f::log10(float(args.remove(0))),
+        "intDiv" | "intDivOrZero"
+            if let Some(folded) = super::intarith::const_int_div(&args[0], &args[1]) =>
+        {
+            folded
+        }
         "intDiv" | "intDivOrZero" => {
             let b = args.pop().expect("2 args");
             let a = args.pop().expect("2 args");
@@ -791,16 +797,13 @@ pub(super) fn translate(
             },
             ctx,
         )?,
+        // Integers negate as the `-` operator does (wrapping, in ClickHouse's types).
         "negate" => {
             let a = args.remove(0);
             let t = type_of(&a, ctx)?;
-            if t.is_unsigned_integer() || matches!(a, Expr::Literal(..)) && t.is_integer() {
-                super::intarith::int_negate(a.clone(), &t)
-                    .map_err(|e| invalid(e.to_string()))?
-                    .unwrap_or_else(|| Expr::Negative(Box::new(a)))
-            } else {
-                Expr::Negative(Box::new(a))
-            }
+            super::intarith::int_negate(a.clone(), &t)
+                .map_err(|e| invalid(e.to_string()))?
+                .unwrap_or_else(|| Expr::Negative(Box::new(a)))
         }
         // Euclid on |a|, |b|; a 0 fails as ClickHouse ("Division by zero").
         "gcd" | "lcm" => {
@@ -826,10 +829,21 @@ pub(super) fn translate(
                 )?
             }
         }
+        "bitAnd" | "bitOr" | "bitXor" | "bitNot"
+            if let Some(folded) = super::intarith::const_bits(name, &args) =>
+        {
+            folded
+        }
         "bitAnd" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] & v[1]), ctx)?,
         "bitOr" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] | v[1]), ctx)?,
         "bitXor" => int_fn(name, args, DataType::Int64, |v| Ok(v[0] ^ v[1]), ctx)?,
-        "bitNot" => int_fn(name, args, DataType::Int64, |v| Ok(!v[0]), ctx)?,
+        "bitNot" => {
+            let t = type_of(&args[0], ctx)?;
+            match super::intarith::int_bit_not(args[0].clone(), &t) {
+                Some(e) => e,
+                None => int_fn(name, args, DataType::Int64, |v| Ok(!v[0]), ctx)?,
+            }
+        }
         "bitShiftLeft" => int_fn(
             name,
             args,
@@ -880,8 +894,8 @@ pub(super) fn translate(
             let greatest = name == "greatest";
             match super::intarith::int_extreme(greatest, &args, &types) {
                 Some(e) => e,
-                None if greatest => f::greatest(super::agree_numeric(args, ctx.schema)),
-                None => f::least(super::agree_numeric(args, ctx.schema)),
+                None if greatest => f::greatest(super::agree_numeric(args, ctx.schema)?),
+                None => f::least(super::agree_numeric(args, ctx.schema)?),
             }
         }
         "sign" => sign(args.remove(0)),
