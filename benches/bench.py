@@ -894,7 +894,9 @@ def dir_bytes(p: Path) -> int:
 
 def pending_partitions(data_dir: Path, min_files: int, small_bytes: int) -> int | None:
     """Partitions of the snapshot with at least `min_files` files under `small_bytes`: what
-    compaction still has to do. None when the snapshot cannot be read."""
+    compaction still has to do. A project's newest day kept as its main file and the file of
+    its newest hour (two files, the second all newer and spanning at most an hour) is done,
+    as compaction judges it. None when the snapshot cannot be read."""
     try:
         import deltalake
         import pyarrow as pa
@@ -902,13 +904,27 @@ def pending_partitions(data_dir: Path, min_files: int, small_bytes: int) -> int 
     except Exception:  # noqa: BLE001
         return None
     keys = [n for n in a.column_names if n.startswith("partition.")]
-    counts: dict[tuple, int] = {}
+    files: dict[tuple, list] = {}
     sizes = a.column("size_bytes").to_pylist()
+    lo, hi = a.column("min.timestamp").to_pylist(), a.column("max.timestamp").to_pylist()
     parts = list(zip(*(a.column(k).to_pylist() for k in keys)))
-    for key, size in zip(parts, sizes):
-        if size < small_bytes:
-            counts[key] = counts.get(key, 0) + 1
-    return sum(1 for n in counts.values() if n >= min_files)
+    for key, size, start, end in zip(parts, sizes, lo, hi):
+        files.setdefault(key, []).append((size, start, end))
+    team_at, date_at = keys.index("partition.team_id"), keys.index("partition.event_date")
+    newest: dict = {}
+    for key in files:
+        t = key[team_at]
+        if t not in newest or key[date_at] > newest[t][date_at]:
+            newest[t] = key
+    pending = 0
+    for key, fs in files.items():
+        if newest[key[team_at]] == key and len(fs) == 2:
+            (_, _, old_end), (_, new_start, new_end) = sorted(fs, key=lambda f: f[1])
+            if old_end < new_start and (new_end - new_start).total_seconds() <= 3600:
+                continue
+        if sum(1 for f in fs if f[0] < small_bytes) >= min_files:
+            pending += 1
+    return pending
 
 
 def wait_compaction(server: Server, data_dir: Path, min_files: int, timeout: float = 3600) -> dict:
