@@ -7,6 +7,30 @@ use super::*;
 // helpers
 // -------------------------------------------------------------------------------------
 
+/// `plan` with the columns `replace` (given each column's index, field and reference)
+/// answers an expression for replaced by it under the column's name; the rest as they are.
+pub(super) fn map_columns(
+    plan: LogicalPlan,
+    replace: impl Fn(usize, &datafusion::arrow::datatypes::Field, Expr) -> Option<Expr>,
+) -> PResult<LogicalPlan> {
+    let exprs: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .enumerate()
+        .map(|(i, (q, f))| {
+            let c = Expr::Column(Column::new(q.cloned(), f.name()));
+            match replace(i, f, c.clone()) {
+                Some(e) => e.alias(f.name()),
+                None => c,
+            }
+        })
+        .collect();
+    LogicalPlanBuilder::from(plan)
+        .project(exprs)
+        .and_then(|b| b.build())
+        .map_err(df)
+}
+
 /// Whether each column was nullable before a join: (right side by name, left side by
 /// (qualifier, name)).
 pub(super) type Nullability = (HashMap<String, bool>, HashMap<(String, String), bool>);

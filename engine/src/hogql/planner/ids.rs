@@ -217,24 +217,10 @@ impl Planner<'_> {
         if !text.contains(&true) {
             return Ok((l, r));
         }
-        let side = |plan: LogicalPlan| -> PResult<LogicalPlan> {
-            let exprs: Vec<Expr> = plan
-                .schema()
-                .iter()
-                .zip(&text)
-                .map(|((q, f), t)| {
-                    let c = Expr::Column(Column::new(q.cloned(), f.name()));
-                    if *t && is_uuid(f.data_type()) {
-                        functions::uuid_text(c).alias(f.name())
-                    } else {
-                        c
-                    }
-                })
-                .collect();
-            LogicalPlanBuilder::from(plan)
-                .project(exprs)
-                .and_then(|b| b.build())
-                .map_err(df)
+        let side = |plan: LogicalPlan| {
+            map_columns(plan, |i, f, c| {
+                (text[i] && is_uuid(f.data_type())).then(|| functions::uuid_text(c))
+            })
         };
         Ok((side(l)?, side(r)?))
     }

@@ -25,24 +25,10 @@ fn int_set_op_agree(l: LogicalPlan, r: LogicalPlan) -> PResult<(LogicalPlan, Log
     if lt.len() != rt.len() || !to_int64.contains(&true) {
         return Ok((l, r));
     }
-    let side = |plan: LogicalPlan| -> PResult<LogicalPlan> {
-        let exprs: Vec<Expr> = plan
-            .schema()
-            .iter()
-            .zip(&to_int64)
-            .map(|((q, f), cast_it)| {
-                let c = Expr::Column(Column::new(q.cloned(), f.name()));
-                if *cast_it && *f.data_type() != DataType::Int64 {
-                    cast(c, DataType::Int64).alias(f.name())
-                } else {
-                    c
-                }
-            })
-            .collect();
-        LogicalPlanBuilder::from(plan)
-            .project(exprs)
-            .and_then(|b| b.build())
-            .map_err(df)
+    let side = |plan: LogicalPlan| {
+        map_columns(plan, |i, f, c| {
+            (to_int64[i] && *f.data_type() != DataType::Int64).then(|| cast(c, DataType::Int64))
+        })
     };
     Ok((side(l)?, side(r)?))
 }

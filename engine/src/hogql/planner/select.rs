@@ -954,21 +954,12 @@ fn not_nullable(plan: LogicalPlan, names: &HashSet<String>) -> PResult<LogicalPl
     if names.is_empty() {
         return Ok(plan);
     }
-    let exprs: Vec<Expr> = plan
-        .schema()
-        .iter()
-        .map(|(q, f)| {
-            let c = Expr::Column(Column::new(q.cloned(), f.name()));
-            match ScalarValue::new_default(f.data_type()) {
-                Ok(d) if names.contains(f.name()) && !d.is_null() => {
-                    core_fn::coalesce(vec![c, lit(d)]).alias(f.name())
-                }
-                _ => c,
+    map_columns(plan, |_, f, c| {
+        match ScalarValue::new_default(f.data_type()) {
+            Ok(d) if names.contains(f.name()) && !d.is_null() => {
+                Some(core_fn::coalesce(vec![c, lit(d)]))
             }
-        })
-        .collect();
-    LogicalPlanBuilder::from(plan)
-        .project(exprs)
-        .and_then(|b| b.build())
-        .map_err(df)
+            _ => None,
+        }
+    })
 }

@@ -513,8 +513,20 @@ async fn compaction_merges_files_into_one_sorted_run() {
     let store = guard.log_store().object_store(None);
     let bytes = fetch(&store, &files[0].path).await.unwrap();
     assert!(super::merge::file_claims_sort_order(&bytes));
-    let mut keys: Vec<(String, String, i64)> = Vec::new();
-    for b in decode(bytes, &files[0].path, 1, 0).unwrap() {
+    let keys = sort_keys(bytes, &files[0].path);
+    assert_eq!(keys.len(), 200);
+    assert!(
+        keys.is_sorted(),
+        "rows are in sort order across the former files"
+    );
+    assert!(keys.iter().all(|(_, p, _)| *p != folded_from));
+    assert_eq!(rows(&table).await.len(), 200);
+}
+
+/// Each row's (event, person_id, timestamp) in a data file, in file order.
+fn sort_keys(bytes: bytes::Bytes, path: &Path) -> Vec<(String, String, i64)> {
+    let mut keys = Vec::new();
+    for b in decode(bytes, path, 1, 0).unwrap() {
         let b = b.unwrap();
         let text = |c: &str| {
             let a = crate::storage::ids::to_text(b.column_by_name(c).unwrap().as_ref()).unwrap();
@@ -534,13 +546,7 @@ async fn compaction_merges_files_into_one_sorted_run() {
             keys.push((e, p, *t));
         }
     }
-    assert_eq!(keys.len(), 200);
-    assert!(
-        keys.is_sorted(),
-        "rows are in sort order across the former files"
-    );
-    assert!(keys.iter().all(|(_, p, _)| *p != folded_from));
-    assert_eq!(rows(&table).await.len(), 200);
+    keys
 }
 
 /// Compaction writes the newest hour of a project's newest day to a file of its own (the
@@ -582,31 +588,7 @@ async fn the_newest_hour_of_the_newest_day_gets_a_file_of_its_own() {
             for f in files {
                 let bytes = fetch(&store, &f.path).await.unwrap();
                 assert!(super::merge::file_claims_sort_order(&bytes));
-                let mut keys: Vec<(String, String, i64)> = Vec::new();
-                for b in decode(bytes, &f.path, 1, 0).unwrap() {
-                    let b = b.unwrap();
-                    let text = |c: &str| {
-                        let a = crate::storage::ids::to_text(b.column_by_name(c).unwrap().as_ref())
-                            .unwrap();
-                        a.as_string::<i32>()
-                            .iter()
-                            .map(|v| v.unwrap().to_owned())
-                            .collect::<Vec<_>>()
-                    };
-                    let ts = arrow::compute::cast(
-                        b.column_by_name("timestamp").unwrap(),
-                        &DataType::Int64,
-                    )
-                    .unwrap();
-                    let ts = ts.as_primitive::<arrow::datatypes::Int64Type>();
-                    for ((e, p), t) in text("event")
-                        .into_iter()
-                        .zip(text("person_id"))
-                        .zip(ts.values())
-                    {
-                        keys.push((e, p, *t));
-                    }
-                }
+                let keys = sort_keys(bytes, &f.path);
                 assert!(keys.is_sorted(), "one sorted run");
                 let times = keys.iter().map(|k| k.2);
                 shape.push((
