@@ -31,6 +31,37 @@ pub(super) fn map_columns(
         .map_err(df)
 }
 
+/// The two sides of a set operation with every column where one side's type `meets` the
+/// other's (either way round) passed through `convert` on both sides (where it answers).
+pub(super) fn set_op_agree(
+    l: LogicalPlan,
+    r: LogicalPlan,
+    meets: impl Fn(&DataType, &DataType) -> bool,
+    convert: impl Fn(&datafusion::arrow::datatypes::Field, Expr) -> Option<Expr>,
+) -> PResult<(LogicalPlan, LogicalPlan)> {
+    let types = |p: &LogicalPlan| -> Vec<DataType> {
+        p.schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect()
+    };
+    let (lt, rt) = (types(&l), types(&r));
+    if lt.len() != rt.len() {
+        return Ok((l, r));
+    }
+    let hit: Vec<bool> = lt
+        .iter()
+        .zip(&rt)
+        .map(|(a, b)| meets(a, b) || meets(b, a))
+        .collect();
+    if !hit.contains(&true) {
+        return Ok((l, r));
+    }
+    let side = |plan| map_columns(plan, |i, f, c| if hit[i] { convert(f, c) } else { None });
+    Ok((side(l)?, side(r)?))
+}
+
 /// Whether each column was nullable before a join: (right side by name, left side by
 /// (qualifier, name)).
 pub(super) type Nullability = (HashMap<String, bool>, HashMap<(String, String), bool>);

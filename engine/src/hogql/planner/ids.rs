@@ -198,30 +198,8 @@ impl Planner<'_> {
         l: LogicalPlan,
         r: LogicalPlan,
     ) -> PResult<(LogicalPlan, LogicalPlan)> {
-        let types = |p: &LogicalPlan| -> Vec<DataType> {
-            p.schema()
-                .fields()
-                .iter()
-                .map(|f| f.data_type().clone())
-                .collect()
-        };
-        let (lt, rt) = (types(&l), types(&r));
-        if lt.len() != rt.len() {
-            return Ok((l, r));
-        }
-        let text: Vec<bool> = lt
-            .iter()
-            .zip(&rt)
-            .map(|(a, b)| uuid_meets_text(a, b) || uuid_meets_text(b, a))
-            .collect();
-        if !text.contains(&true) {
-            return Ok((l, r));
-        }
-        let side = |plan: LogicalPlan| {
-            map_columns(plan, |i, f, c| {
-                (text[i] && is_uuid(f.data_type())).then(|| functions::uuid_text(c))
-            })
-        };
-        Ok((side(l)?, side(r)?))
+        set_op_agree(l, r, uuid_meets_text, |f, c| {
+            is_uuid(f.data_type()).then(|| functions::uuid_text(c))
+        })
     }
 }

@@ -8,29 +8,12 @@ use super::*;
 /// Variant holding the same numbers); DataFusion's Decimal(20, 0) would print them as
 /// strings.
 fn int_set_op_agree(l: LogicalPlan, r: LogicalPlan) -> PResult<(LogicalPlan, LogicalPlan)> {
-    let types = |p: &LogicalPlan| -> Vec<DataType> {
-        p.schema()
-            .fields()
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect()
-    };
-    let (lt, rt) = (types(&l), types(&r));
-    let mixed = |a: &DataType, b: &DataType| *a == DataType::UInt64 && b.is_signed_integer();
-    let to_int64: Vec<bool> = lt
-        .iter()
-        .zip(&rt)
-        .map(|(a, b)| mixed(a, b) || mixed(b, a))
-        .collect();
-    if lt.len() != rt.len() || !to_int64.contains(&true) {
-        return Ok((l, r));
-    }
-    let side = |plan: LogicalPlan| {
-        map_columns(plan, |i, f, c| {
-            (to_int64[i] && *f.data_type() != DataType::Int64).then(|| cast(c, DataType::Int64))
-        })
-    };
-    Ok((side(l)?, side(r)?))
+    set_op_agree(
+        l,
+        r,
+        |a, b| *a == DataType::UInt64 && b.is_signed_integer(),
+        |f, c| (*f.data_type() != DataType::Int64).then(|| cast(c, DataType::Int64)),
+    )
 }
 
 impl Planner<'_> {
