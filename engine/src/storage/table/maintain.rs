@@ -413,8 +413,13 @@ impl EventsTable {
                 // Partitions come newest first within a project.
                 let newest = seen_team.as_deref() != Some(team.as_str());
                 seen_team = Some(team.clone());
-                let small = if newest && is_main_and_tail(&files, &current, team_id) {
+                // A day's main file and tail stay while the day is the newest; once a newer
+                // day exists they are merged, whatever `min_files` says.
+                let pair = is_main_and_tail(&files, &current, team_id);
+                let small = if newest && pair {
                     0
+                } else if pair {
+                    usize::MAX
                 } else {
                     files
                         .iter()
@@ -477,12 +482,15 @@ impl EventsTable {
                 .iter()
                 .filter(|f| (f.size as u64) < self.cfg.target_file_bytes / 2)
                 .collect();
-            // Small files join a rewrite the partition has anyway: one run, not several.
+            // Small files join a rewrite the partition has anyway: one run, not several. A
+            // former newest day's main file and tail are merged.
             let any_stale = files.iter().any(|f| f.stale(&current, team_id));
+            let pair = !newest && is_main_and_tail(&files, &current, team_id);
             let rewrite: Vec<&DataFile> = files
                 .iter()
                 .filter(|f| {
                     f.stale(&current, team_id)
+                        || pair
                         || ((any_stale || small.len() >= min_files.max(2))
                             && (f.size as u64) < self.cfg.target_file_bytes / 2)
                 })

@@ -632,10 +632,20 @@ async fn the_newest_hour_of_the_newest_day_gets_a_file_of_its_own() {
     // Nothing to do while the day stays the newest.
     assert_eq!(compact(&table).await.partitions, 0);
 
-    // A newer day: its newest hour gets the tail, and the former newest day is merged.
+    // A newer day: the former newest day's pair is merged, also when compaction waits for
+    // more small files than it has (the default 8; the new day's 3 files wait), and the new
+    // day's newest hour gets the tail.
     append_day(&table, 3).await;
+    let eight = table
+        .compact(8, &FixedLayouts(Layouts::default()), &PersonMaps::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        eight.partitions, 1,
+        "the former newest day's pair: {eight:?}"
+    );
     let again = compact(&table).await;
-    assert_eq!(again.partitions, 2, "{again:?}");
+    assert_eq!(again.partitions, 1, "the new day: {again:?}");
     let shape = layout(&table).await;
     let files: Vec<usize> = shape.iter().map(|(_, s)| s.len()).collect();
     assert_eq!(files, vec![1, 1, 2], "{shape:?}");
