@@ -817,21 +817,19 @@ fn split_at_time(b: RecordBatch, from: Option<i64>) -> Result<[RecordBatch; 2], 
         let empty = b.slice(0, 0);
         return Ok([b, empty]);
     };
+    // Conformed batches hold the table's `timestamp`: microseconds, UTC.
     let t = b
         .column_by_name("timestamp")
-        .ok_or_else(|| StorageError::Invariant("a batch without timestamp".into()))?;
-    let micros = arrow::compute::cast(
-        &arrow::compute::cast(
-            t,
-            &arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
-        )?,
-        &arrow::datatypes::DataType::Int64,
-    )?;
-    let late: arrow::array::BooleanArray =
-        arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&micros)
-            .iter()
-            .map(|t| Some(t.is_some_and(|t| t >= from)))
-            .collect();
+        .and_then(|t| {
+            arrow::array::AsArray::as_primitive_opt::<arrow::datatypes::TimestampMicrosecondType>(
+                t.as_ref(),
+            )
+        })
+        .ok_or_else(|| StorageError::Invariant("a batch without a µs timestamp".into()))?;
+    let late: arrow::array::BooleanArray = t
+        .iter()
+        .map(|t| Some(t.is_some_and(|t| t >= from)))
+        .collect();
     let early = arrow::compute::not(&late)?;
     Ok([
         arrow::compute::filter_record_batch(&b, &early)?,
