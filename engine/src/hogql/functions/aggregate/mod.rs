@@ -7,6 +7,7 @@
 mod aggs;
 mod arrays;
 mod bitmaps;
+mod collect_groups;
 mod crosstab;
 mod frame;
 mod funnel;

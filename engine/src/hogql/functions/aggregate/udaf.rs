@@ -2,6 +2,7 @@
 //! right: `Collect` (quantiles, groupArray, groupUniqArray, topK), `ArgMinMax`, and
 //! `WindowFunnel`.
 
+use super::collect_groups::{CollectGroups, CollectRule};
 use super::default_value;
 use super::groups::{GroupStates, HeapSize};
 use datafusion::arrow::array::{
@@ -192,6 +193,38 @@ impl AggregateUDFImpl for Collect {
             values: vec![],
             len: 0,
         }))
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs<'_>) -> bool {
+        self.collect_rule().is_some()
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        acc_args: AccumulatorArgs<'_>,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        let Some(rule) = self.collect_rule() else {
+            return exec_err!("{} has no groups accumulator", self.name);
+        };
+        let dt = acc_args.expr_fields[0].data_type().clone();
+        Ok(Box::new(CollectGroups::new(rule, dt)))
+    }
+}
+
+impl Collect {
+    /// The arrays a groups accumulator builds for this aggregate, if it is one of them.
+    fn collect_rule(&self) -> Option<CollectRule> {
+        match self.kind {
+            CollectKind::GroupArray { limit } => Some(CollectRule {
+                unique: false,
+                limit,
+            }),
+            CollectKind::GroupUniqArray { limit } => Some(CollectRule {
+                unique: true,
+                limit,
+            }),
+            _ => None,
+        }
     }
 }
 
