@@ -763,20 +763,57 @@ impl EventsTable {
         Ok(())
     }
 
-    /// Deletes files no snapshot younger than `retention` refers to.
+    /// Deletes files no snapshot younger than `retention` refers to. A dry run first: when
+    /// every candidate is a file an earlier vacuum of this process deleted (their tombstones
+    /// stay in the log for a week), nothing is deleted and nothing committed.
     pub async fn vacuum(&self, retention: chrono::Duration) -> Result<usize, StorageError> {
         let mut guard = self.table.lock().await;
         self.settle(&mut guard).await?;
         crate::faults::point("vacuum");
-        let (table, metrics) = guard
-            .clone()
-            .vacuum()
-            .with_retention_period(retention)
-            .with_enforce_retention_duration(false)
-            .await?;
+        let vacuum = |dry_run: bool| {
+            guard
+                .clone()
+                .vacuum()
+                .with_retention_period(retention)
+                .with_enforce_retention_duration(false)
+                .with_dry_run(dry_run)
+        };
+        let (_, planned) = vacuum(true).await?;
+        let candidates: std::collections::HashSet<String> = planned
+            .files_deleted
+            .iter()
+            .map(|f| self.relative_path(f))
+            .collect();
+        {
+            let mut done = self.vacuumed.lock().expect("vacuumed");
+            // A tombstone gone from the log will not come back: forget its file.
+            done.retain(|f| candidates.contains(f));
+            if candidates.iter().all(|f| done.contains(f)) {
+                return Ok(0);
+            }
+        }
+        let (table, metrics) = vacuum(false).await?;
         *guard = table;
         self.publish(&guard);
-        Ok(metrics.files_deleted.len())
+        let mut done = self.vacuumed.lock().expect("vacuumed");
+        let deleted = metrics
+            .files_deleted
+            .iter()
+            .filter(|f| done.insert(self.relative_path(f)))
+            .count();
+        Ok(deleted)
+    }
+
+    /// A file's path below the table's root. delta-rs names a tombstone's file relative to
+    /// the root after the commit that made it, and by its absolute path once the log is
+    /// read back (the same file twice in one vacuum's list).
+    fn relative_path(&self, path: &str) -> String {
+        let path = path.split_once("://").map_or(path, |(_, rest)| {
+            rest.find('/').map_or(rest, |slash| &rest[slash..])
+        });
+        let root = self.cfg.url.path().trim_end_matches('/');
+        let path = path.strip_prefix(root).unwrap_or(path);
+        path.trim_start_matches('/').to_string()
     }
 }
 
