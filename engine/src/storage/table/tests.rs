@@ -949,6 +949,23 @@ async fn mostly_distinct_columns_are_written_without_a_dictionary() {
         );
         assert!(chunk("uuid").dictionary_page_offset().is_none());
         assert!(chunk("distinct_id").dictionary_page_offset().is_some());
+        // Dense columns are zstd, columns without values (sparse) LZ4, `timestamp` as it is.
+        assert!(matches!(chunk("uuid").compression(), Compression::ZSTD(_)));
+        assert_eq!(chunk("timestamp").compression(), Compression::UNCOMPRESSED);
+        let rg = md.row_group(0);
+        let empty: Vec<_> = rg
+            .columns()
+            .iter()
+            .filter(|c| {
+                c.statistics()
+                    .and_then(|s| s.null_count_opt())
+                    .is_some_and(|n| n as i64 == rg.num_rows())
+            })
+            .collect();
+        assert!(!empty.is_empty());
+        for c in empty {
+            assert_eq!(c.compression(), Compression::LZ4_RAW, "{c:?}");
+        }
     };
     let files = |guard: &DeltaTable| -> Vec<DataFile> {
         partition_files(guard)
@@ -1000,14 +1017,29 @@ fn distinct_judges_columns_by_their_share_of_distinct_values() {
         ])
         .unwrap()
     };
-    let names = |d: Distinct| d.0.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    let names = |d: Distinct| d.distinct.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
     assert_eq!(names(Distinct::of(&[sample(0)])), ["unique", "floats"]);
     // Two batches of 150 sparse values each: 300 values, all distinct.
     assert_eq!(
         names(Distinct::of(&[sample(0), sample(1000)])),
         ["unique", "floats", "sparse"]
     );
-    assert!(Distinct::of(&[]).0.is_empty());
+    assert!(Distinct::of(&[]).distinct.is_empty());
+}
+
+/// A column with under 5% non-null values in the sample is sparse (written with LZ4).
+#[test]
+fn columns_with_few_values_are_sparse() {
+    use super::write::Distinct;
+    let batch = |every: usize| {
+        let a: StringArray = (0..1000)
+            .map(|i| (i % every == 0).then(|| format!("v{}", i % 3)))
+            .collect();
+        RecordBatch::try_from_iter([("a", Arc::new(a) as ArrayRef)]).unwrap()
+    };
+    assert_eq!(Distinct::of(&[batch(100)]).sparse, ["a"], "1%");
+    assert!(Distinct::of(&[batch(10)]).sparse.is_empty(), "10%");
+    assert!(Distinct::of(&[batch(1)]).sparse.is_empty());
 }
 
 /// A log entry that does not parse is refused when the table is read, naming the entry (the

@@ -38,10 +38,22 @@ const DISTINCT_SHARE: f64 = 0.9;
 /// the dictionary.
 const DISTINCT_MIN_VALUES: usize = 256;
 
-/// The columns of one file whose values are mostly distinct, with their types: they are
-/// written without a dictionary (`writer_properties`).
+/// Below this share of non-null values in the sample a column is written with LZ4 rather
+/// than zstd. Such a column chunk is a few KB whatever the codec (at 10M events, 22 of the
+/// 81 property columns of a day's file were under 6 KB, and zstd made most of them no
+/// smaller than they were), but a reader sets up a zstd context pair for every zstd column
+/// chunk it opens: a tenth of the CPU of a query over a rare event, which reads such
+/// columns of every daily file (docs/architecture.md, "LZ4 for sparse columns").
+const SPARSE_SHARE: f64 = 0.05;
+
+/// How the columns of one file are written, judged by a sample of its rows
+/// (`writer_properties`): the columns whose values are mostly distinct, with their types,
+/// go without a dictionary; the sparse ones with LZ4.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Distinct(pub(crate) Vec<(String, DataType)>);
+pub(crate) struct Distinct {
+    pub(crate) distinct: Vec<(String, DataType)>,
+    pub(crate) sparse: Vec<String>,
+}
 
 impl Distinct {
     /// Judges each text, float and fixed-size binary column by `sample` (batches of one
@@ -52,8 +64,16 @@ impl Distinct {
         let Some(first) = sample.first() else {
             return Distinct::default();
         };
-        let mut out = Vec::new();
+        let mut out = Distinct::default();
+        let rows: usize = sample.iter().map(|b| b.num_rows()).sum();
         for (i, field) in first.schema().fields().iter().enumerate() {
+            let non_null: usize = sample
+                .iter()
+                .map(|b| b.column(i).len() - b.column(i).null_count())
+                .sum();
+            if rows > 0 && (non_null as f64) < SPARSE_SHARE * rows as f64 {
+                out.sparse.push(field.name().clone());
+            }
             let ty = field.data_type();
             if !matches!(
                 ty,
@@ -72,10 +92,10 @@ impl Distinct {
                 distinct += d;
             }
             if values >= DISTINCT_MIN_VALUES && distinct as f64 > DISTINCT_SHARE * values as f64 {
-                out.push((field.name().clone(), ty.clone()));
+                out.distinct.push((field.name().clone(), ty.clone()));
             }
         }
-        Distinct(out)
+        out
     }
 }
 
@@ -190,15 +210,22 @@ impl EventsTable {
         // files. LZ4 costs nothing to set up. Time columns are sorted within each event and
         // person: delta-encoded they were smaller than zstd made their dictionary (45 KB
         // against 72 KB for a day of 12 656 events, measured when files were sorted by event
-        // and time alone).
+        // and time alone). `timestamp`'s deltas within a person are as random as the times
+        // of their events: LZ4 left them as they were (4.76 bytes/event against 4.74
+        // uncompressed at 10M events) and only cost a pass over them, so the pages are
+        // stored as they are; `created_at` (ingest batches) still gains a fifth from LZ4.
         for c in file_cols {
             if matches!(c, "timestamp" | "created_at") {
                 let col = ColumnPath::from(c);
+                let codec = match c {
+                    "timestamp" => Compression::UNCOMPRESSED,
+                    _ => Compression::LZ4_RAW,
+                };
                 b = b
                     .set_column_dictionary_enabled(col.clone(), false)
                     .set_column_encoding(col.clone(), Encoding::DELTA_BINARY_PACKED)
-                    .set_column_compression(col, Compression::LZ4_RAW);
-            } else if LZ4_COLUMNS.contains(&c) {
+                    .set_column_compression(col, codec);
+            } else if LZ4_COLUMNS.contains(&c) || distinct.sparse.iter().any(|s| s == c) {
                 b = b.set_column_compression(ColumnPath::from(c), Compression::LZ4_RAW);
             }
         }
@@ -210,7 +237,7 @@ impl EventsTable {
         // the sign, exponent and high mantissa bytes that repeat sit together. Measured on
         // the bench's 2M events, bytes/event: uuid 16.99 → 15.11, `$insert_id` 14.29 →
         // 11.96, `$time` 6.93 → 4.78 (docs/architecture.md, "Encodings by cardinality").
-        for (name, ty) in &distinct.0 {
+        for (name, ty) in &distinct.distinct {
             let col = ColumnPath::from(name.as_str());
             b = b.set_column_dictionary_enabled(col.clone(), false);
             match ty {
