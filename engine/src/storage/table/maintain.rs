@@ -178,7 +178,7 @@ fn bound_time(stats: Option<&serde_json::Value>, bound: &str) -> Option<String> 
 pub(super) const TAIL_MICROS: i64 = 3600 * 1_000_000;
 
 /// Microseconds from 1970 of a statistics timestamp ([`bound_time`]).
-fn micros_of(text: &str) -> Option<i64> {
+pub(super) fn micros_of(text: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.timestamp_micros())

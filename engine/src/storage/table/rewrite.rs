@@ -13,7 +13,9 @@ use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuil
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
-use super::maintain::{DataFile, PersonMap, files_of, partition_files_where};
+use super::maintain::{
+    DataFile, PersonMap, TAIL_MICROS, files_of, micros_of, partition_files_where,
+};
 use super::*;
 use crate::storage::layout::LayoutSource;
 
@@ -76,6 +78,9 @@ impl EventsTable {
                 .collect();
             (files, guard.log_store().object_store(None))
         };
+        // The project's newest day: its last hour goes to a file of its own when it is
+        // rewritten, as compaction writes it.
+        let newest_date = files.iter().map(|(date, _)| date.clone()).max();
         // Partition date → paths of the files to rewrite there.
         let mut chosen: BTreeMap<String, HashMap<Path, HashSet<String>>> = BTreeMap::new();
         for (date, f) in &files {
@@ -114,8 +119,16 @@ impl EventsTable {
                 continue;
             }
             let current = layouts.layouts();
+            let tail_from = (Some(&date) == newest_date.as_ref())
+                .then(|| {
+                    now.iter()
+                        .filter_map(|f| f.max_time.as_deref().and_then(micros_of))
+                        .max()
+                })
+                .flatten()
+                .map(|t| t - TAIL_MICROS);
             let Some(written) = self
-                .rewrite_files(team, &date, &rewrite, &current, Some(&resolved), None)
+                .rewrite_files(team, &date, &rewrite, &current, Some(&resolved), tail_from)
                 .await?
             else {
                 // A file went while it was rewritten: its ids may be anywhere now.

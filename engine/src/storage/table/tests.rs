@@ -699,6 +699,20 @@ async fn the_newest_hour_of_the_newest_day_gets_a_file_of_its_own() {
     assert_eq!(shape[1].1[0].0, 24 * 12);
     assert_eq!(rows(&table).await.len(), 3 * 24 * 12);
     assert_eq!(compact(&table).await.partitions, 0);
+
+    // A fold of merged ids rewrites the newest day's files as compaction writes them: its
+    // last hour still in a file of its own.
+    let map = HashMap::from([(pid(1, "u1"), pid(1, "u0"))]);
+    let folded = table
+        .fold_overrides(TeamId(1), &map, 0.0, &FixedLayouts(Layouts::default()))
+        .await
+        .unwrap();
+    assert_eq!(folded.files_rewritten, 4, "{folded:?}");
+    let after = layout(&table).await;
+    let files: Vec<usize> = after.iter().map(|(_, s)| s.len()).collect();
+    assert_eq!(files, vec![1, 1, 2], "{after:?}");
+    assert_eq!(after[2].1, shape[2].1, "the same rows in the main file and the tail");
+    assert_eq!(compact(&table).await.partitions, 0);
 }
 
 /// Opening after a crash between a write's files and its commit deletes those files, and
