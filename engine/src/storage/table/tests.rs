@@ -711,7 +711,10 @@ async fn the_newest_hour_of_the_newest_day_gets_a_file_of_its_own() {
     let after = layout(&table).await;
     let files: Vec<usize> = after.iter().map(|(_, s)| s.len()).collect();
     assert_eq!(files, vec![1, 1, 2], "{after:?}");
-    assert_eq!(after[2].1, shape[2].1, "the same rows in the main file and the tail");
+    assert_eq!(
+        after[2].1, shape[2].1,
+        "the same rows in the main file and the tail"
+    );
     assert_eq!(compact(&table).await.partitions, 0);
 }
 
@@ -1054,6 +1057,27 @@ fn columns_with_few_values_are_sparse() {
     assert_eq!(Distinct::of(&[batch(100)]).sparse, ["a"], "1%");
     assert!(Distinct::of(&[batch(10)]).sparse.is_empty(), "10%");
     assert!(Distinct::of(&[batch(1)]).sparse.is_empty());
+}
+
+/// Sparse columns are written with LZ4, property columns (not in the events schema) too;
+/// the others keep zstd.
+#[tokio::test]
+async fn sparse_columns_are_written_with_lz4() {
+    use super::write::Distinct;
+    use deltalake::parquet::basic::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let table = open(dir.path()).await;
+    let judged = Distinct {
+        distinct: vec![],
+        sparse: vec!["p_survey".into(), "person_properties".into()],
+    };
+    let props = table.writer_properties(&judged, true);
+    let codec = |c: &str| props.compression(&ColumnPath::from(c));
+    assert_eq!(codec("p_survey"), Compression::LZ4_RAW);
+    assert_eq!(codec("person_properties"), Compression::LZ4_RAW);
+    assert!(matches!(codec("p_other"), Compression::ZSTD(_)));
+    assert!(matches!(codec("uuid"), Compression::ZSTD(_)));
+    assert_eq!(codec("timestamp"), Compression::UNCOMPRESSED);
 }
 
 /// A log entry that does not parse is refused when the table is read, naming the entry (the

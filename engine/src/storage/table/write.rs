@@ -225,8 +225,15 @@ impl EventsTable {
                     .set_column_dictionary_enabled(col.clone(), false)
                     .set_column_encoding(col.clone(), Encoding::DELTA_BINARY_PACKED)
                     .set_column_compression(col, codec);
-            } else if LZ4_COLUMNS.contains(&c) || distinct.sparse.iter().any(|s| s == c) {
+            } else if LZ4_COLUMNS.contains(&c) {
                 b = b.set_column_compression(ColumnPath::from(c), Compression::LZ4_RAW);
+            }
+        }
+        // The sparse columns of this file, property columns among them (they are not in
+        // the events schema).
+        for c in &distinct.sparse {
+            if !matches!(c.as_str(), "timestamp" | "created_at") {
+                b = b.set_column_compression(ColumnPath::from(c.as_str()), Compression::LZ4_RAW);
             }
         }
         // Columns of mostly distinct values (`uuid`, `$insert_id`, `$time`) are not
