@@ -9,6 +9,10 @@ use datafusion::logical_expr::{Expr, Operator, binary_expr};
 fn batch_truncation_matches_row_by_row() {
     use super::super::time::MICROS;
     use super::Trunc;
+    use datafusion::arrow::array::{ArrayRef, AsArray};
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::Int64Type;
+    use std::sync::Arc;
     let zones = [
         "UTC",
         "America/New_York",
@@ -40,6 +44,7 @@ fn batch_truncation_matches_row_by_row() {
         1_704_067_200,
     ];
     let mut checked = 0;
+    let mut one_pass = 0;
     for name in zones {
         let tz: chrono_tz::Tz = name.parse().unwrap();
         for &a in &anchors {
@@ -57,12 +62,33 @@ fn batch_truncation_matches_row_by_row() {
                     let got = tr.apply_all(tz, &batch);
                     let bad = (0..want.len()).find(|&i| got[i] != want[i]);
                     assert_eq!(bad, None, "{tr:?} in {name} near {a}: row {bad:?} differs");
+                    // The one-pass form over a stored column (no NULLs), where it answers.
+                    let values: Vec<i64> = batch.iter().flatten().copied().collect();
+                    let col: ArrayRef = Arc::new(
+                        datafusion::arrow::array::TimestampMicrosecondArray::from(values)
+                            .with_timezone("UTC"),
+                    );
+                    let date = tr.gives_date();
+                    if let Some(out) = tr.apply_micros(tz, &col, date, name) {
+                        let out = cast(&out, &DataType::Int64).unwrap();
+                        let out = out.as_primitive::<Int64Type>();
+                        let bad = (0..out.len()).find(|&i| Some(out.value(i)) != want[i]);
+                        assert_eq!(
+                            bad, None,
+                            "{tr:?} in {name} near {a}: one pass, row {bad:?}"
+                        );
+                        one_pass += 1;
+                    }
                     checked += 1;
                 }
             }
         }
     }
     assert_eq!(checked, zones.len() * anchors.len() * 4 * truncs.len());
+    assert!(
+        one_pass > checked / 2,
+        "{one_pass} of {checked} batches in one pass"
+    );
 }
 
 fn ny_s() -> DataType {

@@ -115,6 +115,53 @@ impl Trunc {
         }
     }
 
+    /// Truncates a column of µs instants without NULLs (`timestamp`, as stored) in one
+    /// pass over its values, when the zone keeps one offset over them: what
+    /// [`Trunc::apply_all`] gives, without its two copies of the column as `Option`s
+    /// (a tenth of a weekly retention's CPU at 10M events). `None` otherwise.
+    pub(super) fn apply_micros(
+        self,
+        tz: Tz,
+        a: &ArrayRef,
+        date: bool,
+        out_tz: &str,
+    ) -> Option<ArrayRef> {
+        use super::super::time::steady_offset;
+        use datafusion::arrow::datatypes::{
+            Date32Type, TimestampMicrosecondType, TimestampSecondType,
+        };
+        if !matches!(a.data_type(), DataType::Timestamp(TimeUnit::Microsecond, _))
+            || a.null_count() > 0
+            || a.is_empty()
+        {
+            return None;
+        }
+        let p = a.as_primitive::<TimestampMicrosecondType>();
+        let (lo, hi) = p
+            .values()
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+        let zone = if matches!(self, Trunc::Seconds(_)) {
+            Tz::UTC
+        } else {
+            tz
+        };
+        let o = steady_offset(
+            zone,
+            lo.saturating_sub(self.lookback_micros()),
+            hi,
+            (p.len() / 4) as i64,
+        )?;
+        Some(if date {
+            Arc::new(p.unary::<_, Date32Type>(|m| self.apply_fixed(o, m) as i32))
+        } else {
+            Arc::new(
+                p.unary::<_, TimestampSecondType>(|m| self.apply_fixed(o, m))
+                    .with_timezone(out_tz),
+            )
+        })
+    }
+
     /// Truncates a batch of UTC instants. When the zone keeps one offset over the whole
     /// batch (always in UTC; within a day or so of data almost always elsewhere) this is
     /// integer arithmetic; otherwise each row is converted to local time.
@@ -155,6 +202,9 @@ pub(super) fn trunc_call(
     };
     let out_tz = tz_name.clone();
     let k = kernel(move |a, _| {
+        if let Some(out) = tr.apply_micros(tz, &a[0], date, &out_tz) {
+            return Ok(out);
+        }
         let v = tr.apply_all(tz, &instants(&a[0], tz)?);
         Ok(if date {
             date_array(v.into_iter().map(|d| d.map(|d| d as i32)).collect())
