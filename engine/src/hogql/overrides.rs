@@ -26,52 +26,16 @@ pub struct OverrideMap {
     /// Distinguishes maps for plan equality (the store's version when it was read).
     pub version: u64,
     pub map: HashMap<[u8; 16], [u8; 16], foldhash::fast::RandomState>,
-    /// A bit per slot, set for the slot of every old id: most ids a query reads were never
-    /// merged away, and one bit (16 per old id, in cache) answers for them instead of a
-    /// probe of the map (8 % of a daily active users query's CPU at 10M events).
-    filter: Vec<u64>,
-    /// 64 minus log2 of the filter's bits.
-    shift: u32,
 }
 
 impl OverrideMap {
     /// The map from the store's text ids (pairs that are not UUIDs cannot match an event).
     pub fn from_text(version: u64, map: &HashMap<String, String>) -> Self {
-        let map: HashMap<[u8; 16], [u8; 16], foldhash::fast::RandomState> = map
+        let map = map
             .iter()
             .filter_map(|(k, v)| Some((ids::parse(k)?, ids::parse(v)?)))
             .collect();
-        let bits = (map.len() * 16).next_power_of_two().max(64);
-        let shift = 64 - bits.trailing_zeros();
-        let mut filter = vec![0u64; bits / 64];
-        for k in map.keys() {
-            let slot = Self::slot(k, shift);
-            filter[slot / 64] |= 1 << (slot % 64);
-        }
-        OverrideMap {
-            version,
-            map,
-            filter,
-            shift,
-        }
-    }
-
-    fn slot(key: &[u8; 16], shift: u32) -> usize {
-        let v = u128::from_ne_bytes(*key);
-        let folded = (v as u64) ^ ((v >> 64) as u64);
-        (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
-    }
-
-    /// The id `key` was merged into, if it was.
-    pub fn get(&self, key: &[u8; 16]) -> Option<&[u8; 16]> {
-        if self.filter.is_empty() {
-            return None;
-        }
-        let slot = Self::slot(key, self.shift);
-        if self.filter[slot / 64] & (1 << (slot % 64)) == 0 {
-            return None;
-        }
-        self.map.get(key)
+        OverrideMap { version, map }
     }
 }
 
@@ -122,7 +86,7 @@ impl ScalarUDFImpl for OverrideUdf {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DFResult<ColumnarValue> {
         let col = args.args[0].to_array(args.number_rows)?;
         let ids = ids::to_uuid(col.as_ref())?;
-        let map = &self.map;
+        let map = &self.map.map;
         // The ids back to back (a slot under NULL holds some 16 bytes too: mapping them
         // changes nothing, the null buffer stays). Compared as u128s: a slice comparison
         // was a call to memcmp per row.
@@ -143,7 +107,7 @@ impl ScalarUDFImpl for OverrideUdf {
                 continue;
             }
             prev = Some(bits);
-            if map.get(&k).is_some() {
+            if map.contains_key(&k) {
                 first_hit = Some(i);
                 break;
             }
@@ -181,40 +145,6 @@ mod tests {
     use datafusion::arrow::array::{AsArray, StringArray};
     use datafusion::arrow::datatypes::Field;
     use datafusion::config::ConfigOptions;
-
-    /// The filter never hides an old id and turns most others away without a probe.
-    #[test]
-    fn the_filter_keeps_every_old_id() {
-        let id = |i: u64| {
-            let h = i.wrapping_mul(0x2545_F491_4F6C_DD1D);
-            format!(
-                "018cc2ea-{:04x}-7{:03x}-8{:03x}-{:012x}",
-                h >> 48,
-                (h >> 36) & 0xfff,
-                (h >> 24) & 0xfff,
-                h & 0xffff_ffff_ffff
-            )
-        };
-        let text: HashMap<String, String> =
-            (0..10_000).map(|i| (id(i), id(1_000_000 + i))).collect();
-        let map = OverrideMap::from_text(1, &text);
-        assert_eq!(map.map.len(), 10_000);
-        for (k, v) in &map.map {
-            assert_eq!(map.get(k), Some(v));
-        }
-        let mut passed = 0;
-        for i in 0..10_000u64 {
-            let other = ids::parse(&id(2_000_000 + i)).unwrap();
-            assert_eq!(map.get(&other), None);
-            let slot = OverrideMap::slot(&other, map.shift);
-            passed += usize::from(map.filter[slot / 64] & (1 << (slot % 64)) != 0);
-        }
-        assert!(
-            passed < 1_500,
-            "{passed} of 10 000 others passed the filter"
-        );
-        assert_eq!(OverrideMap::default().get(&[0; 16]), None);
-    }
 
     #[test]
     fn maps_only_overridden_ids() {
