@@ -5,6 +5,7 @@
 //! type; where ours must differ the function's doc comment says so.
 
 mod aggs;
+mod arg_best;
 mod arrays;
 mod bitmaps;
 mod collect_groups;

@@ -2,6 +2,7 @@
 //! right: `Collect` (quantiles, groupArray, groupUniqArray, topK), `ArgMinMax`, and
 //! `WindowFunnel`.
 
+use super::arg_best::{ArgBestI64, key_fits_i64};
 use super::collect_groups::{CollectGroups, CollectRule};
 use super::default_value;
 use super::groups::{GroupStates, HeapSize};
@@ -505,6 +506,20 @@ impl AggregateUDFImpl for ArgMinMax {
         acc_args: AccumulatorArgs<'_>,
     ) -> Result<Box<dyn GroupsAccumulator>> {
         let f = acc_args.expr_fields;
+        let nullable_out = f.iter().any(|f| f.is_nullable());
+        if key_fits_i64(f[1].data_type()) {
+            let val_type = f[0].data_type();
+            let empty = if nullable_out {
+                ScalarValue::try_from(val_type)?
+            } else {
+                default_value(val_type)
+            };
+            return Ok(Box::new(ArgBestI64::new(
+                self.max,
+                f[1].data_type().clone(),
+                empty,
+            )));
+        }
         Ok(Box::new(ArgGroups {
             max: self.max,
             val_type: f[0].data_type().clone(),
