@@ -21,6 +21,7 @@ mod draft;
 mod error;
 pub(crate) mod exec;
 mod files;
+mod id_group_keys;
 mod insight;
 mod late_projection;
 mod log;
