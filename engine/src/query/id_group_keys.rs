@@ -187,7 +187,7 @@ mod tests {
         }
         let ctx = SessionContext::new_with_state(b.build());
         let ids = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
-            (0..200u32).map(|i| (i % 7 != 0).then(|| [(i % 5) as u8; 16])),
+            (0..200u32).map(|i| (i % 7 != 0).then_some([(i % 5) as u8; 16])),
             16,
         )
         .unwrap();
@@ -243,7 +243,7 @@ mod tests {
     #[test]
     fn keys_round_trip_aligned_or_not() {
         let ids = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
-            (0..9u8).map(|i| (i != 4).then(|| [i; 16])),
+            (0..9u8).map(|i| (i != 4).then_some([i; 16])),
             16,
         )
         .unwrap();
