@@ -45,7 +45,6 @@ impl QueryService {
             .with_runtime_env(self.runtime.clone())
             .with_default_features()
             .with_physical_optimizer_rules(super::late_projection::physical_rules())
-            .with_optimizer_rule(Arc::new(super::id_group_keys::IdGroupKeys))
             .build();
         SessionContext::new_with_state(state)
     }

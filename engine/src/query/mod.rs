@@ -21,7 +21,6 @@ mod draft;
 mod error;
 pub(crate) mod exec;
 mod files;
-mod id_group_keys;
 mod insight;
 mod late_projection;
 mod log;
