@@ -270,8 +270,13 @@ fn file_layout(table: &std::path::Path) {
             .find(|c| c.column_path().string() == name)
             .unwrap_or_else(|| panic!("no column {name}"))
     };
-    for c in ["timestamp", "created_at"] {
-        assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}");
+    // `timestamp`'s delta-packed pages are stored as they are (LZ4 left them so),
+    // `created_at`'s are LZ4.
+    for (c, codec) in [
+        ("timestamp", Compression::UNCOMPRESSED),
+        ("created_at", Compression::LZ4_RAW),
+    ] {
+        assert_eq!(col(c).compression(), codec, "{c}");
         assert!(
             col(c)
                 .encodings()
@@ -292,8 +297,25 @@ fn file_layout(table: &std::path::Path) {
     ] {
         assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}");
     }
+    // The others zstd, but LZ4 where the file has values in under 5 % of its rows
+    // (judged on a sample, so only clear cases are checked here).
     for c in ["properties", "person_properties", "uuid", "elements_chain"] {
-        assert!(matches!(col(c).compression(), Compression::ZSTD(_)), "{c}");
+        let rows = rg.num_rows() as f64;
+        let values = rows
+            - col(c)
+                .statistics()
+                .and_then(|s| s.null_count_opt())
+                .unwrap() as f64;
+        match values / rows {
+            share if share > 0.2 => {
+                assert!(matches!(col(c).compression(), Compression::ZSTD(_)), "{c}")
+            }
+            share if share < 0.01 => {
+                assert_eq!(col(c).compression(), Compression::LZ4_RAW, "{c}")
+            }
+            _ => {}
+        }
     }
+    assert!(matches!(col("uuid").compression(), Compression::ZSTD(_)));
     assert!(col("distinct_id").bloom_filter_offset().is_some());
 }
