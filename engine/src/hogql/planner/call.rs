@@ -290,10 +290,11 @@ impl Planner<'_> {
                     .order_by
                     .iter()
                     .map(|o| {
+                        // NULLs last unless NULLS FIRST, for DESC too (as ClickHouse).
                         Ok(Sort::new(
                             self.expr(&o.expr, scope)?,
                             !o.desc,
-                            o.nulls_first.unwrap_or(o.desc),
+                            o.nulls_first.unwrap_or(false),
                         ))
                     })
                     .collect::<PResult<Vec<_>>>()?;
