@@ -307,7 +307,11 @@ impl Planner<'_> {
                     .as_ref()
                     .map(|f| self.frame(f, &keys, whole.span))
                     .transpose()?;
-                to_window(v, partition, order, frame).map_err(df)
+                let key_nullable = match order.as_slice() {
+                    [k] => k.expr.nullable(&scope.schema).map_err(df)?,
+                    _ => false,
+                };
+                frames::clickhouse_window(v, partition, order, frame, key_nullable).map_err(df)
             }
         }
     }
