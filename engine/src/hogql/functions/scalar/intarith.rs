@@ -16,9 +16,10 @@
 //! constants answers in ClickHouse's result type ([`ConstInt`]), carried on the folded
 //! literal's metadata because hedgerow's literals are Int64. Where the narrow type does not
 //! widen the result wraps as in ClickHouse: `-intDiv(-128, 1)` is the Int8 -128. A literal
-//! array's element at a constant index is such a constant of the elements' common type
-//! (`-[-128][1]` is the Int8 -128 too). A column of a narrow signed type negates in it too,
-//! and `bitNot` keeps any column's own type.
+//! array of integer constants holds them in their common type (`[-128]` is a List of Int8,
+//! so `-arrayJoin([-128])` wraps too), and its element at a constant index is such a
+//! constant. A column of a narrow signed type negates in it too, and `bitNot` keeps any
+//! column's own type.
 
 use std::sync::Arc;
 
@@ -286,6 +287,31 @@ pub(crate) fn const_array_element(items: &[Expr], i: &Expr) -> Option<Expr> {
     };
     let v = at.map_or(0, |k| consts[k as usize].0);
     Some(const_literal(v, t))
+}
+
+/// A literal array's integer constants as literals of ClickHouse's element type, their
+/// common narrow type (`[-128]` an Array(Int8), `[1, 300]` an Array(UInt16)); None unless
+/// every item is an integer constant with such a type.
+pub(crate) fn narrow_const_items(items: &[Expr]) -> Option<Vec<Expr>> {
+    let consts = items.iter().map(const_int).collect::<Option<Vec<_>>>()?;
+    let t = common_const_type(&consts.iter().map(|(_, t)| *t).collect::<Vec<_>>())?;
+    consts
+        .into_iter()
+        .map(|(v, _)| {
+            let v = t.wrap(v);
+            let s = match (t.signed, t.bits) {
+                (true, 8) => ScalarValue::Int8(Some(v as i8)),
+                (true, 16) => ScalarValue::Int16(Some(v as i16)),
+                (true, 32) => ScalarValue::Int32(Some(v as i32)),
+                (true, _) => ScalarValue::Int64(Some(v as i64)),
+                (false, 8) => ScalarValue::UInt8(Some(v as u8)),
+                (false, 16) => ScalarValue::UInt16(Some(v as u16)),
+                (false, 32) => ScalarValue::UInt32(Some(v as u32)),
+                (false, _) => ScalarValue::UInt64(Some(v as u64)),
+            };
+            Some(Expr::Literal(s, None))
+        })
+        .collect()
 }
 
 /// The value of an integer literal, if `e` is one.
@@ -594,6 +620,47 @@ mod tests {
                 &Expr::Literal(ScalarValue::Int64(Some(1)), None)
             )
             .is_none()
+        );
+    }
+
+    /// chdb: `toTypeName([-128])` is Array(Int8), `[1, 300]` Array(UInt16), `[1 + 1]`
+    /// Array(UInt16), `[4294967295, -1]` Array(Int64).
+    #[test]
+    fn literal_arrays_hold_their_common_type() {
+        let lit = |v: i64| Expr::Literal(ScalarValue::Int64(Some(v)), None);
+        let types = |xs: Vec<Expr>| -> Vec<ScalarValue> {
+            narrow_const_items(&xs)
+                .expect("narrowed")
+                .into_iter()
+                .map(|e| match e {
+                    Expr::Literal(v, _) => v,
+                    other => panic!("not a literal: {other}"),
+                })
+                .collect()
+        };
+        assert_eq!(types(vec![lit(-128)]), vec![ScalarValue::Int8(Some(-128))]);
+        assert_eq!(
+            types(vec![lit(1), lit(300)]),
+            vec![ScalarValue::UInt16(Some(1)), ScalarValue::UInt16(Some(300))]
+        );
+        let two = const_literal(2, t("UInt16"));
+        assert_eq!(types(vec![two]), vec![ScalarValue::UInt16(Some(2))]);
+        assert_eq!(
+            types(vec![lit(4294967295), lit(-1)]),
+            vec![
+                ScalarValue::Int64(Some(4294967295)),
+                ScalarValue::Int64(Some(-1))
+            ]
+        );
+        assert_eq!(
+            types(vec![lit(i64::MAX)]),
+            vec![ScalarValue::UInt64(Some(i64::MAX as u64))]
+        );
+        // Not all integer constants: left as they are.
+        let col = datafusion::logical_expr::col("i");
+        assert!(narrow_const_items(&[lit(1), col]).is_none());
+        assert!(
+            narrow_const_items(&[lit(1), Expr::Literal(ScalarValue::Int64(None), None)]).is_none()
         );
     }
 
