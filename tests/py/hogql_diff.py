@@ -174,9 +174,9 @@ INT_LITERALS = ["0", "1", "2", "3", "7", "10", "100", "127", "128", "255", "256"
 # The edges where Int64 arithmetic wraps and ClickHouse's unsigned literal types do not.
 # Only as two literals of one operation, and that only as a whole expression (`top_only`):
 # a literal's type through a function hedgerow does not fold
-# (`arrayElement([9223372036854775807], 1) * 2`) is a known gap, and a UInt64 above 2^63 - 1
-# as a branch with signed values has no common type in ClickHouse (an error, or a Variant
-# from 26.1; known_failures.txt, differential.slt). Literals above Int64's range
+# (`if(c, 9223372036854775807, 1) * 2`; literal arrays keep it) is a known gap, and a UInt64
+# above 2^63 - 1 as a branch with signed values has no common type in ClickHouse (an error,
+# or a Variant from 26.1; known_failures.txt, differential.slt). Literals above Int64's range
 # (18446744073709551615) are not generated: hedgerow reads them as UInt64 and its Int64
 # functions (intDiv, the comparisons with Int64) do not take them yet.
 EDGE_INTS = [str(INT64_MAX), str(INT64_MAX - 1), "4611686018427387904", "4294967296",
@@ -368,9 +368,9 @@ RULES: dict[str, list[tuple[float, Callable[[Gen, int], E]]]] = {
         (1, lambda g, d: call("intDiv", INT, _i(g, d), lit(g.pick(SMALL_INTS[1:]), INT))),
         (1, lambda g, d: infix("%", INT, _i(g, d), lit(g.pick(SMALL_INTS[1:]), INT))),
         # whole expressions only: abs(-9223372036854775808) is the UInt64 2^63, and with it a
-        # literal's ClickHouse type decides the sum (`abs(i) + arrayElement([10, 7], 9)` is a
-        # UInt64 there; hedgerow's literal array holds Int64s): the known gap of a literal's
-        # unsigned type through a function (known_failures.txt, differential.slt)
+        # literal's ClickHouse type decides the sum (`abs(i) + if(c, 10, 7)` is a UInt64
+        # there, an Int64 in hedgerow): the gap of a literal's unsigned type through a
+        # function (if, tuples, maps; literal arrays keep their elements' narrow type)
         (1, lambda g, d: _top_only(call("abs", INT, _i(g, d)))),
         (1, _unary("length", INT, _s)),
         (1, _unary("lengthUTF8", INT, _s)),
@@ -548,8 +548,8 @@ def _no_null(g: Gen, d: int) -> E:
 
 def _neg(g: Gen, d: int) -> E:
     # of an expression over a column: a literal's narrow ClickHouse type through a function
-    # hedgerow does not fold wraps where hedgerow's Int64 does not (`-arrayElement([-128], 1)`
-    # is the Int8 -128 there)
+    # hedgerow does not fold wraps where hedgerow's Int64 does not (`-if(c, -128, -1)` is
+    # the Int8 -128 there; literal arrays keep their elements' narrow type, as ClickHouse)
     x = _i(g, d)
     for _ in range(8):
         if re.search(r"\b(i|ni|id)\b", x.hog):

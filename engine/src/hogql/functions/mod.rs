@@ -15,7 +15,7 @@ pub mod budget;
 mod scalar;
 pub(crate) use scalar::{
     IntOp, agree_numeric, city_hash_64_of, elements_nullable, int_arith, int_negate,
-    null_literal_gives_null, stored_uuid, to_uuid, uuid_order_key, uuid_text,
+    narrow_const_items, null_literal_gives_null, stored_uuid, to_uuid, uuid_order_key, uuid_text,
 };
 
 use chrono::{DateTime, Utc};

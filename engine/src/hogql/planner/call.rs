@@ -290,10 +290,11 @@ impl Planner<'_> {
                     .order_by
                     .iter()
                     .map(|o| {
+                        // NULLs last unless NULLS FIRST, for DESC too (as ClickHouse).
                         Ok(Sort::new(
                             self.expr(&o.expr, scope)?,
                             !o.desc,
-                            o.nulls_first.unwrap_or(o.desc),
+                            o.nulls_first.unwrap_or(false),
                         ))
                     })
                     .collect::<PResult<Vec<_>>>()?;
@@ -306,7 +307,11 @@ impl Planner<'_> {
                     .as_ref()
                     .map(|f| self.frame(f, &keys, whole.span))
                     .transpose()?;
-                to_window(v, partition, order, frame).map_err(df)
+                let key_nullable = match order.as_slice() {
+                    [k] => k.expr.nullable(&scope.schema).map_err(df)?,
+                    _ => false,
+                };
+                frames::clickhouse_window(v, partition, order, frame, key_nullable).map_err(df)
             }
         }
     }

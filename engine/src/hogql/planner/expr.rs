@@ -227,6 +227,7 @@ impl Planner<'_> {
                 // same numbers), not DataFusion's Decimal(20, 0), which prints as strings.
                 let items = functions::agree_numeric(items, &scope.schema)
                     .map_err(|x| PlanError::new(x.to_string(), Some(e.span)))?;
+                let items = functions::narrow_const_items(&items).unwrap_or(items);
                 Ok(datafusion::functions_nested::expr_fn::make_array(items))
             }
             ExprKind::Tuple(items) => {

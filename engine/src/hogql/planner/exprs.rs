@@ -370,6 +370,35 @@ pub(super) fn numbered_filter(
         .map_err(df)
 }
 
+/// The window calls in `exprs` (at any depth, each once) that hold no window call
+/// themselves: the ones to compute first.
+pub(super) fn innermost_windows(exprs: &[&Expr]) -> Vec<Expr> {
+    let mut found: Vec<Expr> = Vec::new();
+    for e in exprs {
+        // Visiting never fails.
+        let _ = e.apply(|x| {
+            if let Expr::WindowFunction(w) = x {
+                let nested = w
+                    .params
+                    .args
+                    .iter()
+                    .chain(&w.params.partition_by)
+                    .chain(w.params.order_by.iter().map(|s| &s.expr))
+                    .chain(w.params.filter.as_deref())
+                    .any(|a| {
+                        a.exists(|y| Ok(matches!(y, Expr::WindowFunction(_))))
+                            .unwrap_or(false)
+                    });
+                if !nested && !found.contains(x) {
+                    found.push(x.clone());
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+    }
+    found
+}
+
 /// Gives a window expression its OVER clause.
 pub(super) fn window_with(
     e: Expr,

@@ -17,7 +17,7 @@ use datafusion::common::{Column, DFSchema, JoinType, ScalarValue, TableReference
 use datafusion::datasource::provider_as_source;
 use datafusion::functions::core::expr_fn as core_fn;
 use datafusion::logical_expr::expr::{AggregateFunction, Sort, WindowFunction};
-use datafusion::logical_expr::utils::{find_aggregate_exprs, find_window_exprs};
+use datafusion::logical_expr::utils::find_aggregate_exprs;
 use datafusion::logical_expr::{
     BinaryExpr, Expr, ExprSchemable, GroupingSet, LogicalPlan, LogicalPlanBuilder, Operator,
     WindowFrame, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition, cast, lit, when,
@@ -35,6 +35,7 @@ mod call;
 mod expr;
 mod exprs;
 mod field;
+mod frames;
 mod hogqlx;
 mod ids;
 mod predicate;

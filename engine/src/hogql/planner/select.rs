@@ -439,13 +439,23 @@ impl Planner<'_> {
         Ok((plan, c))
     }
 
-    /// Window functions any clause uses, then QUALIFY.
+    /// Window functions any clause uses, then QUALIFY. A window inside another's window
+    /// (a frame's key reading a whole partition's value) is computed first.
     fn windows(&self, mut plan: LogicalPlan, mut c: Clauses) -> PResult<(LogicalPlan, Clauses)> {
-        let mut all: Vec<&Expr> = c.items.iter().map(|(e, _)| e).collect();
-        all.extend(c.qualify.iter());
-        all.extend(c.order.iter().map(|(e, _, _)| e));
-        let windows = find_window_exprs(all.iter().copied());
-        if !windows.is_empty() {
+        for round in 0.. {
+            let mut all: Vec<&Expr> = c.items.iter().map(|(e, _)| e).collect();
+            all.extend(c.qualify.iter());
+            all.extend(c.order.iter().map(|(e, _, _)| e));
+            let windows = innermost_windows(&all);
+            if windows.is_empty() {
+                break;
+            }
+            if round > 0 {
+                // A projection between the rounds' windows: DataFusion's common
+                // subexpression pass takes a run of windows as one and would compute an
+                // expression of the earlier round's columns below them all.
+                plan = map_columns(plan, |_, _, _| None)?;
+            }
             let wplan = LogicalPlanBuilder::window_plan(plan, windows.clone()).map_err(df)?;
             let map: Vec<(Expr, Expr)> = windows
                 .iter()

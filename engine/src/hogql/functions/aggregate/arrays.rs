@@ -274,6 +274,13 @@ pub(super) fn translate(
         "arrayElement" => {
             let i = args.pop().expect("arity");
             let a = args.pop().expect("arity");
+            // A literal array's element keeps ClickHouse's narrow constant type.
+            if let Expr::ScalarFunction(f) = &a
+                && f.name() == "make_array"
+                && let Some(folded) = super::super::scalar::const_array_element(&f.args, &i)
+            {
+                return Ok(folded);
+            }
             if matches!(t0, DataType::Map(..)) {
                 return super::maps::element(a, i, ctx);
             }

@@ -328,6 +328,11 @@ pub(super) fn translate(
             if from.is_empty() {
                 return Ok(otherwise);
             }
+            // The values and the default agree as `if` branches do (a literal array's narrow
+            // element type meets the default's).
+            let mut values = agree_numeric([to, vec![otherwise]].concat(), ctx.schema)?;
+            let otherwise = values.pop().expect("the default");
+            let to = values;
             let mut case = None::<datafusion::logical_expr::conditional_expressions::CaseBuilder>;
             for (k, v) in from.into_iter().zip(to) {
                 let c = x.clone().eq(k);

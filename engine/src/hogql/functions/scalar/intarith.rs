@@ -15,8 +15,11 @@
 //! (UInt8 … UInt64 when non-negative, Int8 … Int64 when negative), and an operation on
 //! constants answers in ClickHouse's result type ([`ConstInt`]), carried on the folded
 //! literal's metadata because hedgerow's literals are Int64. Where the narrow type does not
-//! widen the result wraps as in ClickHouse: `-intDiv(-128, 1)` is the Int8 -128. A column
-//! of a narrow signed type negates in it too, and `bitNot` keeps any column's own type.
+//! widen the result wraps as in ClickHouse: `-intDiv(-128, 1)` is the Int8 -128. A literal
+//! array of integer constants holds them in their common type (`[-128]` is a List of Int8,
+//! so `-arrayJoin([-128])` wraps too), and its element at a constant index is such a
+//! constant. A column of a narrow signed type negates in it too, and `bitNot` keeps any
+//! column's own type.
 
 use std::sync::Arc;
 
@@ -244,6 +247,71 @@ pub(crate) fn const_bits(name: &str, args: &[Expr]) -> Option<Expr> {
         _ => return None,
     };
     Some(const_literal(v, t))
+}
+
+/// ClickHouse's least common type of integer constants' types: the widest, and when
+/// signed and unsigned mix a signed type wider than every unsigned one (`[200, -1]` is an
+/// Array(Int16)); None where none exists (a UInt64 with a signed value).
+fn common_const_type(types: &[ConstInt]) -> Option<ConstInt> {
+    let widest = |signed: bool| {
+        types
+            .iter()
+            .filter(|t| t.signed == signed)
+            .map(|t| t.bits)
+            .max()
+    };
+    Some(match (widest(true), widest(false)) {
+        (Some(_), Some(u)) if u >= 64 => return None,
+        (Some(s), Some(u)) => ConstInt::new(true, s.max(u * 2)),
+        (Some(s), None) => ConstInt::new(true, s),
+        (None, Some(u)) => ConstInt::new(false, u),
+        (None, None) => return None,
+    })
+}
+
+/// `arrayElement(a, i)` of a literal array of integer constants (`items`) at a constant
+/// index, as ClickHouse types it: the element in the array's element type, the constants'
+/// common type (`[-128]` is an Array(Int8), so `-[-128][1]` wraps to -128), counted from 1,
+/// from the end when negative, the type's 0 out of range.
+pub(crate) fn const_array_element(items: &[Expr], i: &Expr) -> Option<Expr> {
+    let consts = items.iter().map(const_int).collect::<Option<Vec<_>>>()?;
+    let t = common_const_type(&consts.iter().map(|(_, t)| *t).collect::<Vec<_>>())?;
+    let i = int_literal(i)?;
+    let n = consts.len() as i128;
+    let at = if (1..=n).contains(&i) {
+        Some(i - 1)
+    } else if (-n..0).contains(&i) {
+        Some(n + i)
+    } else {
+        None
+    };
+    let v = at.map_or(0, |k| consts[k as usize].0);
+    Some(const_literal(v, t))
+}
+
+/// A literal array's integer constants as literals of ClickHouse's element type, their
+/// common narrow type (`[-128]` an Array(Int8), `[1, 300]` an Array(UInt16)); None unless
+/// every item is an integer constant with such a type.
+pub(crate) fn narrow_const_items(items: &[Expr]) -> Option<Vec<Expr>> {
+    let consts = items.iter().map(const_int).collect::<Option<Vec<_>>>()?;
+    let t = common_const_type(&consts.iter().map(|(_, t)| *t).collect::<Vec<_>>())?;
+    consts
+        .into_iter()
+        .map(|(v, _)| {
+            let v = t.wrap(v);
+            let s = match (t.signed, t.bits) {
+                (true, 8) => ScalarValue::Int8(Some(v as i8)),
+                (true, 16) => ScalarValue::Int16(Some(v as i16)),
+                (true, 32) => ScalarValue::Int32(Some(v as i32)),
+                (true, _) => ScalarValue::Int64(Some(v as i64)),
+                (false, 8) => ScalarValue::UInt8(Some(v as u8)),
+                (false, 16) => ScalarValue::UInt16(Some(v as u16)),
+                (false, 32) => ScalarValue::UInt32(Some(v as u32)),
+                (false, _) => ScalarValue::UInt64(Some(v as u64)),
+            };
+            Some(Expr::Literal(s, None))
+        })
+        .collect()
 }
 
 /// The value of an integer literal, if `e` is one.
@@ -510,6 +578,90 @@ mod tests {
     fn folded(e: &Expr) -> (i128, String) {
         let (v, c) = const_int(e).expect("a constant");
         (v, c.name())
+    }
+
+    /// chdb: `toTypeName([…])` of literal arrays and their elements at constant indexes.
+    #[test]
+    fn literal_array_elements() {
+        let arr = |xs: &[i64]| -> Vec<Expr> {
+            xs.iter()
+                .map(|x| Expr::Literal(ScalarValue::Int64(Some(*x)), None))
+                .collect()
+        };
+        let at = |xs: &[i64], i: i64| {
+            let e =
+                const_array_element(&arr(xs), &Expr::Literal(ScalarValue::Int64(Some(i)), None))
+                    .expect("folded");
+            folded(&e)
+        };
+        assert_eq!(at(&[-128], 1), (-128, "Int8".into()));
+        assert_eq!(at(&[200, -1], 1), (200, "Int16".into()));
+        assert_eq!(at(&[70000, -1], -1), (-1, "Int64".into()));
+        assert_eq!(at(&[255, 1], -1), (1, "UInt8".into()));
+        assert_eq!(at(&[1, 300], 1), (1, "UInt16".into()));
+        assert_eq!(at(&[i64::MAX], 1), (i128::from(i64::MAX), "UInt64".into()));
+        // Out of range and 0: the element type's default.
+        assert_eq!(at(&[-128], 0), (0, "Int8".into()));
+        assert_eq!(at(&[-128], 2), (0, "Int8".into()));
+        assert_eq!(at(&[-128], -2), (0, "Int8".into()));
+        // A UInt64 with a signed value has no common type: not folded.
+        let big = [Expr::Literal(ScalarValue::UInt64(Some(u64::MAX)), None)];
+        let mixed = [big.to_vec(), arr(&[-1])].concat();
+        assert!(
+            const_array_element(&mixed, &Expr::Literal(ScalarValue::Int64(Some(1)), None))
+                .is_none()
+        );
+        // A column index or element: not folded.
+        let col = datafusion::logical_expr::col("i");
+        assert!(const_array_element(&arr(&[1]), &col).is_none());
+        assert!(
+            const_array_element(
+                std::slice::from_ref(&col),
+                &Expr::Literal(ScalarValue::Int64(Some(1)), None)
+            )
+            .is_none()
+        );
+    }
+
+    /// chdb: `toTypeName([-128])` is Array(Int8), `[1, 300]` Array(UInt16), `[1 + 1]`
+    /// Array(UInt16), `[4294967295, -1]` Array(Int64).
+    #[test]
+    fn literal_arrays_hold_their_common_type() {
+        let lit = |v: i64| Expr::Literal(ScalarValue::Int64(Some(v)), None);
+        let types = |xs: Vec<Expr>| -> Vec<ScalarValue> {
+            narrow_const_items(&xs)
+                .expect("narrowed")
+                .into_iter()
+                .map(|e| match e {
+                    Expr::Literal(v, _) => v,
+                    other => panic!("not a literal: {other}"),
+                })
+                .collect()
+        };
+        assert_eq!(types(vec![lit(-128)]), vec![ScalarValue::Int8(Some(-128))]);
+        assert_eq!(
+            types(vec![lit(1), lit(300)]),
+            vec![ScalarValue::UInt16(Some(1)), ScalarValue::UInt16(Some(300))]
+        );
+        let two = const_literal(2, t("UInt16"));
+        assert_eq!(types(vec![two]), vec![ScalarValue::UInt16(Some(2))]);
+        assert_eq!(
+            types(vec![lit(4294967295), lit(-1)]),
+            vec![
+                ScalarValue::Int64(Some(4294967295)),
+                ScalarValue::Int64(Some(-1))
+            ]
+        );
+        assert_eq!(
+            types(vec![lit(i64::MAX)]),
+            vec![ScalarValue::UInt64(Some(i64::MAX as u64))]
+        );
+        // Not all integer constants: left as they are.
+        let col = datafusion::logical_expr::col("i");
+        assert!(narrow_const_items(&[lit(1), col]).is_none());
+        assert!(
+            narrow_const_items(&[lit(1), Expr::Literal(ScalarValue::Int64(None), None)]).is_none()
+        );
     }
 
     /// ClickHouse's `toTypeName` of literals of these types (chdb).

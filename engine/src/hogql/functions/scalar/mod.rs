@@ -14,7 +14,7 @@ pub(crate) use cityhash::city_hash_64_of;
 mod intarith;
 pub(crate) use conditional::agree_numeric;
 pub(crate) use convert::{stored_uuid, to_uuid, uuid_order_key, uuid_text};
-pub(crate) use intarith::{IntOp, int_arith, int_negate};
+pub(crate) use intarith::{IntOp, const_array_element, int_arith, int_negate, narrow_const_items};
 mod datetime;
 mod encode;
 mod json;
