@@ -228,19 +228,7 @@ impl GroupsAccumulator for ArgBestI64 {
         values: &[ArrayRef],
         opt_filter: Option<&BooleanArray>,
     ) -> Result<Vec<ArrayRef>> {
-        let Some(filter) = opt_filter else {
-            return Ok(values.to_vec());
-        };
-        let keep = if filter.null_count() > 0 {
-            datafusion::arrow::compute::prep_null_mask_filter(filter)
-        } else {
-            filter.clone()
-        };
-        let dropped = datafusion::arrow::compute::not(&keep)?;
-        Ok(vec![
-            values[0].clone(),
-            datafusion::arrow::compute::nullif(&values[1], &dropped)?,
-        ])
+        super::udaf::arg_states(values, opt_filter)
     }
 
     fn size(&self) -> usize {
@@ -265,13 +253,7 @@ mod tests {
     }
 
     fn batches(seed: u64, n: usize, rows: usize, groups: usize) -> Vec<Batch> {
-        let mut x = seed.max(1);
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = super::super::testutil::xorshift(seed);
         (0..n)
             .map(|_| {
                 let mut b = Batch {

@@ -348,13 +348,7 @@ mod tests {
     }
 
     fn batches(seed: u64, n_batches: usize, rows: usize, n_groups: usize) -> Vec<Batch> {
-        let mut x = seed.max(1);
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = super::super::testutil::xorshift(seed);
         (0..n_batches)
             .map(|_| {
                 let mut b = Batch {

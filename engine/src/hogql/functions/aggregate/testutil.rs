@@ -306,3 +306,14 @@ pub(super) fn col(name: &str) -> Expr {
 pub(super) fn lit<T: datafusion::logical_expr::Literal>(v: T) -> Expr {
     datafusion::prelude::lit(v)
 }
+
+/// A deterministic stream of pseudo-random numbers (xorshift64) for generated test data.
+pub(super) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed.max(1);
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}

@@ -531,6 +531,28 @@ impl AggregateUDFImpl for ArgMinMax {
     }
 }
 
+/// `argMin`/`argMax` rows as states of their own: each row's value and key, the key NULL
+/// where `opt_filter` drops the row (a state with a NULL key is skipped when merged).
+pub(super) fn arg_states(
+    values: &[ArrayRef],
+    opt_filter: Option<&BooleanArray>,
+) -> Result<Vec<ArrayRef>> {
+    let Some(filter) = opt_filter else {
+        return Ok(values.to_vec());
+    };
+    // A NULL in the filter drops the row too.
+    let keep = if filter.null_count() > 0 {
+        datafusion::arrow::compute::prep_null_mask_filter(filter)
+    } else {
+        filter.clone()
+    };
+    let dropped = datafusion::arrow::compute::not(&keep)?;
+    Ok(vec![
+        values[0].clone(),
+        datafusion::arrow::compute::nullif(&values[1], &dropped)?,
+    ])
+}
+
 /// [`ArgAcc`] for many groups at once.
 struct ArgGroups {
     max: bool,
@@ -688,27 +710,12 @@ impl GroupsAccumulator for ArgGroups {
         ])
     }
 
-    /// Each row as a state of its own: its value and key, or NULLs where `opt_filter`
-    /// drops it (a state with a NULL key is skipped when merged).
     fn convert_to_state(
         &self,
         values: &[ArrayRef],
         opt_filter: Option<&BooleanArray>,
     ) -> Result<Vec<ArrayRef>> {
-        let Some(filter) = opt_filter else {
-            return Ok(values.to_vec());
-        };
-        // A NULL in the filter drops the row too.
-        let keep = if filter.null_count() > 0 {
-            datafusion::arrow::compute::prep_null_mask_filter(filter)
-        } else {
-            filter.clone()
-        };
-        let dropped = datafusion::arrow::compute::not(&keep)?;
-        Ok(vec![
-            values[0].clone(),
-            datafusion::arrow::compute::nullif(&values[1], &dropped)?,
-        ])
+        arg_states(values, opt_filter)
     }
 
     fn size(&self) -> usize {
