@@ -264,12 +264,13 @@ mod tests {
                 };
                 for _ in 0..rows {
                     let v = next();
-                    b.vals.push((v % 13 != 0).then(|| format!("v{}", v % 1000)));
+                    b.vals
+                        .push((!v.is_multiple_of(13)).then(|| format!("v{}", v % 1000)));
                     // Few distinct keys, so ties are common.
                     b.keys
-                        .push((v % 17 != 0).then_some((next() % 50) as i64 - 20));
+                        .push((!v.is_multiple_of(17)).then_some((next() % 50) as i64 - 20));
                     b.groups.push((next() % groups as u64) as usize);
-                    b.filter.push(next() % 4 != 0);
+                    b.filter.push(!next().is_multiple_of(4));
                 }
                 b
             })

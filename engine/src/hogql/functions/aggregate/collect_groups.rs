@@ -358,9 +358,10 @@ mod tests {
                 };
                 for _ in 0..rows {
                     let v = next();
-                    b.values.push((v % 11 != 0).then_some((v >> 8) as i64 % 7));
+                    b.values
+                        .push((!v.is_multiple_of(11)).then_some((v >> 8) as i64 % 7));
                     b.groups.push((next() % n_groups as u64) as usize);
-                    b.filter.push(next() % 5 != 0);
+                    b.filter.push(!next().is_multiple_of(5));
                 }
                 b
             })
