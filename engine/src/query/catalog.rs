@@ -121,12 +121,15 @@ impl QueryService {
             .map_err(QueryError::Delta)?
             .snapshot()
             .arrow_schema();
-        let files = Arc::new(files::FilesProvider::new(
-            team,
-            &delta_schema,
-            store_url,
-            files,
-        ));
+        let local_root = log_store
+            .root_url()
+            .to_file_path()
+            .ok()
+            .filter(|_| log_store.root_url().scheme() == "file");
+        let files = Arc::new(
+            files::FilesProvider::new(team, &delta_schema, store_url, files)
+                .with_local_root(local_root),
+        );
         stage("files", &mut t);
         let held = Family::ALL.map(|family| {
             let mut held = min_layout[family as usize];

@@ -24,7 +24,6 @@ use datafusion::common::{Column, DFSchema, Result as DFResult, ScalarValue, Stat
 use datafusion::config::TableParquetOptions;
 use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -57,6 +56,9 @@ pub(crate) struct FilesProvider {
     partition_cols: Vec<FieldRef>,
     store: ObjectStoreUrl,
     files: Vec<ScanFile>,
+    /// The table's directory when it is on the local file system (read in place,
+    /// [`super::local_read`]).
+    local_root: Option<std::path::PathBuf>,
 }
 
 impl FilesProvider {
@@ -99,7 +101,14 @@ impl FilesProvider {
             partition_cols,
             store,
             files,
+            local_root: None,
         }
+    }
+
+    /// Reads the files from `root`, the table's local directory, in place.
+    pub(crate) fn with_local_root(mut self, root: Option<std::path::PathBuf>) -> Self {
+        self.local_root = root;
+        self
     }
 
     /// The files `predicate` may need, by their statistics and partition values.
@@ -223,11 +232,18 @@ impl TableProvider for FilesProvider {
             let mut f = PartitionedFile::new_from_meta(meta.clone())
                 .with_partition_values(self.partition_values(file));
             if let Some(footer) = cached_footer(&cache, &meta) {
-                let d = derived.get(&meta.location, &footer, &self.file_schema, schema_key)?;
+                let d = derived.get(
+                    &meta.location,
+                    &footer,
+                    &self.file_schema,
+                    schema_key,
+                    &f.partition_values,
+                )?;
                 rows += d.stats.num_rows.get_value().copied().unwrap_or(0);
-                f = f
-                    .with_statistics(d.stats.clone())
-                    .with_arrow_schema(d.read_schema.clone());
+                // Set, not `with_statistics`: that copies every column's statistics to
+                // append the partition columns', which the entry already holds.
+                f.statistics = Some(d.stats.clone());
+                f = f.with_arrow_schema(d.read_schema.clone());
             }
             bytes += file.size as usize;
             files.push(f);
@@ -244,10 +260,11 @@ impl TableProvider for FilesProvider {
                 .any(|c| c.name.as_str() == BLOOM_COLUMN)
         });
         let runtime = state.runtime_env();
-        let reader = CachedParquetFileReaderFactory::new(
+        let reader = super::local_read::ReaderFactory::new(
             runtime.object_store(&self.store)?,
             runtime.cache_manager.get_file_metadata_cache(),
-        );
+            self.local_root.as_deref(),
+        )?;
         let table_schema = TableSchema::builder(self.file_schema.clone())
             .with_table_partition_cols(self.partition_cols.clone())
             .build();
@@ -348,6 +365,28 @@ fn footer_statistics(footer: &ParquetMetaData, file_schema: &Schema) -> Statisti
     stats
 }
 
+/// `stats` with a column for each partition value after the file's columns, as
+/// DataFusion's `PartitionedFile::with_statistics` appends them: one value, never null.
+fn with_partition_statistics(mut stats: Statistics, values: &[ScalarValue]) -> Statistics {
+    use datafusion::common::ColumnStatistics;
+    for v in values {
+        stats.column_statistics.push(ColumnStatistics {
+            null_count: Precision::Exact(0),
+            max_value: Precision::Exact(v.clone()),
+            min_value: Precision::Exact(v.clone()),
+            distinct_count: Precision::Exact(1),
+            sum_value: Precision::Absent,
+            byte_size: v
+                .data_type()
+                .primitive_width()
+                .map_or(Precision::Absent, |w| {
+                    stats.num_rows.multiply(&Precision::Exact(w))
+                }),
+        });
+    }
+    stats
+}
+
 /// What a scan derives from each file's footer: the Arrow schema it reads the file with
 /// and the file's statistics, kept while the footer is in the runtime's metadata cache
 /// (a session config extension: one per query service).
@@ -382,13 +421,15 @@ pub(crate) struct Derived {
 
 impl FooterDerived {
     /// The entry of the file at `path` whose footer is `footer`, derived for `file_schema`
-    /// (whose [`schema_key`] is `key`).
+    /// (whose [`schema_key`] is `key`); `partition_values` are the file's (fixed by its
+    /// path), whose statistics follow the file's columns'.
     pub(crate) fn get(
         &self,
         path: &object_store::path::Path,
         footer: &Arc<ParquetMetaData>,
         file_schema: &Schema,
         key: u64,
+        partition_values: &[ScalarValue],
     ) -> DFResult<Derived> {
         let fresh = |d: &Derived| {
             d.schema_key == key && d.footer.upgrade().is_some_and(|f| Arc::ptr_eq(&f, footer))
@@ -400,7 +441,10 @@ impl FooterDerived {
             footer: Arc::downgrade(footer),
             schema_key: key,
             read_schema: read_schema(footer, file_schema)?,
-            stats: Arc::new(footer_statistics(footer, file_schema)),
+            stats: Arc::new(with_partition_statistics(
+                footer_statistics(footer, file_schema),
+                partition_values,
+            )),
         };
         let mut entries = self.lock();
         entries.by_path.insert(path.clone(), d.clone());
@@ -430,8 +474,13 @@ fn schema_key(schema: &Schema) -> u64 {
 }
 
 /// The Arrow schema a scan reads the file with: the one its footer gives, with the ids
-/// fixed where they are variable-length ([`variable_length_ids`]) and strings and binary
-/// coerced as DataFusion's opener coerces them to the table's types (views).
+/// fixed where they are variable-length ([`variable_length_ids`]), strings and binary
+/// coerced as DataFusion's opener coerces them to the table's types (views), and no
+/// metadata.
+///
+/// The opener converts the file's whole Parquet schema with this one as a hint on every
+/// open, copying and comparing each field's metadata (a `hedgerow.property` key on every
+/// property column); nothing past the scan reads it (batches take the table's fields).
 fn read_schema(footer: &ParquetMetaData, file_schema: &Schema) -> DFResult<SchemaRef> {
     let schema = match variable_length_ids(footer, file_schema)? {
         Some(s) => s,
@@ -440,15 +489,21 @@ fn read_schema(footer: &ParquetMetaData, file_schema: &Schema) -> DFResult<Schem
             footer.file_metadata().key_value_metadata(),
         )?),
     };
-    Ok(
+    let schema =
         match datafusion::datasource::physical_plan::parquet::apply_file_schema_type_coercions(
             file_schema,
             &schema,
         ) {
-            Some(coerced) => Arc::new(coerced),
-            None => schema,
-        },
-    )
+            Some(coerced) => coerced,
+            None => schema.as_ref().clone(),
+        };
+    Ok(Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_metadata(Default::default()))
+            .collect::<Vec<_>>(),
+    )))
 }
 
 /// The Arrow schema to read a file with whose ids are variable-length binary, or `None`
@@ -766,7 +821,7 @@ mod tests {
         let path = &file.object_meta.location;
         let get = |footer: &Arc<ParquetMetaData>, key| {
             derived
-                .get(path, footer, &provider.file_schema, key)
+                .get(path, footer, &provider.file_schema, key, &[])
                 .unwrap()
                 .read_schema
         };
@@ -789,6 +844,7 @@ mod tests {
                     &gone,
                     &provider.file_schema,
                     key,
+                    &[],
                 )
                 .unwrap();
         }

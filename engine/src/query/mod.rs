@@ -23,6 +23,7 @@ pub(crate) mod exec;
 mod files;
 mod insight;
 mod late_projection;
+mod local_read;
 mod log;
 mod page_index;
 mod person_snapshot;
