@@ -688,6 +688,12 @@ class Server:
                 pass
         return out
 
+    def vm_rss(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
     def vm_hwm(self) -> int:
         try:
             for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -803,14 +809,40 @@ def ingest(server: Server, data: Path, clients: int) -> dict:
             except requests.RequestException as e:
                 state["error"] = f"batch {i}: {e}"
 
+    # What the server held at its highest sampled RSS (every 0.5 s): the buffers, and
+    # whether a maintenance pass (compaction) ran, whose memory is outside them.
+    peak: dict = {}
+    sampling = threading.Event()
+
+    def sampler():
+        while not sampling.wait(0.5):
+            try:
+                rss = server.vm_rss()
+                if rss <= peak.get("rss_bytes", 0):
+                    continue
+                m = server.metrics()
+                peak.update({
+                    "seconds": round(time.perf_counter() - t0, 1), "rss_bytes": rss,
+                    "buffer_bytes": int(m.get("hedgerow_buffer_bytes", 0)),
+                    "maintenance_running": int(m.get("hedgerow_maintenance_running", 0)),
+                    "compactions": int(m.get("hedgerow_compactions_total", 0)),
+                    "events_accepted": int(m.get("hedgerow_events_accepted_total", 0)),
+                })
+            except (requests.RequestException, OSError, ValueError):
+                pass
+
     log(f"ingesting {events} events in {len(bodies)} gzip bodies with {clients} clients")
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(clients)]
+    watcher = threading.Thread(target=sampler)
+    watcher.start()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
+    sampling.set()
+    watcher.join()
     if state["error"]:
         raise RuntimeError(state["error"])
     m = server.metrics()
@@ -833,6 +865,7 @@ def ingest(server: Server, data: Path, clients: int) -> dict:
         "wire_bytes": sum(map(len, bodies)),
         "json_bytes": json_bytes,
         "ack_to_committed_s": to_commit,
+        "rss_peak_sample": peak,
     }
 
 
@@ -1413,6 +1446,14 @@ def write_report(out: Path, rep: dict) -> None:
     L.append(f"Peak RSS of hedgerow (VmHWM): {rep['peak_rss_bytes'] / 2**20:.0f} MiB "
              f"(ingest process {rep['peak_rss']['ingest'] / 2**20:.0f} MiB, query process "
              f"{rep['peak_rss']['queries'] / 2**20:.0f} MiB).")
+    pk = rep["ingest"].get("rss_peak_sample") or {}
+    if pk:
+        L.append(f"While ingesting, the highest RSS sampled (every 0.5 s) was {pk['rss_bytes'] / 2**20:.0f} MiB, "
+                 f"{pk['seconds']} s in ({pk['events_accepted']:,} events accepted), with "
+                 f"{pk['buffer_bytes'] / 2**20:.0f} MiB in the buffers and "
+                 + ("a maintenance pass (compaction) running" if pk["maintenance_running"]
+                    else "no maintenance pass running")
+                 + f" ({pk['compactions']} partition compactions so far).")
     L.append("")
     notes = []
     for name, e in q.items():

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub compaction_files_removed: AtomicU64,
     pub buffer_rows: AtomicI64,
     pub buffer_bytes: AtomicI64,
+    /// 1 while a maintenance pass (compaction, the override fold, vacuum) runs.
+    pub maintenance_running: AtomicI64,
     pub committed_seq: AtomicU64,
 }
 
@@ -164,6 +166,11 @@ impl Metrics {
                 "Approximate bytes held by the in-memory buffers.",
                 self.buffer_bytes.load(Ordering::Relaxed),
             ),
+            (
+                "hedgerow_maintenance_running",
+                "1 while compaction, the person-id override fold or vacuum runs (their memory is outside the buffers').",
+                self.maintenance_running.load(Ordering::Relaxed),
+            ),
         ];
         for (name, help, v) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
@@ -190,6 +197,7 @@ mod tests {
         );
         assert!(!text.contains("nothing"));
         assert!(text.contains("# TYPE hedgerow_buffer_rows gauge"));
+        assert!(text.contains("hedgerow_maintenance_running 0\n"));
         assert_eq!(m.rejected("missing_distinct_id"), 3);
     }
 }

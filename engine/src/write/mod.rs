@@ -680,6 +680,15 @@ impl Pipeline {
         let share = self.maintenance.override_fold_share;
         let store = self.persons.store().clone();
         tokio::spawn(async move {
+            /// Clears the gauge however the pass ends.
+            struct Running(Arc<Metrics>);
+            impl Drop for Running {
+                fn drop(&mut self) {
+                    self.0.maintenance_running.store(0, Ordering::Relaxed);
+                }
+            }
+            metrics.maintenance_running.store(1, Ordering::Relaxed);
+            let _running = Running(metrics.clone());
             // Every override the store holds: rows compaction rewrites anyway get the
             // merged-into person's id (right whenever the merge was).
             let persons: PersonMaps = match store.overrides_through(u64::MAX) {
