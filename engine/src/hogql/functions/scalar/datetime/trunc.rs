@@ -127,6 +127,7 @@ impl Trunc {
         out_tz: &str,
     ) -> Option<ArrayRef> {
         use super::super::time::steady_offset;
+        use datafusion::arrow::array::PrimitiveArray;
         use datafusion::arrow::datatypes::{
             Date32Type, TimestampMicrosecondType, TimestampSecondType,
         };
@@ -153,12 +154,47 @@ impl Trunc {
             (p.len() / 4) as i64,
         )?;
         Some(if date {
-            Arc::new(p.unary::<_, Date32Type>(|m| self.apply_fixed(o, m) as i32))
+            Arc::new(PrimitiveArray::<Date32Type>::from_iter_values(
+                self.each_fixed(o, p.values()).map(|d| d as i32),
+            ))
         } else {
             Arc::new(
-                p.unary::<_, TimestampSecondType>(|m| self.apply_fixed(o, m))
-                    .with_timezone(out_tz),
+                PrimitiveArray::<TimestampSecondType>::from_iter_values(
+                    self.each_fixed(o, p.values()),
+                )
+                .with_timezone(out_tz),
             )
+        })
+    }
+
+    /// [`Trunc::apply_fixed`] of each of `micros`. A unit of a day or more gives every
+    /// instant of one local day the same answer, so the day of the last answer is kept and
+    /// a row inside it costs two comparisons: a stored file holds one UTC day, and
+    /// `toStartOfMonth`'s calendar arithmetic per row was a third of a monthly-active-users
+    /// query's CPU at 10M events.
+    fn each_fixed(self, o: i64, micros: &[i64]) -> impl Iterator<Item = i64> {
+        const DAY: i128 = 86_400;
+        let by_day = matches!(
+            self,
+            Trunc::Days(_) | Trunc::Weeks(..) | Trunc::Months(_) | Trunc::Years(_)
+        );
+        // The µs range [lo, hi) of the local day of the last answer, and that answer.
+        let (mut lo, mut hi, mut last) = (0i64, 0i64, 0i64);
+        micros.iter().map(move |&m| {
+            if m >= lo && m < hi {
+                return last;
+            }
+            last = self.apply_fixed(o, m);
+            if by_day {
+                let day = (i128::from(m.div_euclid(MICROS)) + i128::from(o)).div_euclid(DAY);
+                let at = |d: i128| {
+                    ((d * DAY - i128::from(o)) * i128::from(MICROS))
+                        .clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+                        as i64
+                };
+                (lo, hi) = (at(day), at(day + 1));
+            }
+            last
         })
     }
 
