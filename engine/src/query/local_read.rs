@@ -108,17 +108,16 @@ impl LocalFileReader {
         let external = |e: std::io::Error, path: &PathBuf| {
             ParquetError::External(format!("reading {}: {e}", path.display()).into())
         };
-        if self.opened.is_none() {
-            self.opened = Some(File::open(&self.path).map_err(|e| external(e, &self.path))?);
-        }
-        let Some(file) = &self.opened else {
-            unreachable!("opened above")
-        };
         let len = usize::try_from(range.end.saturating_sub(range.start))
             .map_err(|e| ParquetError::External(Box::new(e)))?;
+        let file = match self.opened.take() {
+            Some(file) => file,
+            None => File::open(&self.path).map_err(|e| external(e, &self.path))?,
+        };
         let mut buf = vec![0u8; len];
-        file.read_exact_at(&mut buf, range.start)
-            .map_err(|e| external(e, &self.path))?;
+        let read = file.read_exact_at(&mut buf, range.start);
+        self.opened = Some(file);
+        read.map_err(|e| external(e, &self.path))?;
         self.metrics.bytes_scanned.add(len);
         Ok(Bytes::from(buf))
     }
