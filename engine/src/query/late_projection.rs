@@ -25,8 +25,9 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 
-/// DataFusion's physical optimizer rules with [`LateProjection`] after the last
-/// projection pushdown, and [`super::yield_points::YieldPoints`] last.
+/// DataFusion's physical optimizer rules with [`super::set_joins::SetJoins`] after join
+/// selection, [`LateProjection`] after the last projection pushdown, and
+/// [`super::yield_points::YieldPoints`] last.
 pub(crate) fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
     let at = rules
@@ -34,7 +35,13 @@ pub(crate) fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Syn
         .rposition(|r| r.name() == "ProjectionPushdown")
         .map_or(rules.len(), |i| i + 1);
     rules.insert(at, Arc::new(LateProjection));
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "join_selection")
+        .map_or(0, |i| i + 1);
+    rules.insert(at, Arc::new(super::set_joins::SetJoins));
     rules.push(Arc::new(super::scan_predicates::DistinctScanPredicates));
+    rules.push(Arc::new(super::set_joins::CompactBuildSide));
     rules.push(Arc::new(super::yield_points::YieldPoints));
     rules
 }

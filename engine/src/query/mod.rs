@@ -37,6 +37,7 @@ pub(crate) mod result;
 mod run;
 mod scan_predicates;
 mod service;
+mod set_joins;
 mod tasks;
 pub(crate) mod upgrade;
 mod yield_points;
