@@ -4,5 +4,6 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    hedgerow::allocator::purge_promptly();
     hedgerow::cli::main()
 }
