@@ -3,7 +3,6 @@
 //! Thin by design: handlers decode a request, make one engine call and encode the answer.
 //! No query or storage logic lives here.
 
-pub mod allocator;
 pub mod cli;
 pub mod config;
 pub mod error;

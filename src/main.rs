@@ -4,6 +4,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    hedgerow::allocator::purge_promptly();
     hedgerow::cli::main()
 }
