@@ -273,17 +273,22 @@ mod tests {
 
     use super::*;
 
+    /// With the rules as every query session has them, or DataFusion's alone.
     fn session(rules: bool) -> SessionContext {
-        let mut all = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
-        if rules {
-            let at = all
-                .iter()
-                .position(|r| r.name() == "join_selection")
-                .expect("DataFusion's join selection rule")
-                + 1;
-            all.insert(at, Arc::new(SetJoins));
-            all.push(Arc::new(CompactBuildSide));
-        }
+        let all = if rules {
+            let ours = super::super::late_projection::physical_rules();
+            let names: Vec<&str> = ours.iter().map(|r| r.name()).collect();
+            let at = |n: &str| names.iter().position(|x| *x == n);
+            assert!(at("join_selection").is_some(), "{names:?}");
+            assert_eq!(
+                at("SetJoins"),
+                at("join_selection").map(|i| i + 1),
+                "SetJoins runs right after DataFusion's join selection: {names:?}"
+            );
+            ours
+        } else {
+            datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules
+        };
         let state = SessionStateBuilder::new()
             .with_config(SessionConfig::new().with_target_partitions(2))
             .with_default_features()
