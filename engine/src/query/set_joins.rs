@@ -221,18 +221,24 @@ impl RecordBatchStream for CompactViews {
 const INLINE: u32 = 12;
 
 fn compact(batch: RecordBatch) -> Result<RecordBatch> {
-    if !batch.columns().iter().any(wasteful) {
-        return Ok(batch);
-    }
-    let columns = batch
+    let mut changed = false;
+    let columns: Vec<ArrayRef> = batch
         .columns()
         .iter()
-        .map(|c| match c.data_type() {
-            DataType::Utf8View if wasteful(c) => Arc::new(c.as_string_view().gc()) as ArrayRef,
-            DataType::BinaryView if wasteful(c) => Arc::new(c.as_binary_view().gc()) as ArrayRef,
-            _ => Arc::clone(c),
+        .map(|c| {
+            if !wasteful(c) {
+                return Arc::clone(c);
+            }
+            changed = true;
+            match c.data_type() {
+                DataType::Utf8View => Arc::new(c.as_string_view().gc()) as ArrayRef,
+                _ => Arc::new(c.as_binary_view().gc()),
+            }
         })
         .collect();
+    if !changed {
+        return Ok(batch);
+    }
     Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
