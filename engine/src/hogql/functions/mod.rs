@@ -14,8 +14,9 @@ pub(crate) use aggregate::{frame_value_respect_udaf, frame_value_udaf};
 pub mod budget;
 mod scalar;
 pub(crate) use scalar::{
-    IntOp, agree_numeric, city_hash_64_of, elements_nullable, int_arith, int_negate,
-    narrow_const_items, null_literal_gives_null, stored_uuid, to_uuid, uuid_order_key, uuid_text,
+    DateRange, IntOp, agree_numeric, ch_date, city_hash_64_of, elements_nullable, int_arith,
+    int_negate, narrow_const_items, null_literal_gives_null, stored_uuid, to_uuid, uuid_order_key,
+    uuid_text,
 };
 
 use chrono::{DateTime, Utc};

@@ -179,6 +179,25 @@ impl Planner<'_> {
                 if ids::is_uuid(&vt) && !ids::is_uuid(&t) {
                     return Ok(cast(functions::uuid_text(v), t));
                 }
+                // ClickHouse's Date from anything else is `toDate`'s (its range included).
+                if t == DataType::Date32
+                    && vt != DataType::Date32
+                    && (vt.is_integer()
+                        || vt.is_floating()
+                        || matches!(
+                            vt,
+                            DataType::Utf8 | DataType::Utf8View | DataType::Timestamp(..)
+                        ))
+                {
+                    return self.call_translated(
+                        "toDate",
+                        vec![],
+                        vec![Arg::Expr(v)],
+                        false,
+                        scope,
+                        e.span,
+                    );
+                }
                 if vt == DataType::Utf8 && matches!(t, DataType::Timestamp(..)) {
                     return self.call_translated(
                         "toDateTime",
@@ -482,6 +501,39 @@ impl Planner<'_> {
                 let r = bool_to_int(r, &scope.schema)?;
                 let lt = l.get_type(&scope.schema).map_err(df)?;
                 let rt = r.get_type(&scope.schema).map_err(df)?;
+                // A Date plus or minus days or an interval: the date functions, which keep
+                // the result in ClickHouse's 16-bit Date range as it does.
+                let numeric = |t: &DataType| t.is_integer() || t.is_floating();
+                let interval = |t: &DataType| matches!(t, DataType::Interval(_));
+                let date_call = match (op, &lt, &rt) {
+                    (Add | Sub, DataType::Date32, t) if numeric(t) => Some((
+                        if op == Add { "addDays" } else { "subtractDays" },
+                        l.clone(),
+                        r.clone(),
+                    )),
+                    (Add, t, DataType::Date32) if numeric(t) => {
+                        Some(("addDays", r.clone(), l.clone()))
+                    }
+                    (Add | Sub, DataType::Date32, t) if interval(t) => Some((
+                        if op == Add { "dateAdd" } else { "dateSub" },
+                        l.clone(),
+                        r.clone(),
+                    )),
+                    (Add, t, DataType::Date32) if interval(t) => {
+                        Some(("dateAdd", r.clone(), l.clone()))
+                    }
+                    _ => None,
+                };
+                if let Some((name, date, n)) = date_call {
+                    return self.call_translated(
+                        name,
+                        vec![],
+                        vec![Arg::Expr(date), Arg::Expr(n)],
+                        false,
+                        scope,
+                        span,
+                    );
+                }
                 let int_op = match op {
                     Add => functions::IntOp::Add,
                     Sub => functions::IntOp::Sub,

@@ -221,10 +221,12 @@ impl Planner<'_> {
                 };
                 let days =
                     (d - chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")).num_days();
-                Ok(Some(Expr::Literal(
-                    ScalarValue::Date32(Some(days as i32)),
-                    None,
-                )))
+                // As ClickHouse reads text as a Date: the nearest end outside its range.
+                let days = crate::hogql::functions::ch_date(
+                    days,
+                    crate::hogql::functions::DateRange::Clamp,
+                );
+                Ok(Some(Expr::Literal(ScalarValue::Date32(Some(days)), None)))
             }
             // As ClickHouse reads a string as a Bool (typed boolean properties compare with
             // 'true').

@@ -24,6 +24,7 @@ mod special;
 mod strings;
 mod text;
 mod time;
+pub(crate) use time::{DateRange, ch_date};
 mod tuples;
 mod udf;
 mod url;

@@ -223,6 +223,37 @@ pub(crate) fn seconds_array(v: Vec<Option<i64>>, tz: &str) -> ArrayRef {
     Arc::new(TimestampSecondArray::from(v).with_timezone(tz))
 }
 
+/// How a day number outside ClickHouse's `Date` comes back into it. `Date` is a UInt16 of
+/// days since 1970-01-01 (to 2149-06-06) and HogQL has no `Date32`, so every date a query
+/// computes (an Arrow `Date32` here) is one of those, and ClickHouse brings the ones that
+/// fall outside back in one of these ways, depending on what made them (checked against
+/// chdb, `tests/slt/functions_datetime_range.slt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DateRange {
+    /// The nearest end: text, a DateTime, numbers, and the `toStartOf…`/`toLastDayOf…`
+    /// functions (`toMonday('1970-01-02')` is 1970-01-01).
+    Clamp,
+    /// Modulo 2^16: day and week arithmetic and the day of a DateTime64
+    /// (`toDate('1970-01-01') - 1` is 2149-06-06).
+    Wrap,
+    /// Month, quarter and year arithmetic: 1970-01-01 below the range, modulo 2^16 above.
+    Months,
+}
+
+/// The last day ClickHouse's `Date` holds (2149-06-06), in days since 1970-01-01.
+pub(crate) const DATE_MAX_DAYS: i64 = 65_535;
+
+/// `days` (since 1970-01-01) brought into ClickHouse's `Date` range as `how` says.
+pub(crate) fn ch_date(days: i64, how: DateRange) -> i32 {
+    let d = match how {
+        DateRange::Clamp => days.clamp(0, DATE_MAX_DAYS),
+        DateRange::Wrap => days.rem_euclid(DATE_MAX_DAYS + 1),
+        DateRange::Months if days < 0 => 0,
+        DateRange::Months => days.rem_euclid(DATE_MAX_DAYS + 1),
+    };
+    d as i32
+}
+
 pub(crate) fn date_array(v: Vec<Option<i32>>) -> ArrayRef {
     Arc::new(Date32Array::from(v))
 }
@@ -538,6 +569,28 @@ mod tests {
 
     fn show(m: Option<i64>, tz: Tz) -> String {
         local(tz, m.unwrap()).unwrap().to_string()
+    }
+
+    /// Days outside ClickHouse's Date come back in by each rule, at and past both ends
+    /// (values from chdb: `toDate('1969-12-31')`, `toDate('1970-01-01') - 1`,
+    /// `addMonths(toDate('2149-05-01'), 2)`, `subtractMonths(toDate('1970-03-15'), 3)`).
+    #[test]
+    fn days_come_into_clickhouses_date_range() {
+        use DateRange::*;
+        for how in [Clamp, Wrap, Months] {
+            for d in [0, 1, 19_723, DATE_MAX_DAYS] {
+                assert_eq!(ch_date(d, how), d as i32, "{how:?} keeps {d}");
+            }
+        }
+        assert_eq!(ch_date(-1, Clamp), 0);
+        assert_eq!(ch_date(-1, Wrap), 65_535);
+        assert_eq!(ch_date(-1, Months), 0);
+        assert_eq!(ch_date(65_536, Clamp), 65_535);
+        assert_eq!(ch_date(65_536, Wrap), 0);
+        assert_eq!(ch_date(65_560, Months), 24);
+        assert_eq!(ch_date(-3_653, Wrap), 61_883);
+        assert_eq!(ch_date(i64::MIN, Clamp), 0);
+        assert_eq!(ch_date(i64::MAX, Wrap), 65_535);
     }
 
     /// UTC's short cuts answer what chrono-tz's conversions answer, at the range's ends

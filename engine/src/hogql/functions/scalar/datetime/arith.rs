@@ -30,6 +30,32 @@ pub(super) fn add_call(
     };
     let out = ret.clone();
     let out_tz = tz_name.clone();
+    // A Date plus days or weeks: day numbers, wrapping as ClickHouse's 16-bit Date does.
+    if ret == DataType::Date32 && matches!(unit, Unit::Day | Unit::Week) {
+        let per = if unit == Unit::Week { 7 } else { 1 };
+        let k = kernel(move |a, _| {
+            let d = cast(&a[0], &DataType::Date32)?;
+            let n = cast(&a[1], &DataType::Int64)?;
+            let v: Vec<Option<i32>> = d
+                .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                .iter()
+                .zip(n.as_primitive::<Int64Type>().iter())
+                .map(|(d, n)| {
+                    let days = i64::from(d?).checked_add(n?.checked_mul(per * sign)?)?;
+                    Some(ch_date(days, DateRange::Wrap))
+                })
+                .collect();
+            Ok(date_array(v))
+        });
+        return Ok(call(
+            name,
+            format!("{unit:?}/{sign}/date"),
+            ret,
+            Nulls::FromArgs,
+            vec![t, n],
+            k,
+        ));
+    }
     let k = kernel(move |a, _| {
         let ts = instants(&a[0], tz)?;
         let n = cast(&a[1], &DataType::Int64)?;
@@ -43,9 +69,13 @@ pub(super) fn add_call(
             })
             .collect();
         Ok(match &out {
+            // Months, quarters, years: 1970-01-01 below the Date range, wrapping above.
             DataType::Date32 => date_array(
                 v.into_iter()
-                    .map(|m| m.and_then(|m| local(tz, m)).map(|l| days_of(l.date())))
+                    .map(|m| {
+                        m.and_then(|m| local(tz, m))
+                            .map(|l| ch_date(days_of(l.date()).into(), DateRange::Months))
+                    })
                     .collect(),
             ),
             DataType::Timestamp(u, _) => timestamp_array(v, *u, &out_tz),

@@ -12,16 +12,16 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, Int64Type, IntervalMonthDayNano, IntervalUnit, TimeUnit,
+    DataType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalUnit, TimeUnit,
 };
 use datafusion::common::metadata::FieldMetadata;
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{Expr, Operator, binary_expr};
 
 use super::time::{
-    MICROS, add_months, batch_offset, civil_from_days, date_array, date_of_days, days_from_civil,
-    days_of, from_local, instants, iso_date, local, locals, midnight, parse_date_text,
-    seconds_array, timestamp_array,
+    DATE_MAX_DAYS, DateRange, MICROS, add_months, batch_offset, ch_date, civil_from_days,
+    date_array, date_of_days, days_from_civil, days_of, from_local, instants, iso_date, local,
+    locals, midnight, parse_date_text, seconds_array, timestamp_array,
 };
 use super::udf::{Kernel, Nulls, call, kernel};
 use super::{FnContext, FunctionError, invalid, lit_str, type_of};
@@ -318,13 +318,21 @@ fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, 
     }
     let (tz, tz_name) = zone(&ty, tz_arg, ctx)?;
     let in_ty = ty.clone();
+    // Into ClickHouse's Date range (`DateRange`): a DateTime64's day wraps, the rest clamp.
+    let how = match ty {
+        DataType::Timestamp(u, _) if u != TimeUnit::Second => DateRange::Wrap,
+        _ => DateRange::Clamp,
+    };
     let k = kernel(move |a, _| {
         let v: Vec<Option<i32>> = match in_ty {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
                 let s = cast(&a[0], &DataType::Utf8)?;
                 s.as_string::<i32>()
                     .iter()
-                    .map(|s| s.and_then(parse_date_text))
+                    .map(|s| {
+                        s.and_then(parse_date_text)
+                            .map(|d| ch_date(d.into(), DateRange::Clamp))
+                    })
                     .collect()
             }
             DataType::Int8
@@ -335,23 +343,44 @@ fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, 
             | DataType::UInt16
             | DataType::UInt32
             | DataType::UInt64 => {
-                // ClickHouse: small numbers are days, larger ones Unix seconds.
+                // ClickHouse: small numbers are days, larger ones Unix seconds (a DateTime,
+                // so at most 2106-02-07), negative ones 1970-01-01.
                 let n = cast(&a[0], &DataType::Int64)?;
                 n.as_primitive::<Int64Type>()
                     .iter()
                     .map(|x| {
                         let x = x?;
-                        if (0..65536).contains(&x) {
-                            Some(x as i32)
+                        if x <= DATE_MAX_DAYS {
+                            Some(ch_date(x, DateRange::Clamp))
                         } else {
-                            local(tz, x.checked_mul(MICROS)?).map(|l| days_of(l.date()))
+                            let secs = x.min(i64::from(u32::MAX));
+                            local(tz, secs * MICROS).map(|l| days_of(l.date()))
+                        }
+                    })
+                    .collect()
+            }
+            // The same for fractional numbers (the fraction dropped).
+            DataType::Float32 | DataType::Float64 => {
+                let f = cast(&a[0], &DataType::Float64)?;
+                f.as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|x| {
+                        let x = x?;
+                        if x.is_nan() {
+                            return Some(0);
+                        }
+                        if x < (DATE_MAX_DAYS + 1) as f64 {
+                            Some(ch_date(x.trunc() as i64, DateRange::Clamp))
+                        } else {
+                            let secs = x.min(f64::from(u32::MAX)) as i64;
+                            local(tz, secs * MICROS).map(|l| days_of(l.date()))
                         }
                     })
                     .collect()
             }
             _ => locals(tz, &instants(&a[0], tz)?)
                 .into_iter()
-                .map(|l| l.map(|l| days_of(l.date())))
+                .map(|l| l.map(|l| ch_date(days_of(l.date()).into(), how)))
                 .collect(),
         };
         Ok(date_array(v))
@@ -455,7 +484,8 @@ pub(super) fn translate(
                     .map(|d| {
                         let d = date_of_days(d?)?;
                         let last = super::time::last_day(d.year(), d.month())?;
-                        d.with_day(last).map(days_of)
+                        let last = d.with_day(last).map(days_of)?;
+                        Some(ch_date(last.into(), DateRange::Clamp))
                     })
                     .collect();
                 Ok(date_array(v))
@@ -517,7 +547,7 @@ pub(super) fn translate(
                 let v = d
                     .as_primitive::<datafusion::arrow::datatypes::Date32Type>()
                     .iter()
-                    .map(|d| d.map(|d| d + 6))
+                    .map(|d| d.map(|d| ch_date(i64::from(d) + 6, DateRange::Clamp)))
                     .collect();
                 Ok(date_array(v))
             });
@@ -762,7 +792,7 @@ pub(super) fn translate(
                             1,
                             chrono::Weekday::Mon,
                         )?;
-                        Some(days_of(start))
+                        Some(ch_date(days_of(start).into(), DateRange::Clamp))
                     })
                     .collect();
                 Ok(date_array(v))

@@ -155,7 +155,8 @@ impl Trunc {
         )?;
         Some(if date {
             Arc::new(PrimitiveArray::<Date32Type>::from_iter_values(
-                self.each_fixed(o, p.values()).map(|d| d as i32),
+                self.each_fixed(o, p.values())
+                    .map(|d| ch_date(d, DateRange::Clamp)),
             ))
         } else {
             Arc::new(
@@ -243,7 +244,12 @@ pub(super) fn trunc_call(
         }
         let v = tr.apply_all(tz, &instants(&a[0], tz)?);
         Ok(if date {
-            date_array(v.into_iter().map(|d| d.map(|d| d as i32)).collect())
+            // A start outside ClickHouse's Date range is its nearest end.
+            date_array(
+                v.into_iter()
+                    .map(|d| d.map(|d| ch_date(d, DateRange::Clamp)))
+                    .collect(),
+            )
         } else {
             seconds_array(v, &out_tz)
         })
