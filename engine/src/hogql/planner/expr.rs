@@ -503,28 +503,21 @@ impl Planner<'_> {
                 let rt = r.get_type(&scope.schema).map_err(df)?;
                 // A Date plus or minus days or an interval: the date functions, which keep
                 // the result in ClickHouse's 16-bit Date range as it does.
-                let numeric = |t: &DataType| t.is_integer() || t.is_floating();
-                let interval = |t: &DataType| matches!(t, DataType::Interval(_));
-                let date_call = match (op, &lt, &rt) {
-                    (Add | Sub, DataType::Date32, t) if numeric(t) => Some((
-                        if op == Add { "addDays" } else { "subtractDays" },
-                        l.clone(),
-                        r.clone(),
-                    )),
-                    (Add, t, DataType::Date32) if numeric(t) => {
-                        Some(("addDays", r.clone(), l.clone()))
-                    }
-                    (Add | Sub, DataType::Date32, t) if interval(t) => Some((
-                        if op == Add { "dateAdd" } else { "dateSub" },
-                        l.clone(),
-                        r.clone(),
-                    )),
-                    (Add, t, DataType::Date32) if interval(t) => {
-                        Some(("dateAdd", r.clone(), l.clone()))
-                    }
+                let shift = |t: &DataType| {
+                    t.is_integer() || t.is_floating() || matches!(t, DataType::Interval(_))
+                };
+                let date_shift = match (op, &lt, &rt) {
+                    (Add | Sub, DataType::Date32, t) if shift(t) => Some((l.clone(), r.clone(), t)),
+                    (Add, t, DataType::Date32) if shift(t) => Some((r.clone(), l.clone(), t)),
                     _ => None,
                 };
-                if let Some((name, date, n)) = date_call {
+                if let Some((date, n, nt)) = date_shift {
+                    let name = match (op, matches!(nt, DataType::Interval(_))) {
+                        (Add, false) => "addDays",
+                        (_, false) => "subtractDays",
+                        (Add, true) => "dateAdd",
+                        (_, true) => "dateSub",
+                    };
                     return self.call_translated(
                         name,
                         vec![],

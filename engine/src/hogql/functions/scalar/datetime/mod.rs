@@ -311,6 +311,16 @@ fn second_shape(s: &str) -> bool {
     }
 }
 
+/// ClickHouse's `toDate` of a number: up to 65 535 it is days, above that Unix seconds (a
+/// DateTime, so at most 2106-02-07, in `tz`), and a negative one is 1970-01-01.
+fn number_date(x: i64, tz: Tz) -> Option<i32> {
+    if x <= DATE_MAX_DAYS {
+        return Some(ch_date(x, DateRange::Clamp));
+    }
+    let secs = x.min(i64::from(u32::MAX));
+    local(tz, secs * MICROS).map(|l| days_of(l.date()))
+}
+
 fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, FunctionError> {
     let ty = type_of(&t, ctx)?;
     if matches!(ty, DataType::Date32) {
@@ -343,39 +353,18 @@ fn to_date(t: Expr, tz_arg: Option<&Expr>, ctx: &FnContext<'_>) -> Result<Expr, 
             | DataType::UInt16
             | DataType::UInt32
             | DataType::UInt64 => {
-                // ClickHouse: small numbers are days, larger ones Unix seconds (a DateTime,
-                // so at most 2106-02-07), negative ones 1970-01-01.
                 let n = cast(&a[0], &DataType::Int64)?;
                 n.as_primitive::<Int64Type>()
                     .iter()
-                    .map(|x| {
-                        let x = x?;
-                        if x <= DATE_MAX_DAYS {
-                            Some(ch_date(x, DateRange::Clamp))
-                        } else {
-                            let secs = x.min(i64::from(u32::MAX));
-                            local(tz, secs * MICROS).map(|l| days_of(l.date()))
-                        }
-                    })
+                    .map(|x| number_date(x?, tz))
                     .collect()
             }
-            // The same for fractional numbers (the fraction dropped).
+            // The same for fractional numbers, the fraction dropped (NaN is 0).
             DataType::Float32 | DataType::Float64 => {
                 let f = cast(&a[0], &DataType::Float64)?;
                 f.as_primitive::<Float64Type>()
                     .iter()
-                    .map(|x| {
-                        let x = x?;
-                        if x.is_nan() {
-                            return Some(0);
-                        }
-                        if x < (DATE_MAX_DAYS + 1) as f64 {
-                            Some(ch_date(x.trunc() as i64, DateRange::Clamp))
-                        } else {
-                            let secs = x.min(f64::from(u32::MAX)) as i64;
-                            local(tz, secs * MICROS).map(|l| days_of(l.date()))
-                        }
-                    })
+                    .map(|x| number_date(x?.trunc() as i64, tz))
                     .collect()
             }
             _ => locals(tz, &instants(&a[0], tz)?)
