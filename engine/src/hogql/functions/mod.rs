@@ -10,7 +10,7 @@
 
 mod aggregate;
 mod posthog_names;
-pub(crate) use aggregate::{frame_value_respect_udaf, frame_value_udaf};
+pub(crate) use aggregate::{frame_value_respect_udaf, frame_value_udaf, sliding_udaf};
 pub mod budget;
 mod scalar;
 pub(crate) use scalar::{

@@ -410,10 +410,27 @@ pub(super) fn window_with(
     let has_order = !order.is_empty();
     let frame =
         frame.unwrap_or_else(|| WindowFrame::new(if has_order { Some(false) } else { None }));
-    e.partition_by(partition)
+    // DataFusion's builder sets DISTINCT, FILTER and the NULLs clause from its own (empty)
+    // fields: keep the call's (`count(DISTINCT x)`, `countIf(c)`, `RESPECT NULLS`).
+    let kept = match &e {
+        Expr::WindowFunction(w) => Some((
+            w.params.distinct,
+            w.params.filter.clone(),
+            w.params.null_treatment,
+        )),
+        _ => None,
+    };
+    let mut built = e
+        .partition_by(partition)
         .order_by(order)
         .window_frame(frame)
-        .build()
+        .build()?;
+    if let (Expr::WindowFunction(w), Some((distinct, filter, nulls))) = (&mut built, kept) {
+        w.params.distinct = distinct;
+        w.params.filter = filter;
+        w.params.null_treatment = nulls;
+    }
+    Ok(built)
 }
 
 /// Turns the aggregate and window calls in `e` into window functions over the given window.
@@ -437,6 +454,13 @@ pub(super) fn to_window(
                 "last_value" if respect => functions::frame_value_respect_udaf(true),
                 "last_value" => functions::frame_value_udaf(true),
                 _ => func,
+            };
+            // Over a frame whose start moves, an aggregate that cannot take rows back out
+            // replays the frame's rows.
+            let func = if frame.as_ref().is_some_and(|f| !f.is_ever_expanding()) {
+                functions::sliding_udaf(func)
+            } else {
+                func
             };
             let mut w =
                 WindowFunction::new(WindowFunctionDefinition::AggregateUDF(func), params.args);

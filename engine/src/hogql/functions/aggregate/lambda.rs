@@ -246,7 +246,7 @@ pub(super) fn build(
     }
 }
 
-fn param_schema(params: &[(String, DataType)]) -> Result<DFSchema> {
+pub(super) fn param_schema(params: &[(String, DataType)]) -> Result<DFSchema> {
     let fields: Vec<Field> = params
         .iter()
         .map(|(n, t)| Field::new(n, t.clone(), true))
@@ -502,7 +502,7 @@ impl ScalarUDFImpl for LambdaUdf {
 }
 
 /// The same list with offsets starting at 0 and values cut to what the offsets use.
-fn rebase(l: &ListArray) -> ListArray {
+pub(super) fn rebase(l: &ListArray) -> ListArray {
     let offs = l.value_offsets();
     let first = offs[0];
     let last = offs[l.len()];

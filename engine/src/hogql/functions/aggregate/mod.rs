@@ -17,6 +17,7 @@ mod keyed;
 mod lambda;
 mod map_sums;
 mod maps;
+mod reduce;
 mod rows;
 mod tdigest;
 #[cfg(test)]
@@ -30,7 +31,7 @@ use super::{Arg, FnContext, FnInfo, FnKind, FunctionError};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, ExprSchemable};
-pub(crate) use frame::{frame_value_respect_udaf, frame_value_udaf};
+pub(crate) use frame::{frame_value_respect_udaf, frame_value_udaf, sliding_udaf};
 
 /// How a name is spelled in the registry and whether it matches in any case.
 struct Entry {
@@ -226,6 +227,8 @@ const ENTRIES: &[Entry] = &[
     e("arrayReverseFill", false, S, 2, None, (0, 0)),
     e("arraySplit", false, S, 2, None, (0, 0)),
     e("arrayReverseSplit", false, S, 2, None, (0, 0)),
+    // an aggregate over each row's elements
+    e("arrayReduce", false, S, 2, None, (0, 0)),
     // maps
     e("map", false, S, 0, None, (0, 0)),
     e("mapFromArrays", false, S, 2, Some(2), (0, 0)),
@@ -340,6 +343,8 @@ pub(super) fn translate(
                 maps::translate(entry.name, args, ctx)
             } else if bitmaps::NAMES.contains(&entry.name) {
                 bitmaps::translate(entry.name, exprs_only(name, args)?, ctx)
+            } else if entry.name == "arrayReduce" {
+                reduce::translate(args, ctx)
             } else if lambda::is_higher_order(entry.name, &args) {
                 lambda::translate(entry.name, args, ctx)
             } else {
