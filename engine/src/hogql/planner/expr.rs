@@ -263,7 +263,14 @@ impl Planner<'_> {
                 let mut args = Vec::new();
                 for (i, it) in items.iter().enumerate() {
                     args.push(lit(format!("c{i}")));
-                    args.push(self.expr(it, scope)?);
+                    // An integer constant keeps its narrow type, as in ClickHouse's tuple
+                    // (`(-128, 300)` is a Tuple(Int8, UInt16)).
+                    let v = self.expr(it, scope)?;
+                    args.push(
+                        functions::narrow_const_items(std::slice::from_ref(&v))
+                            .and_then(|n| n.into_iter().next())
+                            .unwrap_or(v),
+                    );
                 }
                 Ok(core_fn::named_struct(args))
             }

@@ -139,17 +139,46 @@ pub(crate) fn numeric_supertype(types: &[DataType]) -> Option<DataType> {
     })
 }
 
+/// Values that are all integer constants (NULL literals aside) as literals of their common
+/// narrow type, as ClickHouse types them: `if(c, -128, -1)` is an Int8 (so its negation
+/// wraps to -128), `multiIf(c, 1, d, 300, 2)` a UInt16. None otherwise, or where the
+/// constants have no common type (a UInt64 above Int64's range with a signed value).
+fn narrow_constants(values: &[Expr]) -> Option<Vec<Expr>> {
+    let is_null = |v: &Expr| matches!(v, Expr::Literal(ScalarValue::Null, _));
+    let consts: Vec<Expr> = values.iter().filter(|v| !is_null(v)).cloned().collect();
+    if consts.is_empty() {
+        return None;
+    }
+    let mut narrow = super::intarith::narrow_const_items(&consts)?.into_iter();
+    Some(
+        values
+            .iter()
+            .map(|v| {
+                if is_null(v) {
+                    v.clone()
+                } else {
+                    narrow.next().expect("one per constant")
+                }
+            })
+            .collect(),
+    )
+}
+
 /// The branch values cast to [`numeric_supertype`] where they need one.
 ///
 /// A non-negative integer literal counts as ClickHouse types it, the smallest unsigned type
 /// holding it (hedgerow reads it as Int64): `if(c, 9223372036854775807 + 3, 5)` is UInt64.
 /// A UInt64 constant above Int64's range with a signed value has no common type: ClickHouse
-/// refuses it (before 26.1, or with `use_variant_as_common_type = 0`) or answers a Variant
-/// holding each value (26.1 on; never an Int128), which hedgerow does not have.
+/// refuses it before 26.1 (PostHog runs 25.8) or with `use_variant_as_common_type = 0`, and
+/// answers a Variant holding each value from 26.1 on (never an Int128); hedgerow refuses, as
+/// PostHog does.
 pub(crate) fn agree_numeric(
     values: Vec<Expr>,
     schema: &datafusion::common::DFSchema,
 ) -> Result<Vec<Expr>, FunctionError> {
+    if let Some(narrow) = narrow_constants(&values) {
+        return Ok(narrow);
+    }
     let types: Vec<DataType> = values
         .iter()
         .map(|v| v.get_type(schema).unwrap_or(DataType::Null))
@@ -202,9 +231,9 @@ pub(crate) fn agree_numeric(
         && let Some(big) = values.iter().find_map(above_int64)
     {
         return Err(invalid(format!(
-            "There is no supertype for the UInt64 {big} and a signed integer: ClickHouse \
-             answers a Variant of them (from 26.1; earlier it refuses), hedgerow has no \
-             Variant type"
+            "There is no supertype for the UInt64 {big} and a signed integer (ClickHouse's \
+             Code 386, NO_COMMON_TYPE, as PostHog's ClickHouse 25.8 answers; from 26.1 \
+             ClickHouse answers a Variant, a type HogQL does not have)"
         )));
     }
     Ok(match super_type {
