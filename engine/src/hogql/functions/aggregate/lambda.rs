@@ -186,14 +186,7 @@ pub(super) fn build(
     } else {
         body
     };
-    // The body runs as a physical expression without the optimizer: simplify it here, which
-    // also rewrites functions that only exist to be simplified (coalesce → CASE).
-    let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(
-        datafusion::logical_expr::simplify::SimplifyContext::builder()
-            .with_schema(Arc::new(schema.clone()))
-            .build(),
-    );
-    let body = simplifier.simplify(body).map_err(df_err)?;
+    let body = simplified(body, &schema)?;
     let first_elem = match &array_types[0] {
         DataType::List(f) => f.data_type().clone(),
         _ => unreachable!(),
@@ -244,6 +237,42 @@ pub(super) fn build(
         }
         _ => Ok(mapped),
     }
+}
+
+/// `body` simplified to run as a physical expression without the optimizer, which also
+/// rewrites what exists only to be simplified (coalesce → CASE).
+pub(super) fn simplified(body: Expr, schema: &DFSchema) -> Result<Expr, FunctionError> {
+    let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(
+        datafusion::logical_expr::simplify::SimplifyContext::builder()
+            .with_schema(Arc::new(schema.clone()))
+            .build(),
+    );
+    simplifier.simplify(body).map_err(df_err)
+}
+
+/// The elements of every row of `lists` (rebased) as one batch over `schema`: a column per
+/// parameter, in its type.
+pub(super) fn elements(
+    lists: &[ListArray],
+    params: &[(String, DataType)],
+    schema: &DFSchema,
+) -> Result<RecordBatch> {
+    let total = lists[0].values().len();
+    let mut columns = vec![];
+    for (l, (_, t)) in lists.iter().zip(params) {
+        let v = l.values().slice(0, total.min(l.values().len()));
+        columns.push(if v.data_type() == t { v } else { cast(&v, t)? });
+    }
+    batch(schema, columns, total)
+}
+
+/// A batch of `rows` rows over `schema`.
+pub(super) fn batch(schema: &DFSchema, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(schema.as_arrow().clone()),
+        columns,
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
 }
 
 pub(super) fn param_schema(params: &[(String, DataType)]) -> Result<DFSchema> {
@@ -318,16 +347,7 @@ impl ScalarUDFImpl for LambdaUdf {
         }
         let total = lists[0].values().len();
         let schema = param_schema(&self.params)?;
-        let mut columns = vec![];
-        for (l, (_, t)) in lists.iter().zip(&self.params) {
-            let v = l.values().slice(0, total.min(l.values().len()));
-            columns.push(if v.data_type() == t { v } else { cast(&v, t)? });
-        }
-        let batch = RecordBatch::try_new_with_options(
-            Arc::new(schema.as_arrow().clone()),
-            columns,
-            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(total)),
-        )?;
+        let batch = elements(&lists, &self.params, &schema)?;
         let phys = datafusion::physical_expr::create_physical_expr(
             &self.body,
             &schema,

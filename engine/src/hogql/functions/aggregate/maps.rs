@@ -264,12 +264,12 @@ pub(super) fn translate(
                     Some(n) => n
                         .into_iter()
                         .zip(items)
-                        .map(|(e, (_, t))| match &e {
-                            Expr::Literal(v, _) => {
-                                let t = v.data_type();
-                                (e, t)
-                            }
-                            _ => (e, t),
+                        .map(|(e, (_, t))| {
+                            let t = match &e {
+                                Expr::Literal(v, _) => v.data_type(),
+                                _ => t,
+                            };
+                            (e, t)
                         })
                         .collect(),
                     None => items,

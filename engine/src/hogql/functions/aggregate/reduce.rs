@@ -16,7 +16,7 @@
 //! around the nodes runs once over the per-row answers.
 
 use super::super::{Arg, FnContext};
-use super::lambda::{param_schema, rebase};
+use super::lambda::{batch, elements, param_schema, rebase, simplified};
 use super::{FunctionError, df_err, type_of};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_empty_array};
 use datafusion::arrow::compute::{cast, filter};
@@ -121,15 +121,8 @@ pub(super) fn translate(args: Vec<Arg>, ctx: &FnContext<'_>) -> Result<Expr, Fun
         .rewrite(&mut TypeCoercionRewriter::new(&schema))
         .map_err(df_err)?
         .data;
-    // The expression around the aggregates runs as a physical expression without the
-    // optimizer: simplified here, which also rewrites what exists only to be simplified
-    // (coalesce → CASE), as for lambda bodies.
-    let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(
-        datafusion::logical_expr::simplify::SimplifyContext::builder()
-            .with_schema(Arc::new(schema.clone()))
-            .build(),
-    );
-    let body = simplifier.simplify(body).map_err(df_err)?;
+    // The expression around the aggregates runs as a physical expression, as lambda bodies.
+    let body = simplified(body, &schema)?;
     let ret = body.get_type(&schema).map_err(df_err)?;
     let udf = ReduceUdf {
         agg,
@@ -195,18 +188,8 @@ impl ScalarUDFImpl for ReduceUdf {
         }
         // Every row's elements, one column per array (typed nullable here whatever the plan
         // said: the values are what they are).
-        let total = l0.values().len();
         let schema = param_schema(&self.params)?;
-        let mut columns = vec![];
-        for (l, (_, t)) in lists.iter().zip(&self.params) {
-            let v = l.values().slice(0, total);
-            columns.push(if v.data_type() == t { v } else { cast(&v, t)? });
-        }
-        let elements = RecordBatch::try_new_with_options(
-            Arc::new(schema.as_arrow().clone()),
-            columns,
-            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(total)),
-        )?;
+        let elements = elements(&lists, &self.params, &schema)?;
         // The aggregate nodes of the body, each replaced by a column of its per-row answers.
         let mut nodes = vec![];
         let outer = self
@@ -235,11 +218,7 @@ impl ScalarUDFImpl for ReduceUdf {
             answers.push(column);
         }
         let answers_schema = DFSchema::try_from(Schema::new(fields))?;
-        let per_row = RecordBatch::try_new_with_options(
-            Arc::new(answers_schema.as_arrow().clone()),
-            answers,
-            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
-        )?;
+        let per_row = batch(&answers_schema, answers, n)?;
         let outer = create_physical_expr(&outer, &answers_schema, &props, &planning)?;
         let out = outer.evaluate(&per_row)?.into_array(n)?;
         Ok(ColumnarValue::Array(if out.data_type() == &self.ret {
