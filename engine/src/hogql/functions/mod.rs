@@ -121,7 +121,8 @@ pub fn translate(
 }
 
 /// Names the planner answers itself before the function table: operator spellings,
-/// `tuple`/`tupleElement`, `in`/`notIn`, `arrayJoin`.
+/// `tuple`/`tupleElement`, `in`/`notIn`, `arrayJoin`, and the names of PostHog's list it
+/// spells as other calls (`planner/call.rs::posthog_spelling`).
 pub const PLANNER_FUNCTIONS: &[&str] = &[
     "equals",
     "notEquals",
@@ -147,6 +148,12 @@ pub const PLANNER_FUNCTIONS: &[&str] = &[
     "in",
     "notIn",
     "arrayJoin",
+    "btrim",
+    "current_date",
+    "array_agg",
+    "arrayRotateLeft",
+    "arrayRotateRight",
+    "arrayWithConstant",
 ];
 
 #[cfg(test)]

@@ -15,6 +15,10 @@ impl Planner<'_> {
         over: Option<&ast::Over>,
         scope: &Scope<'_>,
     ) -> PResult<Expr> {
+        // Names of PostHog's list that it prints as other ClickHouse calls.
+        if let Some(rewritten) = posthog_spelling(whole, name, params, args, distinct, over) {
+            return self.expr(&rewritten, scope);
+        }
         // `RESPECT NULLS` applies to this call only, not to calls among its arguments.
         let respect = self.respect_nulls.replace(false);
         // arrayJoin was computed before grouping.
@@ -608,6 +612,86 @@ impl Planner<'_> {
     // ---------------------------------------------------------------------------------
     // Names
     // ---------------------------------------------------------------------------------
+}
+
+/// The calls PostHog's list spells one way and prints (or ClickHouse defines) as others,
+/// as those others: `btrim` is `trim`, `current_date` `today`, `array_agg` `groupArray`,
+/// `arrayRotateLeft(a, n)` the slices of `a` at `n` modulo its length swapped
+/// (`arrayRotateRight` by `-n`), `arrayWithConstant(n, x)` `[x]` resized to `n` with `x`.
+/// None for every other call, and for a wrong number of arguments (the target's error
+/// would name the wrong function).
+fn posthog_spelling(
+    whole: &ast::Expr,
+    name: &str,
+    params: Option<&[ast::Expr]>,
+    args: &[ast::Expr],
+    distinct: bool,
+    over: Option<&ast::Over>,
+) -> Option<ast::Expr> {
+    let span = whole.span;
+    let call = |name: &str, args: Vec<ast::Expr>| {
+        ast::Expr::new(
+            ExprKind::Call {
+                name: name.to_string(),
+                params: None,
+                args,
+                distinct: false,
+                over: None,
+            },
+            span,
+        )
+    };
+    let int = |n: i128| ast::Expr::new(ExprKind::Literal(ast::Literal::Int(n)), span);
+    let renamed = |to: &str| {
+        ast::Expr::new(
+            ExprKind::Call {
+                name: to.to_string(),
+                params: params.map(<[ast::Expr]>::to_vec),
+                args: args.to_vec(),
+                distinct,
+                over: over.cloned(),
+            },
+            span,
+        )
+    };
+    match (name.to_ascii_lowercase().as_str(), args) {
+        ("btrim", [_] | [_, _]) => Some(renamed("trim")),
+        ("current_date", []) if name == "current_date" => Some(renamed("today")),
+        ("array_agg", [_]) if name == "array_agg" => Some(renamed("groupArray")),
+        ("arrayrotateleft" | "arrayrotateright", [a, n])
+            if matches!(name, "arrayRotateLeft" | "arrayRotateRight") =>
+        {
+            let n = if name == "arrayRotateRight" {
+                call("negate", vec![n.clone()])
+            } else {
+                n.clone()
+            };
+            let len = call("length", vec![a.clone()]);
+            let k = call(
+                "if",
+                vec![
+                    call("equals", vec![len.clone(), int(0)]),
+                    int(0),
+                    call("positiveModulo", vec![n, len]),
+                ],
+            );
+            Some(call(
+                "arrayConcat",
+                vec![
+                    call(
+                        "arraySlice",
+                        vec![a.clone(), call("plus", vec![k.clone(), int(1)])],
+                    ),
+                    call("arraySlice", vec![a.clone(), int(1), k]),
+                ],
+            ))
+        }
+        ("arraywithconstant", [n, x]) if name == "arrayWithConstant" => Some(call(
+            "arrayResize",
+            vec![call("array", vec![x.clone()]), n.clone(), x.clone()],
+        )),
+        _ => None,
+    }
 }
 
 /// `t` of an argument `untuple(t)`.
