@@ -154,6 +154,10 @@ pub const PLANNER_FUNCTIONS: &[&str] = &[
     "arrayRotateLeft",
     "arrayRotateRight",
     "arrayWithConstant",
+    "date_subtract",
+    "timezone",
+    "string_agg",
+    "every",
 ];
 
 #[cfg(test)]

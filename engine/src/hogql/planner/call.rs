@@ -617,7 +617,9 @@ impl Planner<'_> {
 /// The calls PostHog's list spells one way and prints (or ClickHouse defines) as others,
 /// as those others: `btrim` is `trim`, `current_date` `today`, `array_agg` `groupArray`,
 /// `arrayRotateLeft(a, n)` the slices of `a` at `n` modulo its length swapped
-/// (`arrayRotateRight` by `-n`), `arrayWithConstant(n, x)` `[x]` resized to `n` with `x`.
+/// (`arrayRotateRight` by `-n`), `arrayWithConstant(n, x)` `[x]` resized to `n` with `x`,
+/// `date_subtract` `date_sub`, `timezone(tz, t)` `toTimeZone(t, tz)`, `string_agg(x, sep)`
+/// `arrayStringConcat(groupArray(x), sep)`, `every(x)` `toBool(min(x))`.
 /// None for every other call, and for a wrong number of arguments (the target's error
 /// would name the wrong function).
 fn posthog_spelling(
@@ -690,6 +692,17 @@ fn posthog_spelling(
             "arrayResize",
             vec![call("array", vec![x.clone()]), n.clone(), x.clone()],
         )),
+        ("date_subtract", [_, _]) if name == "date_subtract" => Some(renamed("date_sub")),
+        ("timezone", [tz, t]) if name == "timezone" => {
+            Some(call("toTimeZone", vec![t.clone(), tz.clone()]))
+        }
+        ("string_agg", [x, sep]) if name == "string_agg" && over.is_none() => Some(call(
+            "arrayStringConcat",
+            vec![call("groupArray", vec![x.clone()]), sep.clone()],
+        )),
+        ("every", [x]) if name == "every" && over.is_none() => {
+            Some(call("toBool", vec![call("min", vec![x.clone()])]))
+        }
         _ => None,
     }
 }
