@@ -239,6 +239,25 @@ pub(super) fn build(
     }
 }
 
+/// Zipped arrays must have equal sizes in every row where both are there (ClickHouse's
+/// error otherwise).
+pub(super) fn equal_sizes(name: &str, lists: &[ListArray]) -> Result<()> {
+    let l0 = &lists[0];
+    for l in &lists[1..] {
+        for i in 0..l0.len() {
+            if l.is_valid(i) && l0.is_valid(i) && l.value_length(i) != l0.value_length(i) {
+                return exec_err!(
+                    "Array arguments for function {name} must have equal sizes, got {} and {} \
+                     in row {i}",
+                    l0.value_length(i),
+                    l.value_length(i)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `body` simplified to run as a physical expression without the optimizer, which also
 /// rewrites what exists only to be simplified (coalesce → CASE).
 pub(super) fn simplified(body: Expr, schema: &DFSchema) -> Result<Expr, FunctionError> {
@@ -332,19 +351,7 @@ impl ScalarUDFImpl for LambdaUdf {
             let arr = a.to_array(n)?;
             lists.push(rebase(arr.as_list::<i32>()));
         }
-        let lens0: Vec<usize> = (0..n).map(|i| lists[0].value_length(i) as usize).collect();
-        for l in &lists[1..] {
-            for (i, len) in lens0.iter().enumerate() {
-                if l.is_valid(i) && lists[0].is_valid(i) && l.value_length(i) as usize != *len {
-                    return exec_err!(
-                        "Arrays passed to {} must have equal size, got {} and {} in row {i}",
-                        self.name,
-                        len,
-                        l.value_length(i)
-                    );
-                }
-            }
-        }
+        equal_sizes(self.name, &lists)?;
         let total = lists[0].values().len();
         let schema = param_schema(&self.params)?;
         let batch = elements(&lists, &self.params, &schema)?;

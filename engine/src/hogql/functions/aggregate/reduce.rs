@@ -16,13 +16,13 @@
 //! around the nodes runs once over the per-row answers.
 
 use super::super::{Arg, FnContext};
-use super::lambda::{batch, elements, param_schema, rebase, simplified};
+use super::lambda::{batch, elements, equal_sizes, param_schema, rebase, simplified};
 use super::{FunctionError, df_err, type_of};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_empty_array};
 use datafusion::arrow::compute::{cast, filter};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, Result, ScalarValue, exec_err, not_impl_err};
+use datafusion::common::{DFSchema, Result, ScalarValue, not_impl_err};
 use datafusion::logical_expr::execution_props::ExecutionProps;
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -173,19 +173,8 @@ impl ScalarUDFImpl for ReduceUdf {
         for a in &args.args {
             lists.push(rebase(a.to_array(n)?.as_list::<i32>()));
         }
+        equal_sizes("arrayReduce", &lists)?;
         let l0 = &lists[0];
-        for l in &lists[1..] {
-            for i in 0..n {
-                if l.value_length(i) != l0.value_length(i) {
-                    return exec_err!(
-                        "Array arguments for function arrayReduce must have equal sizes, got \
-                         {} and {} in row {i}",
-                        l0.value_length(i),
-                        l.value_length(i)
-                    );
-                }
-            }
-        }
         // Every row's elements, one column per array (typed nullable here whatever the plan
         // said: the values are what they are).
         let schema = param_schema(&self.params)?;
