@@ -179,28 +179,21 @@ impl Planner<'_> {
                 if ids::is_uuid(&vt) && !ids::is_uuid(&t) {
                     return Ok(cast(functions::uuid_text(v), t));
                 }
-                // ClickHouse's Date from anything else is `toDate`'s (its range included).
-                if t == DataType::Date32
+                // ClickHouse's Date from anything else is `toDate`'s (its range included), a
+                // DateTime from text `toDateTime`'s.
+                let to_date = t == DataType::Date32
                     && vt != DataType::Date32
                     && (vt.is_integer()
                         || vt.is_floating()
                         || matches!(
                             vt,
                             DataType::Utf8 | DataType::Utf8View | DataType::Timestamp(..)
-                        ))
-                {
+                        ));
+                let to_date_time = vt == DataType::Utf8 && matches!(t, DataType::Timestamp(..));
+                if to_date || to_date_time {
+                    let name = if to_date { "toDate" } else { "toDateTime" };
                     return self.call_translated(
-                        "toDate",
-                        vec![],
-                        vec![Arg::Expr(v)],
-                        false,
-                        scope,
-                        e.span,
-                    );
-                }
-                if vt == DataType::Utf8 && matches!(t, DataType::Timestamp(..)) {
-                    return self.call_translated(
-                        "toDateTime",
+                        name,
                         vec![],
                         vec![Arg::Expr(v)],
                         false,
